@@ -1,0 +1,151 @@
+/* Portable primitives for crawldedup._core: 64x64->128 multiply-high, atomic
+ * byte OR and unaligned little-endian loads.  Everything here is a few
+ * instructions on x86-64 and AArch64 with GCC, Clang and MSVC. */
+#ifndef CRAWLDEDUP_SUPPORT_H
+#define CRAWLDEDUP_SUPPORT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(_MSC_VER)
+#include <intrin.h>
+#endif
+
+/* High 64 bits of the 128-bit product a*b: Lemire's multiply-shift range
+ * reduction, (x * m) >> 64, maps a uniform 64-bit x onto [0, m) without a
+ * division. */
+static inline uint64_t cd_mulhi64(uint64_t a, uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64))
+    return __umulh(a, b);
+#elif defined(_MSC_VER) && defined(_M_ARM64)
+    return __umulh(a, b);
+#else
+    uint64_t a_lo = (uint32_t)a, a_hi = a >> 32;
+    uint64_t b_lo = (uint32_t)b, b_hi = b >> 32;
+    uint64_t lo_lo = a_lo * b_lo;
+    uint64_t hi_lo = a_hi * b_lo;
+    uint64_t lo_hi = a_lo * b_hi;
+    uint64_t hi_hi = a_hi * b_hi;
+    uint64_t cross = (lo_lo >> 32) + (uint32_t)hi_lo + lo_hi;
+    return hi_hi + (hi_lo >> 32) + (cross >> 32);
+#endif
+}
+
+/* Atomic OR of one byte; returns the previous value.  Bits are only ever set
+ * (never cleared) while keys are added, so concurrent adders in several
+ * threads (GIL released) or processes (shared mappings) never lose a bit. */
+static inline uint8_t cd_atomic_or8(uint8_t *p, uint8_t v) {
+#if defined(_MSC_VER)
+    return (uint8_t)_InterlockedOr8((volatile char *)p, (char)v);
+#else
+    return __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline uint8_t cd_load8(const uint8_t *p) {
+#if defined(_MSC_VER)
+    return *(volatile const uint8_t *)p;
+#else
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline void cd_prefetch(const void *p) {
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64))
+    _mm_prefetch((const char *)p, _MM_HINT_T0);
+#elif defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
+/* Little-endian 64-bit load from any address (MurmurHash3 reads its input
+ * blocks as little-endian words on every platform, so the digest is the same
+ * everywhere). */
+static inline uint64_t cd_load64le(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline int cd_popcount64(uint64_t x) {
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64))
+    return (int)__popcnt64(x);
+#elif defined(__GNUC__) || defined(__clang__)
+    return __builtin_popcountll(x);
+#else
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
+static inline uint64_t cd_rotl64(uint64_t x, int r) {
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t cd_fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* MurmurHash3_x64_128 (Austin Appleby's public-domain algorithm), written from
+ * its specification: 16-byte blocks read as two little-endian words, a tail of
+ * 0..15 bytes, then finalisation.  The 32-bit seed initialises both lanes. */
+static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
+                                      uint32_t seed, uint64_t *out1, uint64_t *out2) {
+    const uint64_t c1 = 0x87c37b91114253d5ULL;
+    const uint64_t c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = seed, h2 = seed;
+    size_t nblocks = len / 16, i;
+    for (i = 0; i < nblocks; i++) {
+        uint64_t k1 = cd_load64le(data + 16 * i);
+        uint64_t k2 = cd_load64le(data + 16 * i + 8);
+        k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = cd_rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = cd_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+    {
+        const unsigned char *tail = data + 16 * nblocks;
+        uint64_t k1 = 0, k2 = 0;
+        switch (len & 15) {
+        case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
+        case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
+        case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
+        case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
+        case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
+        case 10: k2 ^= (uint64_t)tail[9] << 8;   /* fall through */
+        case 9:  k2 ^= (uint64_t)tail[8];
+                 k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+                 /* fall through */
+        case 8:  k1 ^= (uint64_t)tail[7] << 56;  /* fall through */
+        case 7:  k1 ^= (uint64_t)tail[6] << 48;  /* fall through */
+        case 6:  k1 ^= (uint64_t)tail[5] << 40;  /* fall through */
+        case 5:  k1 ^= (uint64_t)tail[4] << 32;  /* fall through */
+        case 4:  k1 ^= (uint64_t)tail[3] << 24;  /* fall through */
+        case 3:  k1 ^= (uint64_t)tail[2] << 16;  /* fall through */
+        case 2:  k1 ^= (uint64_t)tail[1] << 8;   /* fall through */
+        case 1:  k1 ^= (uint64_t)tail[0];
+                 k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        }
+    }
+    h1 ^= (uint64_t)len; h2 ^= (uint64_t)len;
+    h1 += h2; h2 += h1;
+    h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
+    h1 += h2; h2 += h1;
+    *out1 = h1; *out2 = h2;
+}
+
+#endif

@@ -1,0 +1,217 @@
+"""Durable file writes and the shared header of crawldedup state files.
+
+``atomic_write`` is the only way crawldedup replaces a file: write a temporary
+file in the same folder, fsync it, rename it over the target, fsync the
+folder.  A crash or ``kill -9`` at any moment leaves either the old file or the
+new one.  Temporary files are named after the writing process, and those left
+behind by processes that no longer exist are removed by the next save, so they
+never pile up.
+
+The header layout is documented in ``docs/format.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import sys
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Iterator, Optional, Union
+
+from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+MAGIC = b"\x89CRDDUP\n"
+FORMAT_VERSION = 1
+HEADER_SIZE = 4096  # one page: the payload that follows can be memory-mapped
+
+KIND_BLOOM = 1
+KIND_NAMES = {KIND_BLOOM: "Bloom filter"}
+
+HASH_MURMUR3_EDH = 1  # MurmurHash3 x64 128 + enhanced double hashing + multiply-high
+LAYOUT_STANDARD = 0
+
+# magic, version, kind, hash algorithm, layout, header size, flags, seed,
+# num_bits, num_hashes, capacity, error_rate, insert_count, payload offset,
+# payload size, checksum, reserved.
+_HEADER = struct.Struct("<8sHHHHIIQQQQdQQQII")
+_CHECKSUM_AT = 88
+assert _HEADER.size == 96
+
+
+@dataclass
+class Header:
+    kind: int
+    hash_algorithm: int
+    layout: int
+    flags: int
+    seed: int
+    num_bits: int
+    num_hashes: int
+    capacity: int
+    error_rate: float
+    insert_count: int
+    payload_size: int
+    version: int = FORMAT_VERSION
+    checksum: int = 0
+
+    def pack(self) -> bytearray:
+        """The HEADER_SIZE header bytes, with the checksum field as stored."""
+        out = bytearray(HEADER_SIZE)
+        _HEADER.pack_into(
+            out, 0, MAGIC, self.version, self.kind, self.hash_algorithm, self.layout,
+            HEADER_SIZE, self.flags, self.seed, self.num_bits, self.num_hashes,
+            self.capacity, self.error_rate, self.insert_count, HEADER_SIZE,
+            self.payload_size, self.checksum, 0)
+        return out
+
+
+def checksum(header: Header, payload: Union[bytes, bytearray, memoryview]) -> int:
+    """CRC-32 (zlib) of the header with its checksum field zeroed, then the payload."""
+    saved, header.checksum = header.checksum, 0
+    try:
+        crc = zlib.crc32(header.pack())
+    finally:
+        header.checksum = saved
+    # zlib.crc32 takes at most 4 GiB at once on some builds: feed it slices.
+    view = memoryview(payload).cast("B")
+    step = 1 << 30
+    for start in range(0, len(view), step):
+        crc = zlib.crc32(view[start:start + step], crc)
+    return crc & 0xFFFFFFFF
+
+
+def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
+                 path: Optional[PathLike]) -> Header:
+    """Check the fixed header of a state file of total_size bytes.
+
+    Raises CorruptFileError for anything that is not a well-formed crawldedup
+    header and IncompatibleFilterError for a format version this code does not
+    read.  The checksum is left to the caller, who holds the payload.
+    """
+    if total_size == 0:
+        raise CorruptFileError(path, "the file is empty")
+    if len(raw) < len(MAGIC) or bytes(raw[:len(MAGIC)]) != MAGIC:
+        raise CorruptFileError(path, "no crawldedup signature at the start (a foreign file?)")
+    if len(raw) < HEADER_SIZE:
+        raise CorruptFileError(
+            path, f"truncated: {total_size} bytes, shorter than the {HEADER_SIZE}-byte header")
+    (_magic, version, kind, hash_algorithm, layout, header_size, flags, seed, num_bits,
+     num_hashes, capacity, error_rate, insert_count, payload_offset, payload_size,
+     stored_checksum, reserved) = _HEADER.unpack_from(raw, 0)
+    if version != FORMAT_VERSION:
+        if 0 < version < 256:
+            raise IncompatibleFilterError(
+                f"{_where(path)} uses file format version {version}; this crawldedup reads "
+                f"version {FORMAT_VERSION}" + (" (upgrade crawldedup)" if version > FORMAT_VERSION else ""))
+        raise CorruptFileError(path, f"impossible format version {version}")
+    if header_size != HEADER_SIZE or payload_offset != HEADER_SIZE:
+        raise CorruptFileError(path, f"header size {header_size} / payload offset "
+                                     f"{payload_offset}, expected {HEADER_SIZE}")
+    if reserved != 0 or any(bytes(raw[_HEADER.size:HEADER_SIZE])):
+        raise CorruptFileError(path, "reserved header bytes are not zero")
+    expected_size = HEADER_SIZE + payload_size
+    if total_size < expected_size:
+        raise CorruptFileError(
+            path, f"truncated: {total_size} bytes, the header announces {expected_size}")
+    if total_size > expected_size:
+        raise CorruptFileError(
+            path, f"{total_size - expected_size} unexpected bytes after the payload")
+    return Header(kind=kind, hash_algorithm=hash_algorithm, layout=layout, flags=flags,
+                  seed=seed, num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
+                  error_rate=error_rate, insert_count=insert_count,
+                  payload_size=payload_size, version=version, checksum=stored_checksum)
+
+
+def _where(path: Optional[PathLike]) -> str:
+    return "the data" if path is None else repr(os.fspath(path))
+
+
+# ---------------------------------------------------------------- atomic write
+
+_TMP_SUFFIX = ".crawldedup-tmp"
+
+
+def _temp_name(path: str) -> str:
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}{_TMP_SUFFIX}")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if sys.platform == "win32":  # no cheap liveness probe: keep the file
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale_temps(path: str) -> Iterator[str]:
+    folder, name = os.path.split(path)
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(_TMP_SUFFIX)):
+            continue
+        owner = entry[len(prefix):-len(_TMP_SUFFIX)].split("-", 1)[0]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            yield os.path.join(folder, entry)
+
+
+def _fsync_folder(folder: str) -> None:
+    if sys.platform == "win32":
+        return
+    fd = os.open(folder or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems cannot fsync a folder
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """Replace path with what write(file) writes, all or nothing."""
+    target = os.path.abspath(os.fspath(path))
+    for stale in _stale_temps(target):
+        try:
+            os.unlink(stale)
+        except OSError:
+            pass
+    tmp = _temp_name(target)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_folder(os.path.dirname(target))
+
+
+def read_exactly(f: BinaryIO, view: memoryview, path: Optional[PathLike]) -> None:
+    """Fill view from f, or raise CorruptFileError if the file ends early."""
+    done = 0
+    while done < len(view):
+        n = f.readinto(view[done:])  # type: ignore[attr-defined]
+        if not n:
+            raise CorruptFileError(path, "truncated while reading the payload")
+        done += n

@@ -1,0 +1,355 @@
+"""Bloom filters: "have I seen this URL?" in a few bits per key.
+
+A :class:`BloomFilter` never forgets a key it was given (no false negatives)
+and answers "seen" for a key it was not given with probability about
+``error_rate`` while it holds at most ``capacity`` keys.  Its hash is
+MurmurHash3, stable across processes, machines and versions, so filters can be
+saved, loaded, merged and shared.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any, BinaryIO, Iterable, Optional, Tuple, Union
+
+import numpy as np
+
+from crawldedup import _files
+from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
+from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+
+Key = Union[str, bytes, bytearray, memoryview]
+PathLike = Union[str, "os.PathLike[str]"]
+
+_LN2 = math.log(2.0)
+MAX_NUM_BITS = 1 << 62
+
+
+def _check_capacity(capacity: Any) -> int:
+    if isinstance(capacity, bool):
+        raise TypeError("capacity must be an integer, not bool")
+    if isinstance(capacity, float) and capacity.is_integer():
+        capacity = int(capacity)
+    if not isinstance(capacity, numbers.Integral):
+        raise TypeError(f"capacity must be an integer, not {type(capacity).__name__}")
+    capacity = int(capacity)
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1, got {capacity}")
+    return capacity
+
+
+def _check_error_rate(error_rate: Any) -> float:
+    if isinstance(error_rate, bool) or not isinstance(error_rate, numbers.Real):
+        raise TypeError(f"error_rate must be a number, not {type(error_rate).__name__}")
+    p = float(error_rate)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"error_rate must be in the open interval (0, 1), got {error_rate!r}")
+    return p
+
+
+def optimal_parameters(capacity: int, error_rate: float) -> Tuple[int, int]:
+    """(num_bits, num_hashes) for capacity keys at the given false-positive rate.
+
+    ``m = ceil(-n ln p / (ln 2)^2)`` and ``k = round(m / n * ln 2)``.
+
+    >>> optimal_parameters(1_000_000, 0.01)
+    (9585059, 7)
+    """
+    n = _check_capacity(capacity)
+    p = _check_error_rate(error_rate)
+    m = math.ceil(-n * math.log(p) / (_LN2 * _LN2))
+    k = max(1, round(m / n * _LN2))
+    if k > MAX_NUM_HASHES:
+        raise ValueError(
+            f"error_rate {p!r} needs {k} hash functions; at most {MAX_NUM_HASHES} are "
+            f"supported, so error_rate must be at least 1e-19")
+    if m > MAX_NUM_BITS:
+        raise ValueError(
+            f"capacity {n} at error_rate {p!r} needs {m} bits; at most 2**62 are supported")
+    return m, k
+
+
+class BloomFilter(BloomBits):
+    """A Bloom filter for ``capacity`` keys at false-positive rate ``error_rate``.
+
+    Keys are ``str`` (hashed as UTF-8) or bytes-like.  ``add`` returns True
+    when the key was new (like Redis ``BF.ADD``); ``key in bf`` tests.  Batch
+    calls take any iterable of keys and return numpy bool arrays; they hash and
+    probe without the GIL.
+
+    >>> bf = BloomFilter(1000, 0.01)
+    >>> bf.add("https://example.com/a")
+    True
+    >>> bf.add("https://example.com/a")
+    False
+    >>> "https://example.com/a" in bf, "https://example.com/b" in bf
+    (True, False)
+    >>> bf.add_many(["https://example.com/a", "https://example.com/c"]).tolist()
+    [False, True]
+
+    Adding from several threads at once is safe: bits are set atomically.  Two
+    threads adding the same key at the same moment may both be told it is new.
+    """
+
+    __slots__ = ("_capacity", "_error_rate")
+
+    def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0) -> None:
+        capacity = _check_capacity(capacity)
+        error_rate = _check_error_rate(error_rate)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+        if not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+        num_bits, num_hashes = optimal_parameters(capacity, error_rate)
+        self._capacity = capacity
+        self._error_rate = error_rate
+        self._init_bits(num_bits, num_hashes, seed)
+
+    # ----------------------------------------------------------- parameters
+
+    @property
+    def capacity(self) -> int:
+        """The number of keys the filter was sized for."""
+        return self._capacity
+
+    @property
+    def error_rate(self) -> float:
+        """The false-positive rate the filter was sized for, at capacity."""
+        return self._error_rate
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory taken by the bits."""
+        return nbytes_for(self.num_bits)
+
+    @property
+    def fill_ratio(self) -> float:
+        """Fraction of the bits that are set (0.5 is the optimum at capacity)."""
+        return self._popcount() / self.num_bits
+
+    def estimated_count(self) -> int:
+        """Estimate of the number of distinct keys added, from the set bits.
+
+        ``n* = -(m / k) ln(1 - X / m)`` (Swamidass & Baldi), X the set bits.
+        It counts keys in filters merged with ``|`` too, where ``insert_count``
+        cannot.  A saturated filter (every bit set) returns the largest
+        estimate its size allows.
+        """
+        m, k = self.num_bits, self.num_hashes
+        x = min(self._popcount(), m - 0.5)
+        return int(round(-(m / k) * math.log1p(-x / m)))
+
+    @property
+    def estimated_error_rate(self) -> float:
+        """The false-positive rate now: the fill ratio to the power k."""
+        return self.fill_ratio ** self.num_hashes
+
+    def _params(self) -> Tuple[int, float, int, int, int]:
+        return (self._capacity, self._error_rate, self.seed, self.num_bits, self.num_hashes)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(capacity={self._capacity}, "
+                f"error_rate={self._error_rate!r}, num_bits={self.num_bits}, "
+                f"num_hashes={self.num_hashes}, insert_count={self.insert_count})")
+
+    # -------------------------------------------------------- set algebra
+
+    def _require_compatible(self, other: Any, op: str) -> "BloomFilter":
+        if not isinstance(other, BloomFilter):
+            raise TypeError(f"{op} needs a BloomFilter, not {type(other).__name__}")
+        if other._params() != self._params():
+            names = ("capacity", "error_rate", "seed", "num_bits", "num_hashes")
+            diff = ", ".join(f"{name} {a!r} != {b!r}" for name, a, b in
+                             zip(names, self._params(), other._params()) if a != b)
+            raise IncompatibleFilterError(f"{op} needs filters with equal parameters: {diff}")
+        return other
+
+    def copy(self) -> "BloomFilter":
+        """An independent filter with the same parameters and bits."""
+        clone = type(self)._blank(self._params(), self.insert_count)
+        clone._bits_view()[:] = self._bits_view()
+        return clone
+
+    def clear(self) -> None:
+        """Forget every key."""
+        self._clear()
+
+    def update(self, *others: Union["BloomFilter", Iterable[Key]]) -> None:
+        """Add every key of each argument: a BloomFilter (merged bit by bit,
+        it must have equal parameters) or an iterable of keys."""
+        for other in others:
+            if isinstance(other, BloomFilter):
+                self._require_compatible(other, "update")
+                self._merge(other, union=True)
+            else:
+                self.add_many(other)
+
+    def _merge(self, other: "BloomFilter", union: bool) -> None:
+        if union:
+            self._or_from(other)
+        else:
+            self._and_from(other)
+        # After a merge the number of keys is only known approximately.
+        self._set_insert_count(self.estimated_count())
+
+    def __ior__(self, other: "BloomFilter") -> "BloomFilter":
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        self._merge(self._require_compatible(other, "|="), union=True)
+        return self
+
+    def __iand__(self, other: "BloomFilter") -> "BloomFilter":
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        self._merge(self._require_compatible(other, "&="), union=False)
+        return self
+
+    def __or__(self, other: "BloomFilter") -> "BloomFilter":
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        self._require_compatible(other, "|")
+        out = self.copy()
+        out._merge(other, union=True)
+        return out
+
+    def __and__(self, other: "BloomFilter") -> "BloomFilter":
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        self._require_compatible(other, "&")
+        out = self.copy()
+        out._merge(other, union=False)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        """Equal parameters and equal bits.  Filters with other parameters are
+        simply unequal (comparison never raises)."""
+        if not isinstance(other, BloomFilter):
+            return NotImplemented
+        return other._params() == self._params() and self._bits_equal(other)
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    # ---------------------------------------------------- serialization
+
+    @classmethod
+    def _blank(cls, params: Tuple[int, float, int, int, int], insert_count: int,
+               buffer: Any = None) -> "BloomFilter":
+        capacity, error_rate, seed, num_bits, num_hashes = params
+        self = cls.__new__(cls)
+        self._capacity = capacity
+        self._error_rate = error_rate
+        self._init_bits(num_bits, num_hashes, seed, buffer)
+        self._set_insert_count(insert_count)
+        return self
+
+    def _header(self) -> _files.Header:
+        return _files.Header(
+            kind=_files.KIND_BLOOM, hash_algorithm=_files.HASH_MURMUR3_EDH,
+            layout=_files.LAYOUT_STANDARD, flags=0, seed=self.seed,
+            num_bits=self.num_bits, num_hashes=self.num_hashes, capacity=self._capacity,
+            error_rate=self._error_rate, insert_count=self.insert_count,
+            payload_size=nbytes_for(self.num_bits))
+
+    def _write(self, f: BinaryIO) -> None:
+        header = self._header()
+        bits = self._bits_view()
+        header.checksum = _files.checksum(header, bits)
+        f.write(header.pack())
+        f.write(bits)
+
+    def to_bytes(self) -> bytes:
+        """The filter in the file format of :meth:`save` (docs/format.md)."""
+        header = self._header()
+        bits = self._bits_view()
+        header.checksum = _files.checksum(header, bits)
+        return bytes(header.pack()) + bits.tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "BloomFilter":
+        """The filter that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
+        view = memoryview(data).cast("B")
+        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
+        self = cls._from_header(header, None)
+        bits = self._bits_view()
+        bits[:] = view[_files.HEADER_SIZE:]
+        self._verify(header, None)
+        return self
+
+    def save(self, path: PathLike) -> None:
+        """Write the filter to path atomically: a crash at any moment leaves
+        the previous file or the new one, never a damaged one."""
+        _files.atomic_write(path, self._write)
+
+    @classmethod
+    def load(cls, path: PathLike) -> "BloomFilter":
+        """Read a filter written by :meth:`save`.
+
+        Raises CorruptFileError (naming the file and the fault) for a
+        truncated, damaged, empty or foreign file, IncompatibleFilterError for
+        a file of another format version, and OSError if it cannot be read.
+        """
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(_files.HEADER_SIZE)
+            header = _files.parse_header(head, size, path)
+            self = cls._from_header(header, path)
+            _files.read_exactly(f, self._bits_view(), path)
+        self._verify(header, path)
+        return self
+
+    @classmethod
+    def _from_header(cls, header: _files.Header, path: Optional[PathLike]) -> "BloomFilter":
+        """A zeroed filter with the parameters of a parsed header, after
+        checking that they are consistent."""
+        def bad(reason: str) -> CorruptFileError:
+            return CorruptFileError(path, reason)
+        if header.kind != _files.KIND_BLOOM:
+            kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+            raise bad(f"holds a {kind}, not a Bloom filter")
+        if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
+            raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+        if header.layout != _files.LAYOUT_STANDARD:
+            raise bad(f"unknown bit layout id {header.layout}")
+        if header.flags != 0:
+            raise bad(f"unknown flags {header.flags:#x}")
+        if not 1 <= header.num_hashes <= MAX_NUM_HASHES:
+            raise bad(f"num_hashes {header.num_hashes} outside [1, {MAX_NUM_HASHES}]")
+        if not 1 <= header.num_bits <= MAX_NUM_BITS:
+            raise bad(f"num_bits {header.num_bits} outside [1, 2**62]")
+        if header.payload_size != nbytes_for(header.num_bits):
+            raise bad(f"payload of {header.payload_size} bytes for {header.num_bits} bits")
+        if header.seed > MAX_SEED:
+            raise bad(f"seed {header.seed} does not fit in 32 bits")
+        if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
+            raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
+        params = (header.capacity, header.error_rate, header.seed, header.num_bits,
+                  header.num_hashes)
+        return cls._blank(params, header.insert_count)
+
+    def _verify(self, header: _files.Header, path: Optional[PathLike]) -> None:
+        bits = self._bits_view()
+        if _files.checksum(header, bits) != header.checksum:
+            raise CorruptFileError(path, "checksum mismatch (the file was damaged)")
+        tail_bits = self.num_bits % 64
+        if tail_bits:
+            # Padding bits past num_bits are never set by add(); a file with
+            # one set was not written by crawldedup.
+            last = int.from_bytes(bits[-8:], "little")
+            if last >> tail_bits:
+                raise CorruptFileError(path, "padding bits past num_bits are set")
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restore, (type(self), self.to_bytes()))
+
+
+def _restore(cls: type, data: bytes) -> BloomFilter:
+    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+
+
+__all__ = ["BloomFilter", "optimal_parameters"]

@@ -1,0 +1,35 @@
+"""The exceptions crawldedup raises on purpose.
+
+Everything derives from :class:`CrawldedupError`, so ``except CrawldedupError``
+catches every failure that is crawldedup's own verdict (bad arguments still
+raise the built-in ``ValueError``/``TypeError``).
+"""
+
+import os
+from typing import Optional, Union
+
+
+class CrawldedupError(Exception):
+    """Base class of crawldedup's own exceptions."""
+
+
+class CorruptFileError(CrawldedupError):
+    """A state file is truncated, damaged, empty or not a crawldedup file.
+
+    ``path`` names the file (``None`` for in-memory data) and ``reason`` says
+    what is wrong with it.
+    """
+
+    def __init__(self, path: Optional[Union[str, "os.PathLike[str]"]], reason: str) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.reason = reason
+        where = "data" if self.path is None else repr(self.path)
+        super().__init__(f"{where} is not a valid crawldedup file: {reason}")
+
+
+class IncompatibleFilterError(CrawldedupError, ValueError):
+    """Two filters, or a filter and a file, differ in parameters or format
+    version, so they cannot be combined or opened as asked."""
+
+
+__all__ = ["CrawldedupError", "CorruptFileError", "IncompatibleFilterError"]
