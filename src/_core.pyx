@@ -240,7 +240,10 @@ cdef class BloomBits:
             raise ValueError(f"num_bits must be in [1, 2**62], got {num_bits}")
         need = nbytes_for(num_bits)
         owner = bytearray(need) if buffer is None else buffer
-        PyObject_GetBuffer(owner, &self._view, PyBUF_WRITABLE)
+        try:
+            PyObject_GetBuffer(owner, &self._view, PyBUF_WRITABLE)
+        except BufferError:
+            raise TypeError("buffer must be a writable, C-contiguous bytes-like object") from None
         self._has_view = True
         if self._view.len < need:
             PyBuffer_Release(&self._view)

@@ -172,7 +172,7 @@ class BloomBits:
     def _init_bits(self, num_bits: int, num_hashes: int, seed: int = 0,
                    buffer: object = None) -> None:
         s = _check_seed(seed)
-        if self._bits is not None:
+        if getattr(self, "_bits", None) is not None:
             raise RuntimeError("bits are already initialised")
         if not isinstance(num_bits, int) or not isinstance(num_hashes, int):
             raise TypeError("num_bits and num_hashes must be ints")
@@ -183,7 +183,7 @@ class BloomBits:
         need = nbytes_for(num_bits)
         view = memoryview(bytearray(need) if buffer is None else buffer).cast("B")
         if view.readonly:
-            raise TypeError("buffer must be writable")
+            raise TypeError("buffer must be a writable, C-contiguous bytes-like object")
         if len(view) < need:
             raise ValueError(f"buffer holds {len(view)} bytes; {need} are needed")
         self._bits = view[:need]
@@ -193,9 +193,11 @@ class BloomBits:
         self._count = 0
 
     def _ready(self) -> memoryview:
-        if self._bits is None:
+        # Subclasses need not call __init__ (the compiled twin has __cinit__).
+        bits = getattr(self, "_bits", None)
+        if bits is None:
             raise RuntimeError("BloomBits used before _init_bits()")
-        return self._bits
+        return bits
 
     @property
     def num_bits(self) -> int:

@@ -1,0 +1,180 @@
+"""MurmurHash3 x64 128 and the Bloom bit positions, in both implementations."""
+
+import array
+
+import mmh3
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+MASK64 = (1 << 64) - 1
+seeds = st.integers(min_value=0, max_value=2 ** 32 - 1)
+# Lengths around the 16-byte block boundary are where tails go wrong.
+edge_bytes = st.one_of(
+    st.binary(max_size=70),
+    st.integers(0, 5).flatmap(lambda blocks: st.binary(min_size=16 * blocks, max_size=16 * blocks + 15)),
+)
+
+
+def mmh3_128(key, seed=0):
+    return mmh3.hash128(key, seed, signed=False)
+
+
+# ---------------------------------------------------------------- fixed vectors
+
+@pytest.mark.parametrize("length", range(0, 48))
+def test_every_tail_length_matches_mmh3(impl, length):
+    data = bytes((i * 37 + 11) & 0xFF for i in range(length))
+    for seed in (0, 1, 0xDEADBEEF, 2 ** 32 - 1):
+        assert impl.hash128(data, seed) == mmh3_128(data, seed)
+
+
+def test_empty_input(impl):
+    assert impl.hash128(b"") == 0
+    assert impl.hash128("") == 0
+    assert impl.hash128(b"", 1) == mmh3_128(b"", 1) != 0
+
+
+def test_long_inputs_match_mmh3(impl):
+    rng = np.random.default_rng(3)
+    for size in (1000, 65_537, 1_000_003):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert impl.hash128(data, 7) == mmh3_128(data, 7)
+
+
+@pytest.mark.parametrize("text", [
+    "https://example.com/", "新浪新闻排行", "https://例え.テスト/パス?q=値",
+    "😀🙈 astral \U0010FFFF", "mixed ascii 和 中文 and emoji 🎉", "\x00nul\x00",
+])
+def test_str_is_hashed_as_utf8(impl, text):
+    assert impl.hash128(text) == mmh3_128(text) == impl.hash128(text.encode("utf-8"))
+    assert impl.hash64(text) == impl.hash128(text) & MASK64
+
+
+def test_known_value(impl):
+    assert impl.hash128(b"hello") == 121118445609844952839898260755277781762
+    assert impl.hash64(b"hello") == 14688674573012802306
+
+
+# ------------------------------------------------------------ property tests
+
+@given(data=edge_bytes, seed=seeds)
+def test_bytes_match_mmh3(impl, data, seed):
+    assert impl.hash128(data, seed) == mmh3_128(data, seed)
+    assert impl.hash64(data, seed) == mmh3_128(data, seed) & MASK64
+
+
+@given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=60), seed=seeds)
+def test_text_matches_mmh3(impl, text, seed):
+    assert impl.hash128(text, seed) == mmh3_128(text, seed)
+
+
+@given(data=st.binary(max_size=64))
+def test_bytes_like_keys_hash_their_contents(impl, data):
+    expected = impl.hash128(data)
+    assert impl.hash128(bytearray(data)) == expected
+    assert impl.hash128(memoryview(data)) == expected
+    assert impl.hash128(np.frombuffer(data, dtype=np.uint8)) == expected
+
+
+def test_multibyte_buffers_hash_their_raw_bytes(impl):
+    words = array.array("I", [1, 2, 3])
+    assert impl.hash128(words) == impl.hash128(words.tobytes())
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("key", [None, 1, 1.5, ["a"], ("a",), {"a": 1}, object()])
+def test_non_bytes_keys_raise_type_error_naming_the_type(impl, key):
+    with pytest.raises(TypeError, match=type(key).__name__):
+        impl.hash128(key)
+    with pytest.raises(TypeError, match=type(key).__name__):
+        impl.hash_indices(key, 3, 100)
+
+
+def test_non_contiguous_buffer_is_refused(impl):
+    strided = memoryview(bytes(range(10)))[::2]
+    with pytest.raises(TypeError, match="contiguous"):
+        impl.hash128(strided)
+
+
+def test_lone_surrogate_is_a_unicode_error(impl):
+    with pytest.raises(UnicodeEncodeError):
+        impl.hash128("bad \ud800 surrogate")
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 32, 2 ** 64])
+def test_seed_out_of_range(impl, seed):
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*32\)"):
+        impl.hash128(b"x", seed)
+
+
+def test_seed_of_wrong_type(impl):
+    with pytest.raises(TypeError, match="seed must be an int"):
+        impl.hash64(b"x", "1")
+
+
+# ---------------------------------------------------------------- indices
+
+# Frozen: persisted filters depend on these positions.  A change to the
+# derivation (docs/format.md) must fail here, and needs a new hash algorithm id.
+FROZEN_INDICES = [
+    ("", 1, 1, 0, [0]),
+    ("https://example.com/", 7, 9585059, 0,
+     [6778487, 3363600, 9533772, 6118885, 2703998, 8874170, 5459283]),
+    (b"\x00\xff", 10, 2 ** 64 - 1, 0,
+     [15970081977526235199, 3939260251476654309, 10355182599136625036, 16771104946796595765,
+      4740283220747014881, 11156205568406985617, 17572127916066956358, 5541306190017375489,
+      11957228537677346243, 18373150885337317005]),
+    ("新闻 https://news.sina.com.cn/", 5, 1000003, 42, [833872, 325861, 817854, 309844, 801836]),
+    ("😀", 3, 64, 7, [32, 28, 24]),
+    ("a" * 33, 64, 12345, 2 ** 32 - 1,
+     [3106, 2350, 1593, 837, 80, 11668, 10912, 10155, 9399, 8642, 7885, 7129, 6372, 5616,
+      4859, 4102, 3346, 2589, 1833, 1076, 319, 11908, 11151, 10395, 9638, 8881, 8125, 7368,
+      6611, 5855, 5098, 4342, 3585, 2828, 2072, 1315, 559, 12147, 11390, 10634, 9877, 9121,
+      8364, 7607, 6851, 6094, 5338, 4581, 3824, 3068, 2311, 1555, 798, 41, 11630, 10873,
+      10116, 9360, 8603, 7847, 7090, 6333, 5577, 4820]),
+]
+
+
+@pytest.mark.parametrize("key,k,m,seed,expected", FROZEN_INDICES)
+def test_frozen_index_vectors(impl, key, k, m, seed, expected):
+    assert impl.hash_indices(key, k, m, seed) == expected
+
+
+def spec_indices(key, k, m, seed):
+    """docs/format.md, written independently of both implementations."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    h = mmh3_128(key, seed)
+    h1, h2 = h & MASK64, h >> 64
+    out = []
+    for i in range(k):
+        x = (h1 + i * h2 + (i ** 3 - i) // 6) & MASK64
+        out.append((x * m) >> 64)
+    return out
+
+
+@given(key=st.one_of(st.binary(max_size=40), st.text(max_size=20).filter(
+           lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s))),
+       k=st.integers(1, 64), m=st.integers(1, 2 ** 64 - 1), seed=seeds)
+def test_indices_follow_the_documented_derivation(impl, key, k, m, seed):
+    got = impl.hash_indices(key, k, m, seed)
+    assert got == spec_indices(key, k, m, seed)
+    assert all(0 <= i < m for i in got)
+
+
+@pytest.mark.parametrize("k,m,message", [
+    (0, 10, r"k must be in \[1, 64\]"), (65, 10, r"k must be in \[1, 64\]"),
+    (3, 0, r"m must be in \[1, 2\*\*64\)"), (3, 2 ** 64, r"m must be in \[1, 2\*\*64\)"),
+    (3, -5, r"m must be in"),
+])
+def test_indices_argument_ranges(impl, k, m, message):
+    with pytest.raises(ValueError, match=message):
+        impl.hash_indices(b"x", k, m)
+
+
+def test_indices_argument_types(impl):
+    with pytest.raises(TypeError):
+        impl.hash_indices(b"x", 3.0, 100)
