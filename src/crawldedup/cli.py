@@ -189,6 +189,14 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                 if guard.signum is not None:
                     break
         except _OutputFailed as exc:
+            # Point stdout at /dev/null so that Python's own flush at exit
+            # does not fail a second time on the closed pipe.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, out.fileno())
+                os.close(devnull)
+            except (OSError, ValueError, AttributeError):
+                pass
             err.write(f"crawldedup: error: cannot write the output ({exc}); the state was "
                       f"not updated, so the next run prints these URLs again\n")
             return 1

@@ -1,0 +1,198 @@
+"""``crawldedup urls`` end to end, as a user runs it: real processes, real files."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crawldedup import BloomFilter
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def crawldedup(*args, stdin=None, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "crawldedup", *map(str, args)],
+                          input=stdin, capture_output=True, cwd=cwd, timeout=timeout)
+
+
+def lines(data):
+    return data.decode().splitlines()
+
+
+def test_two_runs_over_overlapping_files(tmp_path):
+    first = tmp_path / "monday.txt"
+    second = tmp_path / "tuesday.txt"
+    first.write_text("https://a.example/1\nhttps://a.example/2\nhttps://a.example/1\n")
+    second.write_text("https://a.example/2\nhttps://a.example/3\n\n   https://a.example/4  \n")
+    state = tmp_path / "seen.bloom"
+    run1 = crawldedup("urls", first, "--state", state, "--capacity", 1000)
+    assert run1.returncode == 0, run1.stderr
+    assert lines(run1.stdout) == ["https://a.example/1", "https://a.example/2"]
+    assert b"read 3, new 2, duplicates 1" in run1.stderr
+    run2 = crawldedup("urls", second, "--state", state)
+    assert run2.returncode == 0, run2.stderr
+    assert lines(run2.stdout) == ["https://a.example/3", "https://a.example/4"]
+    assert BloomFilter.load(state).capacity == 1000
+
+
+def test_reads_stdin_and_several_files(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"u1\r\nu2\n")
+    state = tmp_path / "s"
+    run = crawldedup("urls", a, "-", "--state", state, stdin=b"u2\nu3\nu1")
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == ["u1", "u2", "u3"]
+    again = crawldedup("urls", "--state", state, stdin=b"u3\nu4\n")
+    assert lines(again.stdout) == ["u4"]
+
+
+def test_sample_input(tmp_path):
+    sample = EXAMPLES / "urls.txt"
+    if not sample.exists():  # the suite also runs from an installed wheel elsewhere
+        pytest.skip("examples/ not beside the tests")
+    urls = [u.strip() for u in sample.read_text().splitlines() if u.strip()]
+    run = crawldedup("urls", sample, "--state", tmp_path / "s")
+    assert run.returncode == 0
+    assert lines(run.stdout) == list(dict.fromkeys(urls))
+
+
+def test_non_utf8_and_long_lines_pass_through(tmp_path):
+    data = b"http://x/\xff\xfe\n" + b"http://y/" + b"a" * 200_000 + b"\n" + "http://新闻/".encode()
+    run = crawldedup("urls", "--state", tmp_path / "s", stdin=data)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == data + b"\n"
+
+
+def test_parameters_of_an_existing_state_win(tmp_path):
+    state = tmp_path / "s"
+    crawldedup("urls", "--state", state, "--capacity", 500, "--error-rate", 0.001, stdin=b"x\n")
+    run = crawldedup("urls", "--state", state, "--capacity", 9000, stdin=b"x\ny\n")
+    assert run.returncode == 0
+    assert lines(run.stdout) == ["y"]
+    assert b"created with capacity 500 and error rate 0.001" in run.stderr
+    assert b"--capacity 9000" in run.stderr
+    assert BloomFilter.load(state).capacity == 500
+
+
+def test_over_capacity_warning(tmp_path):
+    run = crawldedup("urls", "--state", tmp_path / "s", "--capacity", 10,
+                     stdin="".join(f"u{i}\n" for i in range(50)).encode())
+    assert run.returncode == 0
+    assert b"more than its capacity 10" in run.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    ([], b"the following arguments are required: --state"),
+    (["--capacity", "0"], b"must be at least 1"),
+    (["--capacity", "ten"], b"not an integer"),
+    (["--error-rate", "1"], b"open interval (0, 1)"),
+    (["--error-rate", "x"], b"not a number"),
+])
+def test_usage_errors_exit_2(tmp_path, args, words):
+    if args:
+        args = [*args, "--state", tmp_path / "s"]
+    run = crawldedup("urls", *args, stdin=b"")
+    assert run.returncode == 2
+    assert words in run.stderr
+    assert b"Traceback" not in run.stderr
+
+
+def test_no_command_is_a_usage_error():
+    assert crawldedup().returncode == 2
+
+
+@pytest.mark.parametrize("setup,words", [
+    ("missing input", b"cannot read"),
+    ("corrupt state", b"not a valid crawldedup file"),
+    ("state in missing folder", b"No such file or directory"),
+])
+def test_errors_exit_1_with_one_line(tmp_path, setup, words):
+    state = tmp_path / "s"
+    args = ["urls", "--state", state]
+    if setup == "missing input":
+        args.append(tmp_path / "nope.txt")
+    elif setup == "corrupt state":
+        state.write_bytes(b"garbage")
+    else:
+        args[2] = tmp_path / "no" / "s"
+    run = crawldedup(*args, stdin=b"u\n")
+    assert run.returncode == 1
+    assert words in run.stderr and b"Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert run.stdout == b""
+    if setup == "corrupt state":
+        assert state.read_bytes() == b"garbage"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_second_process_on_the_same_state_is_refused(tmp_path):
+    import fcntl
+    state = tmp_path / "s"
+    with open(str(state) + ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        run = crawldedup("urls", "--state", state, stdin=b"u\n")
+    assert run.returncode == 1
+    assert b"in use by another crawldedup process" in run.stderr
+    assert not state.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_what_was_printed(tmp_path, sig):
+    state = tmp_path / "s"
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "urls", "--state", str(state)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(b"".join(f"https://e.com/{i}\n".encode() for i in range(1000)))
+    proc.stdin.flush()
+    printed = []
+    while len(printed) < 1000:
+        printed.append(proc.stdout.readline().strip())
+    time.sleep(0.2)  # the command is now blocked reading stdin
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert b"the state was saved" in err
+    saved = BloomFilter.load(state)
+    assert saved.contains_many(printed).all()
+    rerun = crawldedup("urls", "--state", state, stdin=b"\n".join(printed) + b"\nhttps://e.com/new\n")
+    assert lines(rerun.stdout) == ["https://e.com/new"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes")
+def test_closed_output_leaves_the_state_unchanged(tmp_path):
+    state = tmp_path / "s"
+    crawldedup("urls", "--state", state, stdin=b"old\n")
+    before = state.read_bytes()
+    data = b"".join(f"https://e.com/{i}\n".encode() for i in range(300_000))
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "urls", "--state", str(state)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(b"first\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"first\n"
+    proc.stdout.close()  # like `| head -1`
+    try:
+        proc.stdin.write(data)
+    except BrokenPipeError:
+        pass  # the command may already have stopped reading
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    err = proc.stderr.read()
+    proc.stderr.close()
+    proc.wait(timeout=60)
+    assert proc.returncode == 1, err
+    assert b"the state was not updated" in err
+    assert state.read_bytes() == before
+
+
+def test_console_script_is_installed():
+    script = pathlib.Path(sys.executable).with_name("crawldedup.exe" if os.name == "nt" else "crawldedup")
+    assert script.exists()
+    run = subprocess.run([str(script), "--version"], capture_output=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.startswith(b"crawldedup ")
