@@ -12,22 +12,37 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_CheckBuffer, PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
+from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+
+cimport cython
 
 import numpy as _np
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
-    ctypedef struct PyObject
+    # Borrowed-pointer access for the batch loop, without reference counting
+    # on every touch.
+    PyObject* _list_item "PyList_GET_ITEM" (object, Py_ssize_t)
+    PyObject* _tuple_item "PyTuple_GET_ITEM" (object, Py_ssize_t)
+    Py_ssize_t _list_size "PyList_GET_SIZE" (object)
+    bint _is_str "PyUnicode_Check" (PyObject*)
+    bint _is_bytes "PyBytes_Check" (PyObject*)
+    const char* _utf8 "PyUnicode_AsUTF8AndSize" (PyObject*, Py_ssize_t*) except NULL
+    char* _bytes_data "PyBytes_AS_STRING" (PyObject*)
+    Py_ssize_t _bytes_size "PyBytes_GET_SIZE" (PyObject*)
 
 cdef extern from "_cd_support.h" nogil:
     uint64_t cd_mulhi64(uint64_t a, uint64_t b)
     uint8_t cd_atomic_or8(uint8_t* p, uint8_t v)
     uint8_t cd_load8(const uint8_t* p)
+    void cd_store8(uint8_t* p, uint8_t v)
     void cd_prefetch(const void* p)
+    void cd_prefetch_w(const void* p)
     int cd_popcount64(uint64_t x)
     void cd_murmur3_x64_128(const unsigned char* data, size_t length, uint32_t seed,
                             uint64_t* out1, uint64_t* out2)
@@ -36,9 +51,13 @@ IMPLEMENTATION = "core"
 
 # k is at most 64: an error rate of 1e-19 already needs 63 hash functions.
 DEF MAX_HASHES = 64
-# Keys hashed ahead of probing in batch calls: their bit positions are
-# prefetched so that the cache misses of a large filter overlap.
-DEF BATCH_AHEAD = 16
+# Batch calls take the keys CHUNK at a time (a chunk's key bytes stay in
+# cache between finding them and hashing them), and hash GROUP keys ahead of
+# probing them so that the cache misses of a large filter overlap.  Key
+# objects are prefetched PREFETCH_KEYS ahead while walking the container.
+DEF CHUNK = 512
+DEF GROUP = 16
+DEF PREFETCH_KEYS = 8
 
 MAX_NUM_HASHES = MAX_HASHES
 MAX_SEED = 0xFFFFFFFF
@@ -170,7 +189,8 @@ def hash_indices(key, k, m, seed=0):
 # -------------------------------------------------------------- Bloom bits
 
 cdef inline bint _probe_add(uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
-    """Set the k bits; True when at least one was clear (the key was new)."""
+    """Set the k bits with atomic ORs; True when one was clear (the key was new).
+    For storage that other processes may write at the same time."""
     cdef bint fresh = False
     cdef int i
     cdef uint64_t pos
@@ -186,6 +206,24 @@ cdef inline bint _probe_add(uint8_t* bits, const uint64_t* idx, int k) noexcept 
     return fresh
 
 
+cdef inline bint _probe_add_excl(uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
+    """The same with plain stores, for a writer that excludes all others (see
+    BloomBits._enter).  A locked RMW is a full barrier on x86 that stalls the
+    overlapping cache misses batch calls depend on; this is about 2x faster."""
+    cdef bint fresh = False
+    cdef int i
+    cdef uint64_t pos
+    cdef uint8_t mask, byte
+    for i in range(k):
+        pos = idx[i]
+        mask = <uint8_t>(1 << (pos & 7))
+        byte = cd_load8(bits + (pos >> 3))
+        if not (byte & mask):
+            cd_store8(bits + (pos >> 3), byte | mask)
+            fresh = True
+    return fresh
+
+
 cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
     cdef int i
     cdef uint64_t pos
@@ -196,6 +234,15 @@ cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) no
     return True
 
 
+cdef int _batch_key_open(object key, Py_ssize_t position, KeyView* kv) except -1:
+    """_key_open for the key at a position of a batch, naming the position."""
+    try:
+        return _key_open(key, kv)
+    except TypeError as exc:
+        raise TypeError(f"keys[{position}]: {exc}") from None
+
+
+@cython.no_gc_clear
 cdef class BloomBits:
     """A bit array of ``num_bits`` bits probed by ``num_hashes`` positions per key.
 
@@ -215,15 +262,51 @@ cdef class BloomBits:
     cdef object _owner
     cdef Py_buffer _view
     cdef bint _has_view
+    # Writers without the GIL, counted and changed only with the GIL held;
+    # they set bits only while holding _lock.  See _enter.
+    cdef Py_ssize_t _nogil_writers
+    cdef PyThread_type_lock _lock
+    # Storage given by the caller may be shared with other processes: every
+    # write is then an atomic OR.
+    cdef bint _atomic
 
     def __cinit__(self, *args, **kwargs):
         self._bits = NULL
         self._has_view = False
+        self._nogil_writers = 0
+        self._atomic = False
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError()
 
     def __dealloc__(self):
         if self._has_view:
             PyBuffer_Release(&self._view)
             self._has_view = False
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+            self._lock = NULL
+
+    # Writers exclude each other so that bits can be set with plain stores.
+    # A writer holding the GIL may write directly when no GIL-free writer is
+    # counted (none can start while it holds the GIL).  Otherwise it counts
+    # itself, waits for the lock without the GIL, writes, and unlocks.  No
+    # thread ever waits for the lock while holding the GIL, and the lock
+    # holder never needs the GIL to let go, so there is no deadlock.
+
+    cdef inline bint _enter(self) noexcept:
+        """Called with the GIL; True when the caller now holds _lock."""
+        if self._nogil_writers == 0:
+            return False
+        self._nogil_writers += 1
+        with nogil:
+            PyThread_acquire_lock(self._lock, WAIT_LOCK)
+        return True
+
+    cdef inline void _leave(self, bint locked) noexcept:
+        if locked:
+            PyThread_release_lock(self._lock)
+            self._nogil_writers -= 1
 
     def _init_bits(self, num_bits, num_hashes, seed=0, buffer=None):
         """Attach storage: a new zeroed buffer, or ``buffer`` (writable, at
@@ -250,6 +333,7 @@ cdef class BloomBits:
             self._has_view = False
             raise ValueError(f"buffer holds {self._view.len} bytes; {need} are needed")
         self._owner = owner
+        self._atomic = buffer is not None
         self._nbytes = need
         self._m = num_bits
         self._k = num_hashes
@@ -291,7 +375,7 @@ cdef class BloomBits:
         cdef uint64_t h1, h2
         cdef uint64_t idx[MAX_HASHES]
         cdef int i
-        cdef bint fresh
+        cdef bint fresh, locked
         self._ready()
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
@@ -299,7 +383,12 @@ cdef class BloomBits:
         _indices(h1, h2, self._k, self._m, idx)
         for i in range(self._k):
             cd_prefetch(self._bits + (idx[i] >> 3))
-        fresh = _probe_add(self._bits, idx, self._k)
+        if self._atomic:
+            fresh = _probe_add(self._bits, idx, self._k)
+        else:
+            locked = self._enter()
+            fresh = _probe_add_excl(self._bits, idx, self._k)
+            self._leave(locked)
         if fresh:
             self._count += 1
         return fresh
@@ -327,93 +416,118 @@ cdef class BloomBits:
         return self._batch(keys, False)
 
     cdef object _batch(self, object keys, bint adding):
-        cdef tuple items
-        cdef Py_ssize_t n, i, j, base, cnt
-        cdef const unsigned char** ptrs = NULL
-        cdef Py_ssize_t* lens = NULL
+        # Chunk by chunk: with the GIL, walk the keys (borrowed references,
+        # key objects prefetched ahead: freshly built strings are rarely in
+        # cache), hash them and compute their bit positions; then, without the
+        # GIL, probe, prefetching the positions of the next group of keys while
+        # probing the current one, so the cache misses of a large filter
+        # overlap.  Key bytes are only read while the GIL is held, so no other
+        # thread can free or resize a key under us.
+        cdef object seq
+        cdef KeyView kv
+        cdef uint64_t* idx
+        cdef Py_ssize_t n, start, cnt, j, g, gcnt, gnext
+        cdef bint is_list
+        cdef PyObject* obj
+        cdef const unsigned char* data
+        cdef Py_ssize_t size
         cdef uint8_t* res
-        cdef object item
-        cdef list keep = None
         cdef uint64_t h1, h2
         cdef uint64_t fresh_count = 0
-        cdef uint64_t idx[BATCH_AHEAD * MAX_HASHES]
         cdef int k = self._k, t
         cdef uint64_t m = self._m
         cdef uint32_t seed = self._seed
         cdef uint8_t* bits = self._bits
         cdef bint hit
+        cdef bint atomic = self._atomic
         self._ready()
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(
                 f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
                 f"use add()/`in` for one key")
-        # A tuple holds strong references that no other thread can remove, so
-        # the key bytes stay valid while the GIL is released below.
-        items = keys if type(keys) is tuple else tuple(keys)
-        n = PyTuple_GET_SIZE(items)
-        out = _np.zeros(n, dtype=_np.bool_)
+        if type(keys) is list or type(keys) is tuple:
+            seq = keys
+        else:
+            seq = list(keys)
+        is_list = type(seq) is list
+        n = len(seq)
+        out = _np.empty(n, dtype=_np.bool_)
         if n == 0:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
-        ptrs = <const unsigned char**>PyMem_Malloc(n * sizeof(const unsigned char*))
-        lens = <Py_ssize_t*>PyMem_Malloc(n * sizeof(Py_ssize_t))
-        if ptrs == NULL or lens == NULL:
-            PyMem_Free(ptrs)
-            PyMem_Free(lens)
+        idx = <uint64_t*>PyMem_Malloc(CHUNK * k * sizeof(uint64_t))
+        if idx == NULL:
             raise MemoryError()
+        start = 0
         try:
-            # Phase 1, with the GIL: find every key's bytes.  Any bad key fails
-            # the whole call before a single bit is touched.
-            for i in range(n):
-                item = <object>PyTuple_GET_ITEM(items, i)
-                if PyUnicode_Check(item):
-                    ptrs[i] = <const unsigned char*>PyUnicode_AsUTF8AndSize(item, &lens[i])
-                elif PyBytes_Check(item):
-                    ptrs[i] = <const unsigned char*>PyBytes_AS_STRING(item)
-                    lens[i] = PyBytes_GET_SIZE(item)
-                elif PyObject_CheckBuffer(item):
-                    # A mutable buffer could be resized by another thread while
-                    # the GIL is released: hash a private copy of it instead.
-                    view = memoryview(item)
-                    if not view.c_contiguous:
-                        raise TypeError(
-                            f"keys[{i}] must be str or a C-contiguous bytes-like object")
-                    item = view.tobytes()
-                    if keep is None:
-                        keep = []
-                    keep.append(item)
-                    ptrs[i] = <const unsigned char*>PyBytes_AS_STRING(item)
-                    lens[i] = PyBytes_GET_SIZE(item)
-                else:
-                    raise TypeError(
-                        f"keys[{i}] must be str or bytes-like, not {type(item).__name__}")
-            # Phase 2, without the GIL: hash a group of keys, prefetch all their
-            # bit positions, then probe, so cache misses overlap.
-            with nogil:
-                base = 0
-                while base < n:
-                    cnt = n - base
-                    if cnt > BATCH_AHEAD:
-                        cnt = BATCH_AHEAD
-                    for j in range(cnt):
-                        cd_murmur3_x64_128(ptrs[base + j], <size_t>lens[base + j], seed, &h1, &h2)
-                        _indices(h1, h2, k, m, &idx[j * k])
-                        for t in range(k):
-                            cd_prefetch(bits + (idx[j * k + t] >> 3))
-                    for j in range(cnt):
+            while start < n:
+                cnt = n - start
+                if cnt > CHUNK:
+                    cnt = CHUNK
+                if is_list and _list_size(seq) < start + cnt:
+                    raise RuntimeError("the list of keys changed size during the call")
+                for j in range(cnt):
+                    if j + PREFETCH_KEYS < cnt:
+                        obj = _list_item(seq, start + j + PREFETCH_KEYS) if is_list else \
+                            _tuple_item(seq, start + j + PREFETCH_KEYS)
+                        cd_prefetch(obj)
+                        cd_prefetch(<char*>obj + 64)
+                    obj = _list_item(seq, start + j) if is_list else _tuple_item(seq, start + j)
+                    if _is_str(obj):
+                        data = <const unsigned char*>_utf8(obj, &size)
+                        cd_murmur3_x64_128(data, <size_t>size, seed, &h1, &h2)
+                    elif _is_bytes(obj):
+                        cd_murmur3_x64_128(<const unsigned char*>_bytes_data(obj),
+                                           <size_t>_bytes_size(obj), seed, &h1, &h2)
+                    else:
+                        _batch_key_open(<object>obj, start + j, &kv)
+                        cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
+                        _key_close(&kv)
+                    _indices(h1, h2, k, m, &idx[j * k])
+                if adding and not atomic:
+                    self._nogil_writers += 1
+                with nogil:
+                    if adding and not atomic:
+                        PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                    gcnt = cnt if cnt < GROUP else GROUP
+                    for t in range(gcnt * k):
                         if adding:
-                            hit = _probe_add(bits, &idx[j * k], k)
-                            if hit:
-                                fresh_count += 1
+                            cd_prefetch_w(bits + (idx[t] >> 3))
                         else:
-                            hit = _probe_test(bits, &idx[j * k], k)
-                        res[base + j] = hit
-                    base += cnt
-            self._count += fresh_count
+                            cd_prefetch(bits + (idx[t] >> 3))
+                    g = 0
+                    while g < cnt:
+                        gcnt = cnt - g
+                        if gcnt > GROUP:
+                            gcnt = GROUP
+                        gnext = cnt - g - gcnt
+                        if gnext > GROUP:
+                            gnext = GROUP
+                        for t in range(gnext * k):
+                            if adding:
+                                cd_prefetch_w(bits + (idx[(g + gcnt) * k + t] >> 3))
+                            else:
+                                cd_prefetch(bits + (idx[(g + gcnt) * k + t] >> 3))
+                        for j in range(g, g + gcnt):
+                            if adding:
+                                if atomic:
+                                    hit = _probe_add(bits, &idx[j * k], k)
+                                else:
+                                    hit = _probe_add_excl(bits, &idx[j * k], k)
+                                fresh_count += hit
+                            else:
+                                hit = _probe_test(bits, &idx[j * k], k)
+                            res[start + j] = hit
+                        g += gcnt
+                    if adding and not atomic:
+                        PyThread_release_lock(self._lock)
+                if adding and not atomic:
+                    self._nogil_writers -= 1
+                start += cnt
         finally:
-            PyMem_Free(ptrs)
-            PyMem_Free(lens)
+            PyMem_Free(idx)
+            self._count += fresh_count
         return out
 
     def _popcount(self):
@@ -438,31 +552,40 @@ cdef class BloomBits:
         """self |= other, bit by bit."""
         cdef Py_ssize_t i
         cdef uint64_t a, b
+        cdef bint locked
         self._check_peer(other)
+        locked = self._enter()
         for i in range(0, self._nbytes, 8):
             memcpy(&a, self._bits + i, 8)
             memcpy(&b, other._bits + i, 8)
             a |= b
             memcpy(self._bits + i, &a, 8)
+        self._leave(locked)
 
     def _and_from(self, BloomBits other):
         """self &= other, bit by bit."""
         cdef Py_ssize_t i
         cdef uint64_t a, b
+        cdef bint locked
         self._check_peer(other)
+        locked = self._enter()
         for i in range(0, self._nbytes, 8):
             memcpy(&a, self._bits + i, 8)
             memcpy(&b, other._bits + i, 8)
             a &= b
             memcpy(self._bits + i, &a, 8)
+        self._leave(locked)
 
     def _bits_equal(self, BloomBits other):
         self._check_peer(other)
         return self._bits_view() == other._bits_view()
 
     def _clear(self):
+        cdef bint locked
         self._ready()
+        locked = self._enter()
         memset(self._bits, 0, self._nbytes)
+        self._leave(locked)
         self._count = 0
 
     def _bits_view(self):

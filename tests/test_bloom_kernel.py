@@ -87,6 +87,16 @@ def test_batch_rejects_a_single_string(impl):
         bits.contains_many(b"abc")
 
 
+def test_bad_key_in_a_long_batch_stops_there(impl):
+    # Documented contract: keys before the bad one may have been added, the
+    # bad one and those after it are not.
+    bits = make(impl, 1 << 16, 3)
+    keys = [f"k{i}" for i in range(3000)]
+    with pytest.raises(TypeError, match=r"keys\[2000\]"):
+        bits.add_many(keys[:2000] + [None] + keys[2000:])
+    assert not bits.contains_many(keys[2000:]).any()
+
+
 def test_bad_key_in_batch_changes_nothing(impl):
     bits = make(impl, 1000, 3)
     with pytest.raises(TypeError, match=r"keys\[2\].*int"):

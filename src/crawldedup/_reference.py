@@ -263,9 +263,8 @@ class BloomBits:
         for i, key in enumerate(tuple(keys)):
             try:
                 out.append(self._positions(key))
-            except TypeError:
-                raise TypeError(
-                    f"keys[{i}] must be str or bytes-like, not {type(key).__name__}") from None
+            except TypeError as exc:
+                raise TypeError(f"keys[{i}]: {exc}") from None
         return out
 
     def add_many(self, keys: Iterable[Key]) -> np.ndarray:
