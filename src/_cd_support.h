@@ -4,6 +4,7 @@
 #ifndef CRAWLDEDUP_SUPPORT_H
 #define CRAWLDEDUP_SUPPORT_H
 
+#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -166,6 +167,69 @@ static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
     h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
     h1 += h2; h2 += h1;
     *out1 = h1; *out2 = h2;
+}
+
+/* --- str keys without caching their UTF-8 form ---------------------------
+ * PyUnicode_AsUTF8AndSize stores the UTF-8 copy of a non-ASCII string inside
+ * the string for its whole life (doubling its memory) and allocates it.  Keys
+ * are hashed once, so we encode them into a scratch buffer instead. */
+
+static inline int cd_unicode_ready(PyObject *o) {
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(o);
+#else
+    (void)o;
+    return 0;
+#endif
+}
+
+/* Bytes needed for the UTF-8 form of a ready str of length n and this kind. */
+static inline Py_ssize_t cd_utf8_bound(PyObject *o) {
+    int kind = PyUnicode_KIND(o);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+    return n * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4);
+}
+
+#define CD_UTF8_PUT(c) do {                                        \
+        if ((c) < 0x80) {                                           \
+            *p++ = (unsigned char)(c);                              \
+        } else if ((c) < 0x800) {                                   \
+            *p++ = (unsigned char)(0xC0 | ((c) >> 6));              \
+            *p++ = (unsigned char)(0x80 | ((c) & 0x3F));            \
+        } else if ((c) < 0x10000) {                                 \
+            if ((c) >= 0xD800 && (c) <= 0xDFFF)                     \
+                return -1;                                          \
+            *p++ = (unsigned char)(0xE0 | ((c) >> 12));             \
+            *p++ = (unsigned char)(0x80 | (((c) >> 6) & 0x3F));     \
+            *p++ = (unsigned char)(0x80 | ((c) & 0x3F));            \
+        } else {                                                    \
+            *p++ = (unsigned char)(0xF0 | ((c) >> 18));             \
+            *p++ = (unsigned char)(0x80 | (((c) >> 12) & 0x3F));    \
+            *p++ = (unsigned char)(0x80 | (((c) >> 6) & 0x3F));     \
+            *p++ = (unsigned char)(0x80 | ((c) & 0x3F));            \
+        }                                                           \
+    } while (0)
+
+/* UTF-8 of a ready str into out (at least cd_utf8_bound bytes); the number
+ * of bytes written, or -1 for a lone surrogate (not encodable: the caller
+ * lets Python raise UnicodeEncodeError).  One loop per storage kind, so the
+ * compiler keeps the kind test out of the loop. */
+static inline Py_ssize_t cd_utf8_encode(PyObject *o, unsigned char *out) {
+    int kind = PyUnicode_KIND(o);
+    const void *data = PyUnicode_DATA(o);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(o), i;
+    unsigned char *p = out;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *s = (const Py_UCS1 *)data;
+        for (i = 0; i < n; i++) { Py_UCS4 c = s[i]; CD_UTF8_PUT(c); }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *s = (const Py_UCS2 *)data;
+        for (i = 0; i < n; i++) { Py_UCS4 c = s[i]; CD_UTF8_PUT(c); }
+    } else {
+        const Py_UCS4 *s = (const Py_UCS4 *)data;
+        for (i = 0; i < n; i++) { Py_UCS4 c = s[i]; CD_UTF8_PUT(c); }
+    }
+    return p - out;
 }
 
 #endif

@@ -24,7 +24,6 @@ cimport cython
 import numpy as _np
 
 cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
     # Borrowed-pointer access for the batch loop, without reference counting
     # on every touch.
     PyObject* _list_item "PyList_GET_ITEM" (object, Py_ssize_t)
@@ -32,7 +31,6 @@ cdef extern from "Python.h":
     Py_ssize_t _list_size "PyList_GET_SIZE" (object)
     bint _is_str "PyUnicode_Check" (PyObject*)
     bint _is_bytes "PyBytes_Check" (PyObject*)
-    const char* _utf8 "PyUnicode_AsUTF8AndSize" (PyObject*, Py_ssize_t*) except NULL
     char* _bytes_data "PyBytes_AS_STRING" (PyObject*)
     Py_ssize_t _bytes_size "PyBytes_GET_SIZE" (PyObject*)
 
@@ -47,6 +45,15 @@ cdef extern from "_cd_support.h" nogil:
     void cd_murmur3_x64_128(const unsigned char* data, size_t length, uint32_t seed,
                             uint64_t* out1, uint64_t* out2)
 
+cdef extern from "_cd_support.h":
+    int cd_unicode_ready(PyObject* o) except -1
+    Py_ssize_t cd_utf8_bound(PyObject* o)
+    Py_ssize_t cd_utf8_encode(PyObject* o, unsigned char* out)
+    bint _is_ascii "PyUnicode_IS_ASCII" (PyObject*)
+    void* _unicode_data "PyUnicode_DATA" (PyObject*)
+    Py_ssize_t _unicode_length "PyUnicode_GET_LENGTH" (PyObject*)
+    object PyUnicode_AsUTF8String(object)
+
 IMPLEMENTATION = "core"
 
 # k is at most 64: an error rate of 1e-19 already needs 63 hash functions.
@@ -58,6 +65,9 @@ DEF MAX_HASHES = 64
 DEF CHUNK = 512
 DEF GROUP = 16
 DEF PREFETCH_KEYS = 8
+# Lookups in filters up to this size test every bit without branching; see
+# _prefetch_group.
+DEF BRANCHLESS_MAX_BYTES = 8 << 20
 
 MAX_NUM_HASHES = MAX_HASHES
 MAX_SEED = 0xFFFFFFFF
@@ -65,20 +75,52 @@ MAX_SEED = 0xFFFFFFFF
 
 # ---------------------------------------------------------------- key access
 
+# Non-ASCII str keys up to this many UTF-8 bytes are encoded on the stack.
+DEF KEY_LOCAL = 1024
+
 cdef struct KeyView:
     const unsigned char* data
     Py_ssize_t size
     bint has_buffer
     Py_buffer view
+    unsigned char* heap
+    unsigned char local[KEY_LOCAL]
+
+
+cdef inline int _str_open(PyObject* s, KeyView* kv) except -1:
+    """UTF-8 bytes of a str: its own data when ASCII, else encoded into kv
+    (never cached in the str, unlike PyUnicode_AsUTF8AndSize)."""
+    cdef Py_ssize_t bound, n
+    cdef unsigned char* buf
+    cd_unicode_ready(s)
+    if _is_ascii(s):
+        kv.data = <const unsigned char*>_unicode_data(s)
+        kv.size = _unicode_length(s)
+        return 0
+    bound = cd_utf8_bound(s)
+    buf = kv.local
+    if bound > KEY_LOCAL:
+        kv.heap = <unsigned char*>PyMem_Malloc(bound)
+        if kv.heap == NULL:
+            raise MemoryError()
+        buf = kv.heap
+    n = cd_utf8_encode(s, buf)
+    if n < 0:
+        _key_close(kv)
+        PyUnicode_AsUTF8String(<object>s)  # raises UnicodeEncodeError
+        raise UnicodeError("unencodable str key")  # pragma: no cover
+    kv.data = buf
+    kv.size = n
+    return 0
 
 
 cdef inline int _key_open(object key, KeyView* kv) except -1:
     """Point kv at the bytes that represent key: UTF-8 for str, the raw
-    contents for bytes and other C-contiguous buffers."""
+    contents for bytes and other C-contiguous buffers.  _key_close after."""
     kv.has_buffer = False
+    kv.heap = NULL
     if PyUnicode_Check(key):
-        kv.data = <const unsigned char*>PyUnicode_AsUTF8AndSize(key, &kv.size)
-        return 0
+        return _str_open(<PyObject*>key, kv)
     if PyBytes_Check(key):
         kv.data = <const unsigned char*>PyBytes_AS_STRING(key)
         kv.size = PyBytes_GET_SIZE(key)
@@ -101,6 +143,9 @@ cdef inline void _key_close(KeyView* kv) noexcept:
     if kv.has_buffer:
         PyBuffer_Release(&kv.view)
         kv.has_buffer = False
+    if kv.heap != NULL:
+        PyMem_Free(kv.heap)
+        kv.heap = NULL
 
 
 cdef inline uint32_t _check_seed(object seed) except? 0:
@@ -234,12 +279,43 @@ cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) no
     return True
 
 
+cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ssize_t count,
+                                 int k, bint all_positions, bint adding) noexcept nogil:
+    """Prefetch the bit positions of count keys: all k of them for adds and
+    for lookups in filters that fit in the caches (these test every bit,
+    branch-free: a branch on each random bit would be mispredicted about once
+    a key); for lookups in larger filters only the first two, as an absent key
+    usually stops at its first or second clear bit (half the bits are clear
+    at capacity) and fetching the other k-2 lines from memory would waste
+    bandwidth.  Prefetches announce the write when adding."""
+    cdef Py_ssize_t j
+    cdef int t, ahead = k if all_positions or k < 2 else 2
+    for j in range(count):
+        for t in range(ahead):
+            if adding:
+                cd_prefetch_w(bits + (idx[j * k + t] >> 3))
+            else:
+                cd_prefetch(bits + (idx[j * k + t] >> 3))
+
+
 cdef int _batch_key_open(object key, Py_ssize_t position, KeyView* kv) except -1:
     """_key_open for the key at a position of a batch, naming the position."""
     try:
         return _key_open(key, kv)
     except TypeError as exc:
         raise TypeError(f"keys[{position}]: {exc}") from None
+
+
+cdef inline bint _probe_test_all(const uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
+    """_probe_test without early exit: no branch to mispredict on the
+    random outcome of each probe, for batches whose positions are prefetched."""
+    cdef int i
+    cdef uint64_t pos
+    cdef unsigned int acc = 1
+    for i in range(k):
+        pos = idx[i]
+        acc &= cd_load8(bits + (pos >> 3)) >> (pos & 7)
+    return acc & 1
 
 
 @cython.no_gc_clear
@@ -440,6 +516,8 @@ cdef class BloomBits:
         cdef uint8_t* bits = self._bits
         cdef bint hit
         cdef bint atomic = self._atomic
+        # See _prefetch_group.
+        cdef bint branchless = adding or self._nbytes <= BRANCHLESS_MAX_BYTES
         self._ready()
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(
@@ -473,10 +551,14 @@ cdef class BloomBits:
                             _tuple_item(seq, start + j + PREFETCH_KEYS)
                         cd_prefetch(obj)
                         cd_prefetch(<char*>obj + 64)
+                        cd_prefetch(<char*>obj + 128)
                     obj = _list_item(seq, start + j) if is_list else _tuple_item(seq, start + j)
                     if _is_str(obj):
-                        data = <const unsigned char*>_utf8(obj, &size)
-                        cd_murmur3_x64_128(data, <size_t>size, seed, &h1, &h2)
+                        kv.has_buffer = False
+                        kv.heap = NULL
+                        _str_open(obj, &kv)
+                        cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
+                        _key_close(&kv)
                     elif _is_bytes(obj):
                         cd_murmur3_x64_128(<const unsigned char*>_bytes_data(obj),
                                            <size_t>_bytes_size(obj), seed, &h1, &h2)
@@ -491,11 +573,7 @@ cdef class BloomBits:
                     if adding and not atomic:
                         PyThread_acquire_lock(self._lock, WAIT_LOCK)
                     gcnt = cnt if cnt < GROUP else GROUP
-                    for t in range(gcnt * k):
-                        if adding:
-                            cd_prefetch_w(bits + (idx[t] >> 3))
-                        else:
-                            cd_prefetch(bits + (idx[t] >> 3))
+                    _prefetch_group(bits, idx, gcnt, k, branchless, adding)
                     g = 0
                     while g < cnt:
                         gcnt = cnt - g
@@ -504,11 +582,8 @@ cdef class BloomBits:
                         gnext = cnt - g - gcnt
                         if gnext > GROUP:
                             gnext = GROUP
-                        for t in range(gnext * k):
-                            if adding:
-                                cd_prefetch_w(bits + (idx[(g + gcnt) * k + t] >> 3))
-                            else:
-                                cd_prefetch(bits + (idx[(g + gcnt) * k + t] >> 3))
+                        _prefetch_group(bits, &idx[(g + gcnt) * k], gnext, k, branchless,
+                                        adding)
                         for j in range(g, g + gcnt):
                             if adding:
                                 if atomic:
@@ -517,7 +592,10 @@ cdef class BloomBits:
                                     hit = _probe_add_excl(bits, &idx[j * k], k)
                                 fresh_count += hit
                             else:
-                                hit = _probe_test(bits, &idx[j * k], k)
+                                if branchless:
+                                    hit = _probe_test_all(bits, &idx[j * k], k)
+                                else:
+                                    hit = _probe_test(bits, &idx[j * k], k)
                             res[start + j] = hit
                         g += gcnt
                     if adding and not atomic:

@@ -178,3 +178,23 @@ def test_indices_argument_ranges(impl, k, m, message):
 def test_indices_argument_types(impl):
     with pytest.raises(TypeError):
         impl.hash_indices(b"x", 3.0, 100)
+
+
+@pytest.mark.parametrize("text", ["é" * 700, "新闻" * 600, "🎉" * 300, "a" * 2000 + "é"])
+def test_long_non_ascii_keys(impl, text):
+    assert impl.hash128(text) == mmh3_128(text.encode("utf-8"))
+    with pytest.raises(UnicodeEncodeError):
+        impl.hash128(text + "\udfff" + text)
+
+
+def test_hashing_does_not_cache_utf8_in_the_key(impl):
+    import sys
+    key = "".join(["新闻排行-", str(id(impl))])  # a fresh, non-ASCII str
+    size = sys.getsizeof(key)
+    impl.hash128(key)
+    bits = impl.BloomBits()
+    bits._init_bits(1000, 3)
+    bits.add(key)
+    bits.add_many([key])
+    assert key in bits
+    assert sys.getsizeof(key) == size
