@@ -44,6 +44,7 @@ import math
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import time
@@ -656,6 +657,58 @@ def peer_notes(res: Results, peers: List[Peer]) -> List[str]:
     return out
 
 
+def targets(res: Results, n: int) -> List[str]:
+    """The ratios the project's targets are stated in (crawldedup's single and
+    batch calls against the peers' single-call loops), each with its goal."""
+    s1 = res.data.get("scenario1", {})
+
+    def ns(peer: str, op: str) -> Optional[float]:
+        rec = s1.get(peer, {}).get(op)
+        return None if rec is None else rec["ns_per_op"]
+
+    rows = []
+    checks = [
+        ("single add vs rbloom add", ADD, "rbloom", ADD, 1.0),
+        ("single lookup (present) vs rbloom", HAS_PRESENT, "rbloom", HAS_PRESENT, 1.0),
+        ("single lookup (absent) vs rbloom", HAS_ABSENT, "rbloom", HAS_ABSENT, 1.0),
+        ("single add vs pybloomfiltermmap3", ADD, "pybloomfiltermmap3", ADD, 2.0),
+        ("single lookup (present) vs pybloomfiltermmap3", HAS_PRESENT, "pybloomfiltermmap3",
+         HAS_PRESENT, 2.0),
+        ("single lookup (absent) vs pybloomfiltermmap3", HAS_ABSENT, "pybloomfiltermmap3",
+         HAS_ABSENT, 2.0),
+        ("add_many vs rbloom's add loop", ADD_BATCH, "rbloom", ADD, 3.0),
+        ("contains_many (present) vs rbloom's lookup loop", HAS_PRESENT_BATCH,
+         "rbloom", HAS_PRESENT, 3.0),
+        ("contains_many (absent) vs rbloom's lookup loop", HAS_ABSENT_BATCH,
+         "rbloom", HAS_ABSENT, 3.0),
+    ]
+    for label, my_op, peer, peer_op, goal in checks:
+        mine, theirs = ns("crawldedup", my_op), ns(peer, peer_op)
+        if mine is None or theirs is None:
+            continue
+        ratio = theirs / mine
+        rows.append(f"| {label} | {theirs:,.0f} / {mine:,.1f} | {ratio:.2f}x | "
+                    f">= {goal:g}x | {'met' if ratio >= goal else 'NOT met'} |")
+    info = res.peer_info.get("scenario1", {}).get("crawldedup", {})
+    found = re.search(r"m=(\d+)", info.get("params") or "")
+    if found:
+        bits, optimum = int(found.group(1)), -n * math.log(ERROR_RATE) / math.log(2) ** 2
+        rows.append(f"| num_bits vs the optimum | {bits:,} / {optimum:,.0f} | "
+                    f"{bits / optimum:.4f} | within 1% | "
+                    f"{'met' if abs(bits / optimum - 1) <= 0.01 else 'NOT met'} |")
+    fpr = info.get("fpr")
+    if fpr is not None:
+        rows.append(f"| measured FPR vs target {ERROR_RATE} | {fpr:.5f} | "
+                    f"{fpr / ERROR_RATE:.3f}x | <= 1.1x | "
+                    f"{'met' if fpr <= 1.1 * ERROR_RATE else 'NOT met'} |")
+    if not rows:
+        return []
+    return ["", "## Targets", "",
+            "crawldedup's calls against the peers' one-call-per-key loops (ns/op: peer / "
+            "crawldedup), as the targets are stated.", "",
+            "| check | ns/op | ratio | goal | |", "|---|---:|---:|---:|---|"] + rows
+
+
 def draw_chart(res: Results, path: Path, peer_order: List[str], title: str,
                subtitles: Dict[str, str]) -> bool:
     try:
@@ -857,6 +910,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if s2_skipped:
             md += ["", "Not run in scenario 2: " + ", ".join(s2_skipped) +
                    " (set is not a fixed-size filter; its scenario 1 numbers apply)."]
+    md += targets(res, n)
     md += ["", "## Peers", ""] + peer_notes(res, peers)
     if skipped:
         md += ["", "Skipped (not installed): " + ", ".join(
