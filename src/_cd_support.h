@@ -138,7 +138,23 @@ static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
         k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
         h2 = cd_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
     }
-    {
+    if (len >= 8) {
+        /* The tail's words with whole 8-byte loads ending at the last byte
+         * (inside the key, since it is at least 8 bytes long) instead of
+         * assembling them byte by byte. */
+        const unsigned char *end = data + len;
+        size_t r = len & 15;
+        uint64_t k1, k2;
+        if (r > 8) {
+            k1 = cd_load64le(end - r);
+            k2 = cd_load64le(end - 8) >> (8 * (16 - r));
+            k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+            k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        } else if (r > 0) {
+            k1 = cd_load64le(end - 8) >> (8 * (8 - r));
+            k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        }
+    } else {
         const unsigned char *tail = data + 16 * nblocks;
         uint64_t k1 = 0, k2 = 0;
         switch (len & 15) {
@@ -230,6 +246,31 @@ static inline Py_ssize_t cd_utf8_encode(PyObject *o, unsigned char *out) {
         for (i = 0; i < n; i++) { Py_UCS4 c = s[i]; CD_UTF8_PUT(c); }
     }
     return p - out;
+}
+
+/* A Python int from the two 64-bit lanes of a 128-bit hash, h1 the low half,
+ * in one allocation (shifting and or-ing Python ints would take four). */
+static inline PyObject *cd_pylong_from_u128(uint64_t lo, uint64_t hi) {
+    unsigned char buf[16];
+    int i;
+    for (i = 0; i < 8; i++) {
+        buf[i] = (unsigned char)(lo >> (8 * i));
+        buf[8 + i] = (unsigned char)(hi >> (8 * i));
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_FromUnsignedNativeBytes(buf, 16, Py_ASNATIVEBYTES_LITTLE_ENDIAN);
+#else
+    return _PyLong_FromByteArray(buf, 16, 1, 0);
+#endif
+}
+
+/* The bytes of a compact ASCII str (the usual URL), which are its UTF-8. */
+static inline int cd_compact_ascii(PyObject *o, const unsigned char **data, Py_ssize_t *size) {
+    if (!PyUnicode_Check(o) || !PyUnicode_IS_COMPACT_ASCII(o))
+        return 0;
+    *data = (const unsigned char *)(((PyASCIIObject *)o) + 1);
+    *size = ((PyASCIIObject *)o)->length;
+    return 1;
 }
 
 #endif

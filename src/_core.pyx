@@ -53,6 +53,8 @@ cdef extern from "_cd_support.h":
     void* _unicode_data "PyUnicode_DATA" (PyObject*)
     Py_ssize_t _unicode_length "PyUnicode_GET_LENGTH" (PyObject*)
     object PyUnicode_AsUTF8String(object)
+    object cd_pylong_from_u128(uint64_t lo, uint64_t hi)
+    bint cd_compact_ascii(PyObject* o, const unsigned char** data, Py_ssize_t* size)
 
 IMPLEMENTATION = "core"
 
@@ -116,15 +118,22 @@ cdef inline int _str_open(PyObject* s, KeyView* kv) except -1:
 
 cdef inline int _key_open(object key, KeyView* kv) except -1:
     """Point kv at the bytes that represent key: UTF-8 for str, the raw
-    contents for bytes and other C-contiguous buffers.  _key_close after."""
+    contents for bytes and other C-contiguous buffers.  _key_close after.
+    The common cases (an ASCII str, bytes) are inlined into every caller."""
     kv.has_buffer = False
     kv.heap = NULL
-    if PyUnicode_Check(key):
-        return _str_open(<PyObject*>key, kv)
+    if cd_compact_ascii(<PyObject*>key, &kv.data, &kv.size):
+        return 0
     if PyBytes_Check(key):
         kv.data = <const unsigned char*>PyBytes_AS_STRING(key)
         kv.size = PyBytes_GET_SIZE(key)
         return 0
+    return _key_open_other(key, kv)
+
+
+cdef int _key_open_other(object key, KeyView* kv) except -1:
+    if PyUnicode_Check(key):
+        return _str_open(<PyObject*>key, kv)
     if PyObject_CheckBuffer(key):
         try:
             PyObject_GetBuffer(key, &kv.view, PyBUF_SIMPLE)
@@ -163,6 +172,7 @@ cdef inline uint32_t _check_seed(object seed) except? 0:
 
 # ------------------------------------------------------------------- hashing
 
+@cython.binding(False)
 def hash128(key, seed=0):
     """MurmurHash3 x64 128-bit of key (str as UTF-8, or bytes-like), unsigned.
 
@@ -177,9 +187,10 @@ def hash128(key, seed=0):
     _key_open(key, &kv)
     cd_murmur3_x64_128(kv.data, <size_t>kv.size, s, &h1, &h2)
     _key_close(&kv)
-    return (<object>h2 << 64) | <object>h1
+    return cd_pylong_from_u128(h1, h2)
 
 
+@cython.binding(False)
 def hash64(key, seed=0):
     """The low 64 bits of :func:`hash128`.
 

@@ -198,3 +198,17 @@ def test_hashing_does_not_cache_utf8_in_the_key(impl):
     bits.add_many([key])
     assert key in bits
     assert sys.getsizeof(key) == size
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize("text", ["https://example.com/", "新闻", "", "é"])
+def test_str_subclasses_hash_like_str(impl, text):
+    assert impl.hash128(Text(text)) == impl.hash128(text)
+    assert impl.hash_indices(Text(text), 5, 1000) == impl.hash_indices(text, 5, 1000)
+    bits = impl.BloomBits()
+    bits._init_bits(1000, 4)
+    bits.add_many([Text(text)])
+    assert text in bits and bits.contains_many([text]).all()
