@@ -21,6 +21,8 @@ from libc.string cimport memcpy, memset
 
 cimport cython
 
+import mmap as _mmap
+
 import numpy as _np
 
 cdef extern from "Python.h":
@@ -67,6 +69,8 @@ DEF MAX_HASHES = 64
 DEF CHUNK = 512
 DEF GROUP = 16
 DEF PREFETCH_KEYS = 8
+# Storage from this size on is mapped memory, zeroed lazily by the OS.
+DEF LAZY_ZERO_BYTES = 1 << 20
 # Lookups in filters up to this size test every bit without branching; see
 # _prefetch_group.
 DEF BRANCHLESS_MAX_BYTES = 8 << 20
@@ -432,7 +436,7 @@ cdef class BloomBits:
         if num_bits < 1 or num_bits > (1 << 62):
             raise ValueError(f"num_bits must be in [1, 2**62], got {num_bits}")
         need = nbytes_for(num_bits)
-        owner = bytearray(need) if buffer is None else buffer
+        owner = _zeroed(need) if buffer is None else buffer
         try:
             PyObject_GetBuffer(owner, &self._view, PyBUF_WRITABLE)
         except BufferError:
@@ -699,6 +703,18 @@ cdef class BloomBits:
         """A writable memoryview of the ``nbytes_for(num_bits)`` storage bytes."""
         self._ready()
         return memoryview(self._owner).cast("B")[:self._nbytes]
+
+
+cdef object _zeroed(Py_ssize_t size):
+    """size zero bytes of private, writable memory.  Large buffers come from
+    an anonymous mapping, whose pages the OS zeroes only when first touched:
+    a 100-million-key filter is created at once and occupies memory as it
+    fills.  MAP_PRIVATE keeps a forked child's copy apart, as for any object."""
+    if size < LAZY_ZERO_BYTES:
+        return bytearray(size)
+    if hasattr(_mmap, "MAP_PRIVATE"):
+        return _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE)
+    return _mmap.mmap(-1, size)
 
 
 def nbytes_for(num_bits):

@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -313,3 +314,35 @@ class BloomAgainstSet(RuleBasedStateMachine):
 
 TestBloomAgainstSet = BloomAgainstSet.TestCase
 TestBloomAgainstSet.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_large_filters_round_trip(tmp_path):
+    # From 1 MiB of bits on, storage is lazily zeroed mapped memory.
+    bf = BloomFilter(2_000_000, 0.01)
+    assert bf.nbytes > 1 << 20
+    keys = [f"https://e.com/{i}" for i in range(50_000)]
+    bf.add_many(keys)
+    assert bf.copy() == bf
+    bf.save(tmp_path / "big")
+    loaded = BloomFilter.load(tmp_path / "big")
+    assert loaded == bf and loaded.contains_many(keys).all()
+    union = loaded | BloomFilter(2_000_000, 0.01)
+    assert union == bf
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_forked_child_has_its_own_copy():
+    import os
+    bf = BloomFilter(2_000_000, 0.01)
+    bf.add("parent")
+    with warnings.catch_warnings():
+        # 3.12+ warns that forking a process with threads (numpy's BLAS pool
+        # here) may deadlock; the child only touches the filter and exits.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: add, report, and leave without running pytest's teardown
+        bf.add("child")
+        os._exit(0 if "child" in bf and "parent" in bf else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert "child" not in bf and "parent" in bf
