@@ -154,11 +154,18 @@ def test_threads_adding_at_once_lose_nothing(core):
     bits = make(core, 1 << 20, 7)
     groups = [[f"t{t}-{i}" for i in range(20_000)] for t in range(4)]
 
-    def work(group):
+    def batches(group):
         for start in range(0, len(group), 1000):
             bits.add_many(group[start:start + 1000])
 
-    threads = [threading.Thread(target=work, args=(g,)) for g in groups]
+    def singles(group):
+        for key in group:
+            bits.add(key)
+
+    # Batch writers set bits without the GIL while single adds hold it: the
+    # writers' lock protocol must keep every bit of every thread.
+    threads = [threading.Thread(target=batches if t % 2 else singles, args=(g,))
+               for t, g in enumerate(groups)]
     for t in threads:
         t.start()
     for t in threads:
