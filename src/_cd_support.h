@@ -95,6 +95,10 @@ static inline uint64_t cd_load64le(const unsigned char *p) {
     return v;
 }
 
+/* Knuth's MMIX linear congruential generator (offsets in a blocked filter). */
+#define CD_LCG_MULTIPLIER 6364136223846793005ULL
+#define CD_LCG_INCREMENT 1442695040888963407ULL
+
 static inline int cd_popcount64(uint64_t x) {
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64))
     return (int)__popcnt64(x);

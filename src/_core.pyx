@@ -43,6 +43,8 @@ cdef extern from "_cd_support.h" nogil:
     void cd_store8(uint8_t* p, uint8_t v)
     void cd_prefetch(const void* p)
     void cd_prefetch_w(const void* p)
+    const uint64_t CD_LCG_MULTIPLIER
+    const uint64_t CD_LCG_INCREMENT
     int cd_popcount64(uint64_t x)
     void cd_murmur3_x64_128(const unsigned char* data, size_t length, uint32_t seed,
                             uint64_t* out1, uint64_t* out2)
@@ -74,6 +76,10 @@ DEF LAZY_ZERO_BYTES = 1 << 20
 # Lookups in filters up to this size test every bit without branching; see
 # _prefetch_group.
 DEF BRANCHLESS_MAX_BYTES = 8 << 20
+
+# Bit layouts (ids as stored in files).
+DEF LAYOUT_STANDARD = 0
+DEF LAYOUT_BLOCKED = 1
 
 MAX_NUM_HASHES = MAX_HASHES
 MAX_SEED = 0xFFFFFFFF
@@ -224,8 +230,34 @@ cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m,
         y += <uint64_t>(i + 1)
 
 
-def hash_indices(key, k, m, seed=0):
+cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblocks,
+                                  uint64_t* out) noexcept nogil:
+    # The blocked layout: every position of a key in one 512-bit block (one
+    # 64-byte cache line).  The block is a multiply-high of h1 onto
+    # [0, nblocks); the k offsets in the block are the top 9 bits of
+    # successive states of Knuth's MMIX linear congruential generator seeded
+    # with h2.  Frozen with the file format (docs/format.md).
+    cdef uint64_t base = cd_mulhi64(h1, nblocks) << 9
+    cdef uint64_t state = h2
+    cdef int i
+    for i in range(k):
+        out[i] = base + (state >> 55)
+        state = state * CD_LCG_MULTIPLIER + CD_LCG_INCREMENT
+
+
+cdef inline void _positions(int layout, uint64_t h1, uint64_t h2, int k, uint64_t m,
+                            uint64_t* out) noexcept nogil:
+    if layout == LAYOUT_BLOCKED:
+        _indices_blocked(h1, h2, k, m >> 9, out)
+    else:
+        _indices(h1, h2, k, m, out)
+
+
+def hash_indices(key, k, m, seed=0, layout="standard"):
     """The k bit positions in [0, m) that a Bloom filter of m bits sets for key.
+
+    ``layout="blocked"`` gives the positions of the cache-line blocked layout,
+    all in one 512-bit block (m must then be a multiple of 512).
 
     >>> hash_indices("https://example.com/", 3, 1000)
     [707, 350, 994]
@@ -234,7 +266,7 @@ def hash_indices(key, k, m, seed=0):
     cdef uint64_t h1, h2
     cdef uint64_t out[MAX_HASHES]
     cdef uint32_t s = _check_seed(seed)
-    cdef int kk
+    cdef int kk, code
     cdef uint64_t mm
     if not isinstance(k, int) or not isinstance(m, int):
         raise TypeError("k and m must be ints")
@@ -242,13 +274,24 @@ def hash_indices(key, k, m, seed=0):
         raise ValueError(f"k must be in [1, {MAX_HASHES}], got {k}")
     if m < 1 or m >= 2 ** 64:
         raise ValueError(f"m must be in [1, 2**64), got {m}")
+    code = _layout_code(layout)
+    if code == LAYOUT_BLOCKED and m % 512:
+        raise ValueError(f"m must be a multiple of 512 for the blocked layout, got {m}")
     kk = k
     mm = m
     _key_open(key, &kv)
     cd_murmur3_x64_128(kv.data, <size_t>kv.size, s, &h1, &h2)
     _key_close(&kv)
-    _indices(h1, h2, kk, mm, out)
+    _positions(code, h1, h2, kk, mm, out)
     return [out[i] for i in range(kk)]
+
+
+cdef int _layout_code(object layout) except -1:
+    if layout == "standard":
+        return LAYOUT_STANDARD
+    if layout == "blocked":
+        return LAYOUT_BLOCKED
+    raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
 
 
 # -------------------------------------------------------------- Bloom bits
@@ -301,7 +344,8 @@ cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) no
 
 
 cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ssize_t count,
-                                 int k, bint all_positions, bint adding) noexcept nogil:
+                                 int k, bint all_positions, bint adding,
+                                 bint one_line) noexcept nogil:
     """Prefetch the bit positions of count keys: all k of them for adds and
     for lookups in filters that fit in the caches (these test every bit,
     branch-free: a branch on each random bit would be mispredicted about once
@@ -311,6 +355,8 @@ cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ss
     bandwidth.  Prefetches announce the write when adding."""
     cdef Py_ssize_t j
     cdef int t, ahead = k if all_positions or k < 2 else 2
+    if one_line:  # the blocked layout: a key's bits share one cache line
+        ahead = 1
     for j in range(count):
         for t in range(ahead):
             if adding:
@@ -371,6 +417,7 @@ cdef class BloomBits:
     cdef Py_ssize_t _nbytes
     cdef uint64_t _m
     cdef int _k
+    cdef int _layout
     cdef uint32_t _seed
     cdef uint64_t _count
     cdef object _owner
@@ -422,10 +469,11 @@ cdef class BloomBits:
             PyThread_release_lock(self._lock)
             self._nogil_writers -= 1
 
-    def _init_bits(self, num_bits, num_hashes, seed=0, buffer=None):
+    def _init_bits(self, num_bits, num_hashes, seed=0, buffer=None, layout="standard"):
         """Attach storage: a new zeroed buffer, or ``buffer`` (writable, at
         least ``nbytes_for(num_bits)`` bytes, used in place)."""
         cdef uint32_t s = _check_seed(seed)
+        cdef int code = _layout_code(layout)
         cdef Py_ssize_t need
         if self._bits != NULL:
             raise RuntimeError("bits are already initialised")
@@ -435,8 +483,12 @@ cdef class BloomBits:
             raise ValueError(f"num_hashes must be in [1, {MAX_HASHES}], got {num_hashes}")
         if num_bits < 1 or num_bits > (1 << 62):
             raise ValueError(f"num_bits must be in [1, 2**62], got {num_bits}")
+        if code == LAYOUT_BLOCKED and num_bits % 512:
+            raise ValueError(
+                f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits}")
         need = nbytes_for(num_bits)
-        owner = _zeroed(need) if buffer is None else buffer
+        # Blocks must be whole cache lines: mapped memory is page-aligned.
+        owner = _zeroed(need, code == LAYOUT_BLOCKED) if buffer is None else buffer
         try:
             PyObject_GetBuffer(owner, &self._view, PyBUF_WRITABLE)
         except BufferError:
@@ -451,6 +503,7 @@ cdef class BloomBits:
         self._nbytes = need
         self._m = num_bits
         self._k = num_hashes
+        self._layout = code
         self._seed = s
         self._count = 0
         self._bits = <uint8_t*>self._view.buf
@@ -469,6 +522,11 @@ cdef class BloomBits:
     def num_hashes(self):
         """Number of bit positions per key, k."""
         return self._k
+
+    @property
+    def layout(self):
+        """'standard' or 'blocked' (all of a key's bits in one cache line)."""
+        return "blocked" if self._layout == LAYOUT_BLOCKED else "standard"
 
     @property
     def seed(self):
@@ -494,7 +552,7 @@ cdef class BloomBits:
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
         _key_close(&kv)
-        _indices(h1, h2, self._k, self._m, idx)
+        _positions(self._layout, h1, h2, self._k, self._m, idx)
         for i in range(self._k):
             cd_prefetch(self._bits + (idx[i] >> 3))
         if self._atomic:
@@ -510,10 +568,14 @@ cdef class BloomBits:
     def __contains__(self, key):
         cdef KeyView kv
         cdef uint64_t h1, h2
+        cdef uint64_t idx[MAX_HASHES]
         self._ready()
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
         _key_close(&kv)
+        if self._layout == LAYOUT_BLOCKED:
+            _indices_blocked(h1, h2, self._k, self._m >> 9, idx)
+            return _probe_test_all(self._bits, idx, self._k)
         return _lookup(self._bits, h1, h2, self._k, self._m)
 
     def add_many(self, keys):
@@ -550,7 +612,9 @@ cdef class BloomBits:
         cdef bint hit
         cdef bint atomic = self._atomic
         # See _prefetch_group.
-        cdef bint branchless = adding or self._nbytes <= BRANCHLESS_MAX_BYTES
+        cdef int layout = self._layout
+        cdef bint blocked = layout == LAYOUT_BLOCKED
+        cdef bint branchless = adding or blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
         self._ready()
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(
@@ -599,14 +663,14 @@ cdef class BloomBits:
                         _batch_key_open(<object>obj, start + j, &kv)
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
-                    _indices(h1, h2, k, m, &idx[j * k])
+                    _positions(layout, h1, h2, k, m, &idx[j * k])
                 if adding and not atomic:
                     self._nogil_writers += 1
                 with nogil:
                     if adding and not atomic:
                         PyThread_acquire_lock(self._lock, WAIT_LOCK)
                     gcnt = cnt if cnt < GROUP else GROUP
-                    _prefetch_group(bits, idx, gcnt, k, branchless, adding)
+                    _prefetch_group(bits, idx, gcnt, k, branchless, adding, blocked)
                     g = 0
                     while g < cnt:
                         gcnt = cnt - g
@@ -616,7 +680,7 @@ cdef class BloomBits:
                         if gnext > GROUP:
                             gnext = GROUP
                         _prefetch_group(bits, &idx[(g + gcnt) * k], gnext, k, branchless,
-                                        adding)
+                                        adding, blocked)
                         for j in range(g, g + gcnt):
                             if adding:
                                 if atomic:
@@ -655,8 +719,9 @@ cdef class BloomBits:
     cdef int _check_peer(self, BloomBits other) except -1:
         self._ready()
         other._ready()
-        if other._m != self._m or other._k != self._k or other._seed != self._seed:
-            raise ValueError("bit arrays differ in num_bits, num_hashes or seed")
+        if (other._m != self._m or other._k != self._k or other._seed != self._seed
+                or other._layout != self._layout):
+            raise ValueError("bit arrays differ in num_bits, num_hashes, seed or layout")
         return 0
 
     def _or_from(self, BloomBits other):
@@ -705,12 +770,12 @@ cdef class BloomBits:
         return memoryview(self._owner).cast("B")[:self._nbytes]
 
 
-cdef object _zeroed(Py_ssize_t size):
+cdef object _zeroed(Py_ssize_t size, bint aligned):
     """size zero bytes of private, writable memory.  Large buffers come from
     an anonymous mapping, whose pages the OS zeroes only when first touched:
     a 100-million-key filter is created at once and occupies memory as it
     fills.  MAP_PRIVATE keeps a forked child's copy apart, as for any object."""
-    if size < LAZY_ZERO_BYTES:
+    if size < LAZY_ZERO_BYTES and not aligned:
         return bytearray(size)
     if hasattr(_mmap, "MAP_PRIVATE"):
         return _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE)

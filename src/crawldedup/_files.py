@@ -30,10 +30,14 @@ FORMAT_VERSION = 1
 HEADER_SIZE = 4096  # one page: the payload that follows can be memory-mapped
 
 KIND_BLOOM = 1
-KIND_NAMES = {KIND_BLOOM: "Bloom filter"}
+KIND_SCALABLE = 2
+KIND_NAMES = {KIND_BLOOM: "Bloom filter", KIND_SCALABLE: "scalable Bloom filter"}
 
 HASH_MURMUR3_EDH = 1  # MurmurHash3 x64 128 + enhanced double hashing + multiply-high
-LAYOUT_STANDARD = 0
+LAYOUT_STANDARD = 0  # bit i in byte i // 8
+LAYOUT_BLOCKED = 1  # a key's k bits in one 512-bit block (docs/format.md)
+LAYOUT_IDS = {"standard": LAYOUT_STANDARD, "blocked": LAYOUT_BLOCKED}
+LAYOUT_NAMES = {v: k for k, v in LAYOUT_IDS.items()}
 
 # magic, version, kind, hash algorithm, layout, header size, flags, seed,
 # num_bits, num_hashes, capacity, error_rate, insert_count, payload offset,

@@ -134,8 +134,40 @@ def _indices(h1: int, h2: int, k: int, m: int) -> List[int]:
     return out
 
 
-def hash_indices(key: Key, k: int, m: int, seed: int = 0) -> List[int]:
+_LCG_MULTIPLIER = 6364136223846793005
+_LCG_INCREMENT = 1442695040888963407
+
+
+def _indices_blocked(h1: int, h2: int, k: int, nblocks: int) -> List[int]:
+    # All k positions in one 512-bit block: the block by a multiply-high of
+    # h1, the offsets as the top 9 bits of successive MMIX LCG states from h2.
+    base = ((h1 * nblocks) >> 64) * 512
+    out = []
+    state = h2
+    for _ in range(k):
+        out.append(base + (state >> 55))
+        state = (state * _LCG_MULTIPLIER + _LCG_INCREMENT) & _MASK64
+    return out
+
+
+def _layout_code(layout: object) -> str:
+    if layout not in ("standard", "blocked"):
+        raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
+    return str(layout)
+
+
+def _positions(layout: str, h1: int, h2: int, k: int, m: int) -> List[int]:
+    if layout == "blocked":
+        return _indices_blocked(h1, h2, k, m // 512)
+    return _indices(h1, h2, k, m)
+
+
+def hash_indices(key: Key, k: int, m: int, seed: int = 0,
+                 layout: str = "standard") -> List[int]:
     """The k bit positions in [0, m) that a Bloom filter of m bits sets for key.
+
+    ``layout="blocked"`` gives the positions of the cache-line blocked layout,
+    all in one 512-bit block (m must then be a multiple of 512).
 
     >>> hash_indices("https://example.com/", 3, 1000)
     [707, 350, 994]
@@ -147,8 +179,11 @@ def hash_indices(key: Key, k: int, m: int, seed: int = 0) -> List[int]:
         raise ValueError(f"k must be in [1, {MAX_NUM_HASHES}], got {k}")
     if m < 1 or m >= 2 ** 64:
         raise ValueError(f"m must be in [1, 2**64), got {m}")
+    code = _layout_code(layout)
+    if code == "blocked" and m % 512:
+        raise ValueError(f"m must be a multiple of 512 for the blocked layout, got {m}")
     h1, h2 = murmur3_x64_128(_key_bytes(key), s)
-    return _indices(h1, h2, k, m)
+    return _positions(code, h1, h2, k, m)
 
 
 # ------------------------------------------------------------------ Bloom bits
@@ -164,14 +199,15 @@ class BloomBits:
     Bit ``i`` is bit ``i % 8`` of byte ``i // 8``.  See the compiled twin.
     """
 
-    __slots__ = ("_bits", "_m", "_k", "_seed", "_count")
+    __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self._bits: Optional[memoryview] = None
 
     def _init_bits(self, num_bits: int, num_hashes: int, seed: int = 0,
-                   buffer: object = None) -> None:
+                   buffer: object = None, layout: str = "standard") -> None:
         s = _check_seed(seed)
+        code = _layout_code(layout)
         if getattr(self, "_bits", None) is not None:
             raise RuntimeError("bits are already initialised")
         if not isinstance(num_bits, int) or not isinstance(num_hashes, int):
@@ -180,6 +216,9 @@ class BloomBits:
             raise ValueError(f"num_hashes must be in [1, {MAX_NUM_HASHES}], got {num_hashes}")
         if num_bits < 1 or num_bits > (1 << 62):
             raise ValueError(f"num_bits must be in [1, 2**62], got {num_bits}")
+        if code == "blocked" and num_bits % 512:
+            raise ValueError(
+                f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits}")
         need = nbytes_for(num_bits)
         view = memoryview(bytearray(need) if buffer is None else buffer).cast("B")
         if view.readonly:
@@ -189,6 +228,7 @@ class BloomBits:
         self._bits = view[:need]
         self._m = num_bits
         self._k = num_hashes
+        self._layout = code
         self._seed = s
         self._count = 0
 
@@ -210,6 +250,11 @@ class BloomBits:
         return self._k
 
     @property
+    def layout(self) -> str:
+        """'standard' or 'blocked' (all of a key's bits in one cache line)."""
+        return self._layout
+
+    @property
     def seed(self) -> int:
         """Seed of the MurmurHash3 used for keys."""
         return self._seed
@@ -226,7 +271,7 @@ class BloomBits:
 
     def _positions(self, key: object) -> List[int]:
         h1, h2 = murmur3_x64_128(_key_bytes(key), self._seed)
-        return _indices(h1, h2, self._k, self._m)
+        return _positions(self._layout, h1, h2, self._k, self._m)
 
     def _probe_add(self, positions: List[int]) -> bool:
         bits = self._ready()
@@ -290,8 +335,9 @@ class BloomBits:
     def _check_peer(self, other: "BloomBits") -> None:
         self._ready()
         other._ready()
-        if (other._m, other._k, other._seed) != (self._m, self._k, self._seed):
-            raise ValueError("bit arrays differ in num_bits, num_hashes or seed")
+        if ((other._m, other._k, other._seed, other._layout)
+                != (self._m, self._k, self._seed, self._layout)):
+            raise ValueError("bit arrays differ in num_bits, num_hashes, seed or layout")
 
     def _or_from(self, other: "BloomBits") -> None:
         self._check_peer(other)

@@ -9,6 +9,7 @@ saved, loaded, merged and shared.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -49,18 +50,78 @@ def _check_error_rate(error_rate: Any) -> float:
     return p
 
 
-def optimal_parameters(capacity: int, error_rate: float) -> Tuple[int, int]:
+LAYOUTS = ("standard", "blocked")
+BLOCK_BITS = 512  # one 64-byte cache line
+
+
+def _check_layout(layout: Any) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
+    return str(layout)
+
+
+def _blocked_fpr(k: int, load: float) -> float:
+    """False-positive rate of a blocked filter whose 512-bit blocks receive a
+    Poisson(load) number of keys, each setting k uniformly random bits of its
+    block: sum over j of P(j keys) * (1 - (1 - 1/512)^(k j))^k."""
+    if load <= 0:
+        return 0.0
+    spread = 12 * math.sqrt(load) + 30
+    lo, hi = max(0, int(load - spread)), int(load + spread) + 1
+    log_keep = math.log1p(-1.0 / BLOCK_BITS)
+    total = 0.0
+    for j in range(lo, hi + 1):
+        pmf = math.exp(-load + j * math.log(load) - math.lgamma(j + 1))
+        total += pmf * (-math.expm1(k * j * log_keep)) ** k
+    return total
+
+
+@functools.lru_cache(maxsize=256)
+def _blocked_load(error_rate: float) -> Tuple[float, int]:
+    """(keys per block, k): the highest load whose false-positive rate is
+    still error_rate, and the k that allows it.  Independent of the capacity,
+    so computed once per error rate."""
+    k_standard = max(1, round(-math.log2(error_rate)))
+    best_load, best_k = 0.0, 1
+    for k in range(max(1, k_standard - 4), min(MAX_NUM_HASHES, k_standard + 10) + 1):
+        lo, hi = 0.0, 4.0 * BLOCK_BITS
+        if _blocked_fpr(k, hi) <= error_rate:
+            lo = hi
+        else:
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                if _blocked_fpr(k, mid) <= error_rate:
+                    lo = mid
+                else:
+                    hi = mid
+        if lo > best_load:
+            best_load, best_k = lo, k
+    return best_load, best_k
+
+
+def optimal_parameters(capacity: int, error_rate: float,
+                       layout: str = "standard") -> Tuple[int, int]:
     """(num_bits, num_hashes) for capacity keys at the given false-positive rate.
 
-    ``m = ceil(-n ln p / (ln 2)^2)`` and ``k = round(m / n * ln 2)``.
+    Standard layout: ``m = ceil(-n ln p / (ln 2)^2)`` and ``k = round(m / n ln 2)``.
+    Blocked layout: whole 512-bit blocks, as few as keep the false-positive
+    rate at ``p`` given that keys spread unevenly over blocks (see
+    docs/format.md); it needs more bits than the standard layout.
 
     >>> optimal_parameters(1_000_000, 0.01)
     (9585059, 7)
     """
     n = _check_capacity(capacity)
     p = _check_error_rate(error_rate)
-    m = math.ceil(-n * math.log(p) / (_LN2 * _LN2))
-    k = max(1, round(m / n * _LN2))
+    layout = _check_layout(layout)
+    if layout == "blocked":
+        load, k = _blocked_load(p)
+        if load <= 0:
+            raise ValueError(f"error_rate {p!r} is too small for the blocked layout")
+        m = math.ceil(n / load) * BLOCK_BITS
+    else:
+        m = math.ceil(-n * math.log(p) / (_LN2 * _LN2))
+        k = max(1, round(m / n * _LN2))
     if k > MAX_NUM_HASHES:
         raise ValueError(
             f"error_rate {p!r} needs {k} hash functions; at most {MAX_NUM_HASHES} are "
@@ -95,17 +156,18 @@ class BloomFilter(BloomBits):
 
     __slots__ = ("_capacity", "_error_rate")
 
-    def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0) -> None:
+    def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0,
+                 layout: str = "standard") -> None:
         capacity = _check_capacity(capacity)
         error_rate = _check_error_rate(error_rate)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {type(seed).__name__}")
         if not 0 <= seed <= MAX_SEED:
             raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-        num_bits, num_hashes = optimal_parameters(capacity, error_rate)
+        num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         self._capacity = capacity
         self._error_rate = error_rate
-        self._init_bits(num_bits, num_hashes, seed)
+        self._init_bits(num_bits, num_hashes, seed, None, layout)
 
     # ----------------------------------------------------------- parameters
 
@@ -146,12 +208,14 @@ class BloomFilter(BloomBits):
         """The false-positive rate now: the fill ratio to the power k."""
         return self.fill_ratio ** self.num_hashes
 
-    def _params(self) -> Tuple[int, float, int, int, int]:
-        return (self._capacity, self._error_rate, self.seed, self.num_bits, self.num_hashes)
+    def _params(self) -> Tuple[int, float, int, int, int, str]:
+        return (self._capacity, self._error_rate, self.seed, self.num_bits, self.num_hashes,
+                self.layout)
 
     def __repr__(self) -> str:
+        layout = ", layout='blocked'" if self.layout == "blocked" else ""
         return (f"{type(self).__name__}(capacity={self._capacity}, "
-                f"error_rate={self._error_rate!r}, num_bits={self.num_bits}, "
+                f"error_rate={self._error_rate!r}{layout}, num_bits={self.num_bits}, "
                 f"num_hashes={self.num_hashes}, insert_count={self.insert_count})")
 
     # -------------------------------------------------------- set algebra
@@ -160,7 +224,7 @@ class BloomFilter(BloomBits):
         if not isinstance(other, BloomFilter):
             raise TypeError(f"{op} needs a BloomFilter, not {type(other).__name__}")
         if other._params() != self._params():
-            names = ("capacity", "error_rate", "seed", "num_bits", "num_hashes")
+            names = ("capacity", "error_rate", "seed", "num_bits", "num_hashes", "layout")
             diff = ", ".join(f"{name} {a!r} != {b!r}" for name, a, b in
                              zip(names, self._params(), other._params()) if a != b)
             raise IncompatibleFilterError(f"{op} needs filters with equal parameters: {diff}")
@@ -238,20 +302,20 @@ class BloomFilter(BloomBits):
     # ---------------------------------------------------- serialization
 
     @classmethod
-    def _blank(cls, params: Tuple[int, float, int, int, int], insert_count: int,
+    def _blank(cls, params: Tuple[int, float, int, int, int, str], insert_count: int,
                buffer: Any = None) -> "BloomFilter":
-        capacity, error_rate, seed, num_bits, num_hashes = params
+        capacity, error_rate, seed, num_bits, num_hashes, layout = params
         self = cls.__new__(cls)
         self._capacity = capacity
         self._error_rate = error_rate
-        self._init_bits(num_bits, num_hashes, seed, buffer)
+        self._init_bits(num_bits, num_hashes, seed, buffer, layout)
         self._set_insert_count(insert_count)
         return self
 
     def _header(self) -> _files.Header:
         return _files.Header(
             kind=_files.KIND_BLOOM, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_STANDARD, flags=0, seed=self.seed,
+            layout=_files.LAYOUT_IDS[self.layout], flags=0, seed=self.seed,
             num_bits=self.num_bits, num_hashes=self.num_hashes, capacity=self._capacity,
             error_rate=self._error_rate, insert_count=self.insert_count,
             payload_size=nbytes_for(self.num_bits))
@@ -314,8 +378,11 @@ class BloomFilter(BloomBits):
             raise bad(f"holds a {kind}, not a Bloom filter")
         if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
             raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
-        if header.layout != _files.LAYOUT_STANDARD:
+        layout = _files.LAYOUT_NAMES.get(header.layout)
+        if layout is None:
             raise bad(f"unknown bit layout id {header.layout}")
+        if layout == "blocked" and header.num_bits % BLOCK_BITS:
+            raise bad(f"blocked layout with {header.num_bits} bits, not whole 512-bit blocks")
         if header.flags != 0:
             raise bad(f"unknown flags {header.flags:#x}")
         if not 1 <= header.num_hashes <= MAX_NUM_HASHES:
@@ -329,7 +396,7 @@ class BloomFilter(BloomBits):
         if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
             raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
         params = (header.capacity, header.error_rate, header.seed, header.num_bits,
-                  header.num_hashes)
+                  header.num_hashes, layout)
         return cls._blank(params, header.insert_count)
 
     def _verify(self, header: _files.Header, path: Optional[PathLike]) -> None:
