@@ -73,6 +73,8 @@ DEF GROUP = 16
 DEF PREFETCH_KEYS = 8
 # Storage from this size on is mapped memory, zeroed lazily by the OS.
 DEF LAZY_ZERO_BYTES = 1 << 20
+# ... and from this size on asks for transparent huge pages.
+DEF HUGE_PAGE_BYTES = 8 << 20
 # Lookups in filters up to this size test every bit without branching; see
 # _prefetch_group.
 DEF BRANCHLESS_MAX_BYTES = 8 << 20
@@ -664,23 +666,19 @@ cdef class BloomBits:
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
                     _positions(layout, h1, h2, k, m, &idx[j * k])
+                    # Fetch the key's bits while the next keys are hashed: by
+                    # the time the chunk is probed they are in cache.
+                    _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
                 if adding and not atomic:
                     self._nogil_writers += 1
                 with nogil:
                     if adding and not atomic:
                         PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    gcnt = cnt if cnt < GROUP else GROUP
-                    _prefetch_group(bits, idx, gcnt, k, branchless, adding, blocked)
                     g = 0
                     while g < cnt:
                         gcnt = cnt - g
                         if gcnt > GROUP:
                             gcnt = GROUP
-                        gnext = cnt - g - gcnt
-                        if gnext > GROUP:
-                            gnext = GROUP
-                        _prefetch_group(bits, &idx[(g + gcnt) * k], gnext, k, branchless,
-                                        adding, blocked)
                         for j in range(g, g + gcnt):
                             if adding:
                                 if atomic:
@@ -778,8 +776,22 @@ cdef object _zeroed(Py_ssize_t size, bint aligned):
     if size < LAZY_ZERO_BYTES and not aligned:
         return bytearray(size)
     if hasattr(_mmap, "MAP_PRIVATE"):
-        return _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE)
-    return _mmap.mmap(-1, size)
+        mem = _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE)
+    else:
+        mem = _mmap.mmap(-1, size)
+    _huge_pages(mem, size)
+    return mem
+
+
+cdef _huge_pages(object mem, Py_ssize_t size):
+    """Ask for transparent huge pages on a large mapping: a random probe into a
+    100-million-key filter otherwise costs a TLB miss (and a page-table walk
+    that itself misses the cache) on top of the cache miss."""
+    if size >= HUGE_PAGE_BYTES and hasattr(_mmap, "MADV_HUGEPAGE"):
+        try:
+            mem.madvise(_mmap.MADV_HUGEPAGE)
+        except (OSError, ValueError):  # not supported here: a hint only
+            pass
 
 
 def nbytes_for(num_bits):

@@ -1,0 +1,550 @@
+"""Scalable Bloom filters: keep the false-positive bound however many keys come.
+
+A :class:`BloomFilter` is sized for a capacity; past it, its false-positive
+rate climbs quickly.  A :class:`ScalableBloomFilter` (Almeida, Baquero,
+Preguiça and Hutchison, "Scalable Bloom Filters", 2007) starts with one
+filter and appends a larger one each time the newest is full.  Filter ``i``
+holds ``initial_capacity * growth**i`` keys at error rate
+``error_rate * (1 - tightening) * tightening**i``; the rates form a geometric
+series whose sum stays below ``error_rate``, so a key that was never added is
+reported present with probability below ``error_rate`` at any size.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import struct
+from typing import Any, BinaryIO, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from crawldedup import _files
+from crawldedup._kernel import MAX_SEED, BloomBits
+from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+
+Key = Union[str, bytes, bytearray, memoryview]
+PathLike = Union[str, "os.PathLike[str]"]
+
+# The payload's parameter block: growth (u64), tightening (f64), number of
+# filters (u64).  Each member filter follows as a u64 length and its bytes.
+_PARAMS = struct.Struct("<QdQ")
+_LENGTH = struct.Struct("<Q")
+# The smallest member: a length field and a BloomFilter file of one word.
+_MIN_MEMBER = _LENGTH.size + _files.HEADER_SIZE + 8
+# add_many looks this many keys ahead (at least) when the newest filter is
+# nearly full; see there.
+_MIN_WINDOW = 4096
+
+
+def _check_initial_capacity(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError("initial_capacity must be an integer >= 1, not bool")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"initial_capacity must be an integer >= 1, not {type(value).__name__}")
+    value = int(value)
+    if value < 1:
+        raise ValueError(f"initial_capacity must be at least 1, got {value}")
+    return value
+
+
+def _check_growth(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError("growth must be an integer >= 2, not bool")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"growth must be an integer >= 2, not {type(value).__name__}")
+    value = int(value)
+    if not 2 <= value < 2 ** 64:
+        raise ValueError(f"growth must be an integer in [2, 2**64), got {value}")
+    return value
+
+
+def _check_open_unit(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in (0, 1), not {type(value).__name__}")
+    x = float(value)
+    if not 0.0 < x < 1.0:
+        raise ValueError(f"{name} must be in the open interval (0, 1), got {value!r}")
+    return x
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+    return seed
+
+
+def _key_list(keys: Iterable[Key]) -> Sequence[Key]:
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
+            f"use add()/`in` for one key")
+    return keys if type(keys) is list or type(keys) is tuple else list(keys)
+
+
+def _pick(keys: Sequence[Key], index: np.ndarray) -> List[Key]:
+    return [keys[i] for i in index.tolist()]
+
+
+def _held(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray:
+    """True where a key is in one of the filters.  The largest (newest)
+    filter, which holds the most keys, is asked first about every key (so a
+    bad key raises with its index); each next one only about keys not found."""
+    found = np.zeros(len(keys), dtype=np.bool_)
+    todo: Optional[np.ndarray] = None
+    for f in reversed(filters):
+        if todo is None:
+            hit = f.contains_many(keys)
+            found |= hit
+            todo = np.flatnonzero(~hit)
+        else:
+            hit = f.contains_many(_pick(keys, todo))
+            found[todo[hit]] = True
+            todo = todo[~hit]
+        if not todo.size:
+            break
+    return found
+
+
+class ScalableBloomFilter:
+    """A Bloom filter that grows past any capacity and keeps its error bound.
+
+    It starts as one :class:`BloomFilter` of ``initial_capacity`` keys.  When
+    the newest filter has taken its capacity in new keys, the next new key
+    opens a filter ``growth`` times larger with an error rate ``tightening``
+    times smaller; the false-positive rate over all of them stays below
+    ``error_rate``.  ``growth`` is an integer (2 or more), so every capacity
+    is an exact integer.
+
+    >>> sbf = ScalableBloomFilter(1000, 0.01)
+    >>> sbf.add("https://example.com/a")
+    True
+    >>> "https://example.com/a" in sbf
+    True
+    >>> sbf.add_many(f"https://example.com/{i}" for i in range(2500)).sum()
+    2500
+    >>> sbf.num_filters, sbf.capacity
+    (2, 3000)
+
+    ``add`` reports True when the key is in none of the filters; new keys go
+    to the newest.  Adding from several threads at once needs a lock: two
+    threads could both decide to grow.
+    """
+
+    __slots__ = ("_initial_capacity", "_error_rate", "_growth", "_tightening", "_seed",
+                 "_filters")
+
+    def __init__(self, initial_capacity: int, error_rate: float = 0.01, growth: int = 2,
+                 tightening: float = 0.5, *, seed: int = 0) -> None:
+        self._initial_capacity = _check_initial_capacity(initial_capacity)
+        self._error_rate = _check_open_unit("error_rate", error_rate)
+        self._growth = _check_growth(growth)
+        self._tightening = _check_open_unit("tightening", tightening)
+        self._seed = _check_seed(seed)
+        self._filters: List[BloomFilter] = []
+        self._grow()
+
+    # ----------------------------------------------------------- parameters
+
+    @property
+    def initial_capacity(self) -> int:
+        """The capacity of the first filter."""
+        return self._initial_capacity
+
+    @property
+    def error_rate(self) -> float:
+        """The bound on the false-positive rate, at any number of keys."""
+        return self._error_rate
+
+    @property
+    def growth(self) -> int:
+        """How many times larger each new filter is than the one before."""
+        return self._growth
+
+    @property
+    def tightening(self) -> float:
+        """How many times smaller each new filter's error rate is."""
+        return self._tightening
+
+    @property
+    def seed(self) -> int:
+        """Seed of the MurmurHash3 used for keys (the same in every filter)."""
+        return self._seed
+
+    @property
+    def num_filters(self) -> int:
+        """How many filters there are now (at least 1)."""
+        return len(self._filters)
+
+    @property
+    def filters(self) -> Tuple[BloomFilter, ...]:
+        """The filters, oldest first.  Read them, do not change them: keys
+        added to them directly upset the growth schedule."""
+        return tuple(self._filters)
+
+    @property
+    def capacity(self) -> int:
+        """The sum of the capacities of the filters there are now."""
+        return sum(f.capacity for f in self._filters)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory taken by the bits of all the filters."""
+        return sum(f.nbytes for f in self._filters)
+
+    @property
+    def fill_ratio(self) -> float:
+        """Fraction of the bits of the newest filter that are set."""
+        return self._filters[-1].fill_ratio
+
+    @property
+    def insert_count(self) -> int:
+        """Number of adds that reported a new key."""
+        return sum(f.insert_count for f in self._filters)
+
+    def estimated_count(self) -> int:
+        """Estimate of the number of distinct keys added: the sum of the
+        filters' estimates (see :meth:`BloomFilter.estimated_count`)."""
+        return sum(f.estimated_count() for f in self._filters)
+
+    @property
+    def estimated_error_rate(self) -> float:
+        """The false-positive rate now: the chance that at least one filter
+        reports a key it was not given, ``1 - prod(1 - p_i)``."""
+        miss = 1.0
+        for f in self._filters:
+            miss *= 1.0 - f.estimated_error_rate
+        return 1.0 - miss
+
+    def _params(self) -> Tuple[int, float, int, float, int]:
+        return (self._initial_capacity, self._error_rate, self._growth, self._tightening,
+                self._seed)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(initial_capacity={self._initial_capacity}, "
+                f"error_rate={self._error_rate!r}, growth={self._growth}, "
+                f"tightening={self._tightening!r}, num_filters={len(self._filters)}, "
+                f"capacity={self.capacity}, insert_count={self.insert_count})")
+
+    # -------------------------------------------------------------- growth
+
+    def _next_member(self) -> Tuple[int, float]:
+        """(capacity, error_rate) of the filter that comes next.
+
+        The error rate is computed by one multiplication per filter (never
+        ``pow``), so that every platform finds the same bits; loading checks
+        the members against exactly this schedule."""
+        if not self._filters:
+            return self._initial_capacity, self._error_rate * (1.0 - self._tightening)
+        last = self._filters[-1]
+        return last.capacity * self._growth, last.error_rate * self._tightening
+
+    def _grow(self) -> BloomFilter:
+        index = len(self._filters)
+        capacity, error_rate = self._next_member()
+        why = ("" if index == 0 else
+               "; a larger initial_capacity or growth needs fewer filters, a tightening "
+               "closer to 1 shrinks the error rates more slowly")
+        if not error_rate > 0.0:
+            raise ValueError(
+                f"cannot add filter {index}: its error rate error_rate * (1 - tightening) "
+                f"* tightening**{index} is 0 in floating point{why}")
+        try:
+            num_bits, num_hashes = optimal_parameters(capacity, error_rate)
+        except ValueError as exc:
+            raise ValueError(
+                f"cannot add filter {index} (capacity {capacity}, error rate "
+                f"{error_rate:.3g} = error_rate * (1 - tightening) * tightening**{index}): "
+                f"{exc}{why}") from None
+        member = BloomFilter(capacity, error_rate, seed=self._seed)
+        self._filters.append(member)
+        return member
+
+    # ---------------------------------------------------------------- keys
+
+    def add(self, key: Key) -> bool:
+        """Add key; True when it was in none of the filters."""
+        filters = self._filters
+        for f in filters[:-1]:
+            if key in f:
+                return False
+        newest = filters[-1]
+        if newest.insert_count >= newest.capacity:
+            if key in newest:
+                return False
+            newest = self._grow()
+        return newest.add(key)
+
+    def __contains__(self, key: object) -> bool:
+        # Newest first: the largest filter holds the most keys.
+        return any(key in f for f in reversed(self._filters))
+
+    def add_many(self, keys: Iterable[Key]) -> np.ndarray:
+        """Add every key in order; a numpy bool array, True where the key was
+        new.  The answers, and the moments new filters open, are exactly those
+        of calling :meth:`add` for each key in turn.
+
+        A ValueError because no further filter can be made leaves the keys
+        before the one that needed it added, as :meth:`add` would have.
+        """
+        keys = _key_list(keys)
+        n = len(keys)
+        out = np.zeros(n, dtype=np.bool_)
+        if n == 0:
+            return out
+        filters = self._filters
+        checked = len(filters) > 1
+        if checked:
+            # The full filters never change: a key in one of them is not new.
+            todo = np.flatnonzero(~_held(filters[:-1], keys))
+        else:
+            todo = np.arange(n)
+        while todo.size:
+            newest = filters[-1]
+            room = newest.capacity - newest.insert_count
+            if room >= todo.size:
+                # At most `room` of them can be new: no filter fills before the end.
+                out[todo] = newest.add_many(keys if todo.size == n else _pick(keys, todo))
+                break
+            if room <= 0:
+                # Keys the full filter holds are not new; the first one it
+                # does not hold opens the next filter.
+                held_now = newest.contains_many(_pick(keys, todo))
+                todo = todo[~held_now]
+                if todo.size:
+                    self._grow()
+                checked = True
+                continue
+            # Only `room` more keys fit.  Keys held now stay held, so skip
+            # them; of the others, add the first `room`: they cannot fill the
+            # filter before the last of them.  The first look covers every
+            # key (so a bad key raises, with its index, before anything
+            # changes); later looks a window, so that a filter near full does
+            # not rescan the whole batch for each key it takes.
+            window = todo if not checked else todo[:max(4 * room, _MIN_WINDOW)]
+            checked = True
+            absent = np.flatnonzero(~newest.contains_many(_pick(keys, window)))
+            if absent.size <= room:
+                if absent.size:
+                    out[window[absent]] = newest.add_many(_pick(keys, window[absent]))
+                todo = todo[window.size:]
+            else:
+                take = absent[:room]
+                out[window[take]] = newest.add_many(_pick(keys, window[take]))
+                todo = todo[int(take[-1]) + 1:]
+        return out
+
+    def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
+        """A numpy bool array, True where the key is (probably) present."""
+        return _held(self._filters, _key_list(keys))
+
+    def update(self, *iterables: Iterable[Key]) -> None:
+        """Add every key of each iterable, in order."""
+        for keys in iterables:
+            if isinstance(keys, (BloomBits, ScalableBloomFilter)):
+                raise TypeError(
+                    f"update takes iterables of keys; a {type(keys).__name__} cannot be "
+                    f"merged into a ScalableBloomFilter")
+            self.add_many(keys)
+
+    def copy(self) -> "ScalableBloomFilter":
+        """An independent filter with the same parameters and keys."""
+        clone = type(self).__new__(type(self))
+        clone._set_state(self._params(), [f.copy() for f in self._filters])
+        return clone
+
+    def clear(self) -> None:
+        """Forget every key, and go back to the single first filter."""
+        del self._filters[1:]
+        self._filters[0].clear()
+
+    def _set_state(self, params: Tuple[int, float, int, float, int],
+                   filters: List[BloomFilter]) -> None:
+        (self._initial_capacity, self._error_rate, self._growth, self._tightening,
+         self._seed) = params
+        self._filters = filters
+
+    def __eq__(self, other: object) -> bool:
+        """Equal parameters and equal filters.  Filters with other parameters
+        are simply unequal (comparison never raises)."""
+        if not isinstance(other, ScalableBloomFilter):
+            return NotImplemented
+        return (other._params() == self._params()
+                and len(other._filters) == len(self._filters)
+                and all(a == b for a, b in zip(self._filters, other._filters)))
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    # ---------------------------------------------------- serialization
+
+    def _payload(self) -> bytearray:
+        payload = bytearray(_PARAMS.pack(self._growth, self._tightening, len(self._filters)))
+        for f in self._filters:
+            data = f.to_bytes()
+            payload += _LENGTH.pack(len(data))
+            payload += data
+        return payload
+
+    def _header(self, payload: bytearray) -> _files.Header:
+        header = _files.Header(
+            kind=_files.KIND_SCALABLE, hash_algorithm=_files.HASH_MURMUR3_EDH,
+            layout=_files.LAYOUT_STANDARD, flags=0, seed=self._seed, num_bits=0,
+            num_hashes=0, capacity=self._initial_capacity, error_rate=self._error_rate,
+            insert_count=self.insert_count, payload_size=len(payload))
+        header.checksum = _files.checksum(header, payload)
+        return header
+
+    def _write(self, f: BinaryIO) -> None:
+        payload = self._payload()
+        f.write(self._header(payload).pack())
+        f.write(payload)
+
+    def to_bytes(self) -> bytes:
+        """The filter in the file format of :meth:`save` (docs/format.md)."""
+        payload = self._payload()
+        return bytes(self._header(payload).pack() + payload)
+
+    @classmethod
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "ScalableBloomFilter":
+        """The filter that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
+        view = memoryview(data).cast("B")
+        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
+        _check_header(header, None)
+        return cls._from_payload(header, view[_files.HEADER_SIZE:], None)
+
+    def save(self, path: PathLike) -> None:
+        """Write the filter to path atomically: a crash at any moment leaves
+        the previous file or the new one, never a damaged one."""
+        _files.atomic_write(path, self._write)
+
+    @classmethod
+    def load(cls, path: PathLike) -> "ScalableBloomFilter":
+        """Read a filter written by :meth:`save`.
+
+        Raises CorruptFileError (naming the file and the fault) for a
+        truncated, damaged, empty or foreign file, or one that holds another
+        kind of filter, IncompatibleFilterError for a file of another format
+        version, and OSError if it cannot be read.
+        """
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            header = _files.parse_header(f.read(_files.HEADER_SIZE), size, path)
+            _check_header(header, path)
+            # parse_header checked that the file really has payload_size bytes.
+            payload = memoryview(bytearray(header.payload_size))
+            _files.read_exactly(f, payload, path)
+        return cls._from_payload(header, payload, path)
+
+    @classmethod
+    def _from_payload(cls, header: _files.Header, payload: memoryview,
+                      path: Optional[PathLike]) -> "ScalableBloomFilter":
+        """The filter of a checked header and its payload, after checking the
+        checksum and that every member follows the growth schedule."""
+        def bad(reason: str) -> CorruptFileError:
+            return CorruptFileError(path, reason)
+        if _files.checksum(header, payload) != header.checksum:
+            raise bad("checksum mismatch (the file was damaged)")
+        size = len(payload)
+        if size < _PARAMS.size:
+            raise bad(f"payload of {size} bytes, shorter than the {_PARAMS.size}-byte "
+                      f"parameter block")
+        growth, tightening, count = _PARAMS.unpack_from(payload, 0)
+        if growth < 2:
+            raise bad(f"growth {growth} is below 2")
+        if not 0.0 < tightening < 1.0:
+            raise bad(f"tightening {tightening!r} outside (0, 1)")
+        if not 1 <= count <= (size - _PARAMS.size) // _MIN_MEMBER:
+            raise bad(f"{count} filters cannot fit in a payload of {size} bytes")
+        self = cls.__new__(cls)
+        self._set_state((header.capacity, header.error_rate, growth, tightening, header.seed),
+                        [])
+        offset = _PARAMS.size
+        for index in range(count):
+            where = f"filter {index} of {count}"
+            if size - offset < _LENGTH.size:
+                raise bad(f"{where}: the payload ends before its length")
+            (length,) = _LENGTH.unpack_from(payload, offset)
+            offset += _LENGTH.size
+            if length > size - offset:
+                raise bad(f"{where}: {length} bytes announced, {size - offset} left")
+            member_bytes = payload[offset:offset + length]
+            offset += length
+            try:
+                member_header = _files.parse_header(
+                    member_bytes[:_files.HEADER_SIZE], length, None)
+                member = BloomFilter.from_bytes(member_bytes)
+            except CorruptFileError as exc:
+                raise bad(f"{where}: {exc.reason}") from None
+            except IncompatibleFilterError as exc:
+                raise bad(f"{where}: {exc}") from None
+            capacity, error_rate = self._next_member()
+            if member_header.layout != header.layout:
+                raise bad(f"{where}: bit layout {member_header.layout}, not {header.layout}")
+            if member.seed != header.seed:
+                raise bad(f"{where}: seed {member.seed}, not {header.seed}")
+            if (member.capacity, member.error_rate) != (capacity, error_rate):
+                raise bad(f"{where}: capacity {member.capacity} / error rate "
+                          f"{member.error_rate!r}, the growth schedule says {capacity} / "
+                          f"{error_rate!r}")
+            try:
+                sizing = optimal_parameters(capacity, error_rate)
+            except ValueError as exc:
+                raise bad(f"{where}: {exc}") from None
+            if (member.num_bits, member.num_hashes) != sizing:
+                raise bad(f"{where}: {member.num_bits} bits / {member.num_hashes} hashes do "
+                          f"not match its capacity and error rate")
+            full = index < count - 1
+            if member.insert_count > capacity or (full and member.insert_count != capacity):
+                raise bad(f"{where}: insert count {member.insert_count} with capacity "
+                          f"{capacity}" + (" (a full filter must hold exactly its capacity)"
+                                           if full else ""))
+            self._filters.append(member)
+        if offset != size:
+            raise bad(f"{size - offset} unexpected bytes after the last filter")
+        if self.insert_count != header.insert_count:
+            raise bad(f"insert count {header.insert_count} in the header, the filters hold "
+                      f"{self.insert_count}")
+        return self
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restore, (type(self), self.to_bytes()))
+
+
+def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
+    """Refuse a header that is not of a scalable Bloom filter crawldedup wrote."""
+    def bad(reason: str) -> CorruptFileError:
+        return CorruptFileError(path, reason)
+    if header.kind != _files.KIND_SCALABLE:
+        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+        raise bad(f"holds a {kind}, not a scalable Bloom filter")
+    if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
+        raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+    if header.layout != _files.LAYOUT_STANDARD:
+        raise bad(f"unknown bit layout id {header.layout}")
+    if header.flags != 0:
+        raise bad(f"unknown flags {header.flags:#x}")
+    if header.num_bits != 0 or header.num_hashes != 0:
+        raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} are not 0")
+    if header.seed > MAX_SEED:
+        raise bad(f"seed {header.seed} does not fit in 32 bits")
+    if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
+        raise bad(f"initial capacity {header.capacity} / error_rate {header.error_rate!r} "
+                  f"out of range")
+
+
+def _restore(cls: type, data: bytes) -> ScalableBloomFilter:
+    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+
+
+__all__ = ["ScalableBloomFilter"]
