@@ -53,6 +53,31 @@ static inline uint8_t cd_load8(const uint8_t *p) {
 #endif
 }
 
+/* The insert count a mapped file keeps in its header, shared by processes. */
+static inline void cd_atomic_add64(uint64_t *p, uint64_t v) {
+#if defined(_MSC_VER)
+    _InterlockedExchangeAdd64((volatile __int64 *)p, (__int64)v);
+#else
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline uint64_t cd_atomic_load64(const uint64_t *p) {
+#if defined(_MSC_VER)
+    return *(volatile const uint64_t *)p;
+#else
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline void cd_atomic_store64(uint64_t *p, uint64_t v) {
+#if defined(_MSC_VER)
+    *(volatile uint64_t *)p = v;
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
 static inline void cd_store8(uint8_t *p, uint8_t v) {
 #if defined(_MSC_VER)
     *(volatile uint8_t *)p = v;

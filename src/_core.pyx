@@ -41,6 +41,9 @@ cdef extern from "_cd_support.h" nogil:
     uint8_t cd_atomic_or8(uint8_t* p, uint8_t v)
     uint8_t cd_load8(const uint8_t* p)
     void cd_store8(uint8_t* p, uint8_t v)
+    void cd_atomic_add64(uint64_t* p, uint64_t v)
+    uint64_t cd_atomic_load64(const uint64_t* p)
+    void cd_atomic_store64(uint64_t* p, uint64_t v)
     void cd_prefetch(const void* p)
     void cd_prefetch_w(const void* p)
     const uint64_t CD_LCG_MULTIPLIER
@@ -432,23 +435,68 @@ cdef class BloomBits:
     # Storage given by the caller may be shared with other processes: every
     # write is then an atomic OR.
     cdef bint _atomic
+    cdef bint _readonly
+    # Calls running without the GIL on the storage; _release waits for none.
+    cdef Py_ssize_t _active
+    # The insert count in shared storage (a file's header), when attached.
+    cdef uint64_t* _shared_count
+    cdef Py_buffer _count_view
+    cdef bint _has_count_view
 
     def __cinit__(self, *args, **kwargs):
         self._bits = NULL
         self._has_view = False
         self._nogil_writers = 0
         self._atomic = False
+        self._readonly = False
+        self._active = 0
+        self._shared_count = NULL
+        self._has_count_view = False
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
 
     def __dealloc__(self):
-        if self._has_view:
-            PyBuffer_Release(&self._view)
-            self._has_view = False
+        self._drop_buffers()
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
+
+    cdef void _drop_buffers(self) noexcept:
+        self._bits = NULL
+        self._shared_count = NULL
+        if self._has_count_view:
+            PyBuffer_Release(&self._count_view)
+            self._has_count_view = False
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+
+    def _release(self):
+        """Let go of the storage (so that a mapping can be closed); every
+        later use raises.  Refused while another thread runs a batch call."""
+        if self._active:
+            raise BufferError("the filter is in use by a batch call in another thread")
+        self._drop_buffers()
+        self._owner = None
+
+    def _attach_counter(self, buffer):
+        """Keep the insert count in buffer (8 bytes, native order, e.g. a
+        mapped file's header), updated atomically by every attached writer."""
+        self._ready()
+        if self._has_count_view:
+            raise RuntimeError("a counter is already attached")
+        flags = PyBUF_SIMPLE if self._readonly else PyBUF_WRITABLE
+        try:
+            PyObject_GetBuffer(buffer, &self._count_view, flags)
+        except BufferError:
+            raise TypeError("counter buffer must be writable and contiguous") from None
+        self._has_count_view = True
+        if self._count_view.len < 8 or (<size_t>self._count_view.buf) % 8:
+            PyBuffer_Release(&self._count_view)
+            self._has_count_view = False
+            raise ValueError("counter buffer must be 8 bytes, 8-byte aligned")
+        self._shared_count = <uint64_t*>self._count_view.buf
 
     # Writers exclude each other so that bits can be set with plain stores.
     # A writer holding the GIL may write directly when no GIL-free writer is
@@ -471,9 +519,11 @@ cdef class BloomBits:
             PyThread_release_lock(self._lock)
             self._nogil_writers -= 1
 
-    def _init_bits(self, num_bits, num_hashes, seed=0, buffer=None, layout="standard"):
-        """Attach storage: a new zeroed buffer, or ``buffer`` (writable, at
-        least ``nbytes_for(num_bits)`` bytes, used in place)."""
+    def _init_bits(self, num_bits, num_hashes, seed=0, buffer=None, layout="standard",
+                   readonly=False):
+        """Attach storage: a new zeroed buffer, or ``buffer`` (at least
+        ``nbytes_for(num_bits)`` bytes, used in place; writable unless
+        ``readonly``, when every add raises)."""
         cdef uint32_t s = _check_seed(seed)
         cdef int code = _layout_code(layout)
         cdef Py_ssize_t need
@@ -492,7 +542,7 @@ cdef class BloomBits:
         # Blocks must be whole cache lines: mapped memory is page-aligned.
         owner = _zeroed(need, code == LAYOUT_BLOCKED) if buffer is None else buffer
         try:
-            PyObject_GetBuffer(owner, &self._view, PyBUF_WRITABLE)
+            PyObject_GetBuffer(owner, &self._view, PyBUF_SIMPLE if readonly else PyBUF_WRITABLE)
         except BufferError:
             raise TypeError("buffer must be a writable, C-contiguous bytes-like object") from None
         self._has_view = True
@@ -502,6 +552,7 @@ cdef class BloomBits:
             raise ValueError(f"buffer holds {self._view.len} bytes; {need} are needed")
         self._owner = owner
         self._atomic = buffer is not None
+        self._readonly = bool(readonly)
         self._nbytes = need
         self._m = num_bits
         self._k = num_hashes
@@ -512,8 +563,23 @@ cdef class BloomBits:
 
     cdef inline int _ready(self) except -1:
         if self._bits == NULL:
+            if self._nbytes:
+                raise ValueError("the filter is closed")
             raise RuntimeError("BloomBits used before _init_bits()")
         return 0
+
+    cdef inline int _writable(self) except -1:
+        if self._bits == NULL:
+            self._ready()
+        if self._readonly:
+            raise ValueError("the filter is open read-only")
+        return 0
+
+    cdef inline void _count_add(self, uint64_t n) noexcept nogil:
+        if self._shared_count != NULL:
+            cd_atomic_add64(self._shared_count, n)
+        else:
+            self._count += n
 
     @property
     def num_bits(self):
@@ -538,10 +604,21 @@ cdef class BloomBits:
     @property
     def insert_count(self):
         """Number of adds that reported a new key."""
+        if self._shared_count != NULL:
+            return cd_atomic_load64(self._shared_count)
         return self._count
 
+    @property
+    def readonly(self):
+        """True for a filter opened read-only."""
+        return self._readonly
+
     def _set_insert_count(self, uint64_t value):
-        self._count = value
+        if self._shared_count != NULL:
+            self._writable()
+            cd_atomic_store64(self._shared_count, value)
+        else:
+            self._count = value
 
     def add(self, key):
         """Add key; True when it was not present before (like Redis BF.ADD)."""
@@ -550,7 +627,7 @@ cdef class BloomBits:
         cdef uint64_t idx[MAX_HASHES]
         cdef int i
         cdef bint fresh, locked
-        self._ready()
+        self._writable()
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
         _key_close(&kv)
@@ -564,7 +641,7 @@ cdef class BloomBits:
             fresh = _probe_add_excl(self._bits, idx, self._k)
             self._leave(locked)
         if fresh:
-            self._count += 1
+            self._count_add(1)
         return fresh
 
     def __contains__(self, key):
@@ -613,11 +690,15 @@ cdef class BloomBits:
         cdef uint8_t* bits = self._bits
         cdef bint hit
         cdef bint atomic = self._atomic
+        cdef bint counted = False
         # See _prefetch_group.
         cdef int layout = self._layout
         cdef bint blocked = layout == LAYOUT_BLOCKED
         cdef bint branchless = adding or blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
-        self._ready()
+        if adding:
+            self._writable()
+        else:
+            self._ready()
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(
                 f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
@@ -671,6 +752,8 @@ cdef class BloomBits:
                     _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
                 if adding and not atomic:
                     self._nogil_writers += 1
+                self._active += 1
+                counted = True
                 with nogil:
                     if adding and not atomic:
                         PyThread_acquire_lock(self._lock, WAIT_LOCK)
@@ -697,21 +780,30 @@ cdef class BloomBits:
                         PyThread_release_lock(self._lock)
                 if adding and not atomic:
                     self._nogil_writers -= 1
+                self._active -= 1
+                counted = False
                 start += cnt
         finally:
+            if counted:  # pragma: no cover - the nogil block cannot raise
+                self._active -= 1
             PyMem_Free(idx)
-            self._count += fresh_count
+            if fresh_count:
+                self._count_add(fresh_count)
         return out
 
     def _popcount(self):
         """Number of set bits."""
         cdef Py_ssize_t i
         cdef uint64_t w, total = 0
+        cdef const uint8_t* bits = self._bits
+        cdef Py_ssize_t nbytes = self._nbytes
         self._ready()
+        self._active += 1
         with nogil:
-            for i in range(0, self._nbytes, 8):
-                memcpy(&w, self._bits + i, 8)
+            for i in range(0, nbytes, 8):
+                memcpy(&w, bits + i, 8)
                 total += <uint64_t>cd_popcount64(w)
+        self._active -= 1
         return total
 
     cdef int _check_peer(self, BloomBits other) except -1:
@@ -728,6 +820,7 @@ cdef class BloomBits:
         cdef uint64_t a, b
         cdef bint locked
         self._check_peer(other)
+        self._writable()
         locked = self._enter()
         for i in range(0, self._nbytes, 8):
             memcpy(&a, self._bits + i, 8)
@@ -742,6 +835,7 @@ cdef class BloomBits:
         cdef uint64_t a, b
         cdef bint locked
         self._check_peer(other)
+        self._writable()
         locked = self._enter()
         for i in range(0, self._nbytes, 8):
             memcpy(&a, self._bits + i, 8)
@@ -756,14 +850,15 @@ cdef class BloomBits:
 
     def _clear(self):
         cdef bint locked
-        self._ready()
+        self._writable()
         locked = self._enter()
         memset(self._bits, 0, self._nbytes)
         self._leave(locked)
-        self._count = 0
+        self._set_insert_count(0)
 
     def _bits_view(self):
-        """A writable memoryview of the ``nbytes_for(num_bits)`` storage bytes."""
+        """A memoryview of the ``nbytes_for(num_bits)`` storage bytes
+        (writable unless the filter is read-only)."""
         self._ready()
         return memoryview(self._owner).cast("B")[:self._nbytes]
 

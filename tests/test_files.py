@@ -81,7 +81,7 @@ CASES = {
     "other kind": (patch(GOOD, 10, "<H", 7), CorruptFileError, "kind 7"),
     "other hash": (patch(GOOD, 12, "<H", 9), CorruptFileError, "hash algorithm"),
     "other layout": (patch(GOOD, 14, "<H", 3), CorruptFileError, "layout"),
-    "flags": (patch(GOOD, 20, "<I", 1), CorruptFileError, "flags"),
+    "flags": (patch(GOOD, 20, "<I", 2), CorruptFileError, "flags"),
     "zero bits": (patch(GOOD, 32, "<Q", 0), CorruptFileError, "num_bits"),
     "huge bits": (patch(GOOD, 32, "<Q", 2 ** 63), CorruptFileError, "num_bits"),
     "zero hashes": (patch(GOOD, 40, "<Q", 0), CorruptFileError, "num_hashes"),

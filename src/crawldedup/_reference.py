@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple, Union
 
+import sys
+
 import numpy as np
 
 IMPLEMENTATION = "reference"
@@ -199,13 +201,15 @@ class BloomBits:
     Bit ``i`` is bit ``i % 8`` of byte ``i // 8``.  See the compiled twin.
     """
 
-    __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout")
+    __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout", "_readonly", "_counter",
+                 "_closed")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self._bits: Optional[memoryview] = None
 
     def _init_bits(self, num_bits: int, num_hashes: int, seed: int = 0,
-                   buffer: object = None, layout: str = "standard") -> None:
+                   buffer: object = None, layout: str = "standard",
+                   readonly: bool = False) -> None:
         s = _check_seed(seed)
         code = _layout_code(layout)
         if getattr(self, "_bits", None) is not None:
@@ -221,7 +225,7 @@ class BloomBits:
                 f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits}")
         need = nbytes_for(num_bits)
         view = memoryview(bytearray(need) if buffer is None else buffer).cast("B")
-        if view.readonly:
+        if view.readonly and not readonly:
             raise TypeError("buffer must be a writable, C-contiguous bytes-like object")
         if len(view) < need:
             raise ValueError(f"buffer holds {len(view)} bytes; {need} are needed")
@@ -231,13 +235,54 @@ class BloomBits:
         self._layout = code
         self._seed = s
         self._count = 0
+        self._readonly = bool(readonly)
+        self._counter: Optional[memoryview] = None
+        self._closed = False
 
     def _ready(self) -> memoryview:
         # Subclasses need not call __init__ (the compiled twin has __cinit__).
         bits = getattr(self, "_bits", None)
         if bits is None:
+            if getattr(self, "_closed", False):
+                raise ValueError("the filter is closed")
             raise RuntimeError("BloomBits used before _init_bits()")
         return bits
+
+    def _writable(self) -> memoryview:
+        bits = self._ready()
+        if self._readonly:
+            raise ValueError("the filter is open read-only")
+        return bits
+
+    def _count_add(self, n: int) -> None:
+        if self._counter is not None:
+            value = (int.from_bytes(self._counter, sys.byteorder) + n) & _MASK64
+            self._counter[:] = value.to_bytes(8, sys.byteorder)
+        else:
+            self._count += n
+
+    def _release(self) -> None:
+        """Let go of the storage; every later use raises."""
+        self._bits = None
+        self._counter = None
+        self._closed = True
+
+    def _attach_counter(self, buffer: object) -> None:
+        """Keep the insert count in buffer (8 bytes, native order)."""
+        self._ready()
+        if self._counter is not None:
+            raise RuntimeError("a counter is already attached")
+        view = memoryview(buffer).cast("B")  # type: ignore[arg-type]
+        if view.readonly and not self._readonly:
+            raise TypeError("counter buffer must be writable and contiguous")
+        if len(view) < 8:
+            raise ValueError("counter buffer must be 8 bytes, 8-byte aligned")
+        self._counter = view[:8]
+
+    @property
+    def readonly(self) -> bool:
+        """True for a filter opened read-only."""
+        return self._readonly
 
     @property
     def num_bits(self) -> int:
@@ -262,19 +307,25 @@ class BloomBits:
     @property
     def insert_count(self) -> int:
         """Number of adds that reported a new key."""
+        if self._counter is not None:
+            return int.from_bytes(self._counter, sys.byteorder)
         return self._count
 
     def _set_insert_count(self, value: int) -> None:
         if value < 0 or value >= 2 ** 64:
             raise OverflowError("insert count out of range")
-        self._count = value
+        if self._counter is not None:
+            self._writable()
+            self._counter[:] = value.to_bytes(8, sys.byteorder)
+        else:
+            self._count = value
 
     def _positions(self, key: object) -> List[int]:
         h1, h2 = murmur3_x64_128(_key_bytes(key), self._seed)
         return _positions(self._layout, h1, h2, self._k, self._m)
 
     def _probe_add(self, positions: List[int]) -> bool:
-        bits = self._ready()
+        bits = self._writable()
         fresh = False
         for pos in positions:
             mask = 1 << (pos & 7)
@@ -289,10 +340,10 @@ class BloomBits:
 
     def add(self, key: Key) -> bool:
         """Add key; True when it was not present before (like Redis BF.ADD)."""
-        self._ready()
+        self._writable()
         fresh = self._probe_add(self._positions(key))
         if fresh:
-            self._count += 1
+            self._count_add(1)
         return fresh
 
     def __contains__(self, key: object) -> bool:
@@ -314,13 +365,14 @@ class BloomBits:
 
     def add_many(self, keys: Iterable[Key]) -> np.ndarray:
         """Add every key in order; a numpy bool array, True where the key was new."""
-        self._ready()
+        self._writable()
         all_positions = self._gather(keys)
         out = np.zeros(len(all_positions), dtype=np.bool_)
         for i, positions in enumerate(all_positions):
             if self._probe_add(positions):
                 out[i] = True
-                self._count += 1
+        if out.any():
+            self._count_add(int(out.sum()))
         return out
 
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
@@ -341,12 +393,14 @@ class BloomBits:
 
     def _or_from(self, other: "BloomBits") -> None:
         self._check_peer(other)
+        self._writable()
         mine, theirs = self._ready(), other._ready()
         merged = int.from_bytes(mine, "little") | int.from_bytes(theirs, "little")
         mine[:] = merged.to_bytes(len(mine), "little")
 
     def _and_from(self, other: "BloomBits") -> None:
         self._check_peer(other)
+        self._writable()
         mine, theirs = self._ready(), other._ready()
         common = int.from_bytes(mine, "little") & int.from_bytes(theirs, "little")
         mine[:] = common.to_bytes(len(mine), "little")
@@ -356,9 +410,9 @@ class BloomBits:
         return self._ready() == other._ready()
 
     def _clear(self) -> None:
-        bits = self._ready()
+        bits = self._writable()
         bits[:] = bytes(len(bits))
-        self._count = 0
+        self._set_insert_count(0)
 
     def _bits_view(self) -> memoryview:
         """A writable memoryview of the ``nbytes_for(num_bits)`` storage bytes."""

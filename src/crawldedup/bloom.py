@@ -13,7 +13,7 @@ import functools
 import math
 import numbers
 import os
-from typing import Any, BinaryIO, Iterable, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
 import numpy as np
 
@@ -26,6 +26,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
+VERIFY_BELOW_BYTES = 64 << 20  # open(verify=None) reads smaller files whole
 
 
 def _check_capacity(capacity: Any) -> int:
@@ -154,7 +155,7 @@ class BloomFilter(BloomBits):
     threads adding the same key at the same moment may both be told it is new.
     """
 
-    __slots__ = ("_capacity", "_error_rate")
+    __slots__ = ("_capacity", "_error_rate", "_mapping")
 
     def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0,
                  layout: str = "standard") -> None:
@@ -371,6 +372,11 @@ class BloomFilter(BloomBits):
     def _from_header(cls, header: _files.Header, path: Optional[PathLike]) -> "BloomFilter":
         """A zeroed filter with the parameters of a parsed header, after
         checking that they are consistent."""
+        return cls._blank(cls._header_params(header, path), header.insert_count)
+
+    @staticmethod
+    def _header_params(header: _files.Header,
+                       path: Optional[PathLike]) -> Tuple[int, float, int, int, int, str]:
         def bad(reason: str) -> CorruptFileError:
             return CorruptFileError(path, reason)
         if header.kind != _files.KIND_BLOOM:
@@ -383,7 +389,7 @@ class BloomFilter(BloomBits):
             raise bad(f"unknown bit layout id {header.layout}")
         if layout == "blocked" and header.num_bits % BLOCK_BITS:
             raise bad(f"blocked layout with {header.num_bits} bits, not whole 512-bit blocks")
-        if header.flags != 0:
+        if header.flags & ~_files.KNOWN_FLAGS:
             raise bad(f"unknown flags {header.flags:#x}")
         if not 1 <= header.num_hashes <= MAX_NUM_HASHES:
             raise bad(f"num_hashes {header.num_hashes} outside [1, {MAX_NUM_HASHES}]")
@@ -395,14 +401,21 @@ class BloomFilter(BloomBits):
             raise bad(f"seed {header.seed} does not fit in 32 bits")
         if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
             raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
-        params = (header.capacity, header.error_rate, header.seed, header.num_bits,
-                  header.num_hashes, layout)
-        return cls._blank(params, header.insert_count)
+        return (header.capacity, header.error_rate, header.seed, header.num_bits,
+                header.num_hashes, layout)
 
     def _verify(self, header: _files.Header, path: Optional[PathLike]) -> None:
         bits = self._bits_view()
-        if _files.checksum(header, bits) != header.checksum:
-            raise CorruptFileError(path, "checksum mismatch (the file was damaged)")
+        # A DIRTY file was mapped by a writer that has not closed it (or was
+        # killed): its bits are good but its checksum is not up to date.
+        if not header.flags & _files.FLAG_DIRTY:
+            saved = header.flags
+            if _files.checksum(header, bits) != header.checksum:
+                raise CorruptFileError(path, "checksum mismatch (the file was damaged)")
+            header.flags = saved
+        self._check_padding(bits, path)
+
+    def _check_padding(self, bits: memoryview, path: Optional[PathLike]) -> None:
         tail_bits = self.num_bits % 64
         if tail_bits:
             # Padding bits past num_bits are never set by add(); a file with
@@ -413,6 +426,158 @@ class BloomFilter(BloomBits):
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_restore, (type(self), self.to_bytes()))
+
+    # ------------------------------------------------------------ mapped files
+
+    @classmethod
+    def open(cls, path: PathLike, capacity: Optional[int] = None,
+             error_rate: Optional[float] = None, *, mode: str = "c",
+             seed: Optional[int] = None, layout: Optional[str] = None,
+             verify: Optional[bool] = None) -> "BloomFilter":
+        """A filter used in place in a memory-mapped state file.
+
+        ``mode``: ``"r"`` read-only, ``"w"`` create (replacing any file),
+        ``"c"`` (default) open, or create when missing.  Creating needs
+        ``capacity``; the other parameters default as for ``BloomFilter``.
+        When the file exists, parameters that are given must match it
+        (``IncompatibleFilterError``), and those omitted are taken from it.
+
+        Several processes may open one file and add at once; every bit is in
+        the page cache as ``add`` returns, so ``kill -9`` loses nothing, and
+        ``flush()`` makes the bits durable.  ``close()`` (or a ``with`` block)
+        unmaps the file; the last writer to close it refreshes its checksum.
+        ``verify`` checks the checksum on opening: the default does for files
+        under 64 MiB, which are read whole for it; larger ones open without
+        reading their bits.  A file whose writer was killed is repaired (its
+        checksum recomputed) by the next process that opens it alone.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "seen.bloom")
+        >>> with BloomFilter.open(path, capacity=1000) as bf:
+        ...     bf.add("https://example.com/")
+        True
+        >>> with BloomFilter.open(path, mode="r") as bf:
+        ...     "https://example.com/" in bf, bf.insert_count
+        (True, 1)
+        """
+        from crawldedup import _mapped
+
+        if mode not in ("r", "w", "c"):
+            raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
+        target = os.path.abspath(os.fspath(path))
+        asked = cls._asked(capacity, error_rate, seed, layout)
+        if mode == "w" or (mode == "c" and not os.path.exists(target)):
+            if capacity is None:
+                raise ValueError(f"capacity is needed to create {target!r}")
+            header = cls._blank_header(asked)
+            created = _mapped.create(target, header, exclusive=(mode == "c"))
+            if not created:  # another process created it first: open theirs
+                mode = "c"
+        mapping = _mapped.MappedFile.open(target, readonly=(mode == "r"))
+        try:
+            return cls._attach(mapping, asked, verify)
+        except BaseException:
+            mapping.close()
+            raise
+
+    @staticmethod
+    def _asked(capacity: Optional[int], error_rate: Optional[float], seed: Optional[int],
+               layout: Optional[str]) -> Dict[str, Any]:
+        asked: Dict[str, Any] = {}
+        if capacity is not None:
+            asked["capacity"] = _check_capacity(capacity)
+        if error_rate is not None:
+            asked["error_rate"] = _check_error_rate(error_rate)
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+                raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
+            asked["seed"] = seed
+        if layout is not None:
+            asked["layout"] = _check_layout(layout)
+        return asked
+
+    @classmethod
+    def _blank_header(cls, asked: Dict[str, Any]) -> _files.Header:
+        capacity = asked["capacity"]
+        error_rate = asked.get("error_rate", 0.01)
+        layout = asked.get("layout", "standard")
+        num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
+        return _files.Header(
+            kind=_files.KIND_BLOOM, hash_algorithm=_files.HASH_MURMUR3_EDH,
+            layout=_files.LAYOUT_IDS[layout], flags=0, seed=asked.get("seed", 0),
+            num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
+            error_rate=error_rate, insert_count=0, payload_size=nbytes_for(num_bits))
+
+    @classmethod
+    def _attach(cls, mapping: Any, asked: Dict[str, Any],
+                verify: Optional[bool]) -> "BloomFilter":
+        path = mapping.path
+        header = _files.parse_header(mapping.mem[:_files.HEADER_SIZE], mapping.size, path)
+        params = cls._header_params(header, path)
+        names = ("capacity", "error_rate", "seed", "num_bits", "num_hashes", "layout")
+        found = dict(zip(names, params))
+        diff = [f"{name} {value!r} (the file has {found[name]!r})"
+                for name, value in asked.items() if found[name] != value]
+        if diff:
+            raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
+                                          + ", ".join(diff))
+        if verify is None:
+            verify = mapping.size < VERIFY_BELOW_BYTES
+        if mapping.dirty or verify:
+            if mapping.try_exclusive():  # nobody else has it open
+                try:
+                    if mapping.dirty:  # its last writer was killed: repair
+                        if not mapping.readonly:
+                            mapping.seal()
+                    elif mapping.checksum() != mapping.stored_checksum():
+                        raise CorruptFileError(path, "checksum mismatch (the file was damaged)")
+                finally:
+                    mapping.back_to_shared()
+        if not mapping.readonly:
+            mapping.mark_dirty()
+        self = cls.__new__(cls)
+        self._capacity, self._error_rate = params[0], params[1]
+        self._init_bits(params[3], params[4], params[2],
+                        mapping.view(_files.HEADER_SIZE), params[5], mapping.readonly)
+        self._attach_counter(mapping.view(64, 72))
+        self._mapping = mapping
+        self._check_padding(self._bits_view(), path)
+        return self
+
+    @property
+    def path(self) -> Optional[str]:
+        """The mapped file, or None for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        return None if mapping is None else mapping.path
+
+    @property
+    def closed(self) -> bool:
+        """True once a mapped filter has been closed."""
+        mapping = getattr(self, "_mapping", None)
+        return mapping is not None and mapping.closed
+
+    def flush(self) -> None:
+        """Make the adds to a mapped file durable (msync); nothing to do in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is not None:
+            if mapping.closed:
+                raise ValueError("the filter is closed")
+            mapping.flush()
+
+    def close(self) -> None:
+        """Unmap a mapped filter (the last writer seals the file's checksum).
+        Later use raises ValueError.  Nothing to do for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is None or mapping.closed:
+            return
+        self._release()  # refused while a batch call runs in another thread
+        mapping.close()
+
+    def __enter__(self) -> "BloomFilter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _restore(cls: type, data: bytes) -> BloomFilter:

@@ -1,0 +1,199 @@
+"""State files used in place, through a shared memory mapping.
+
+Several processes of one machine may map the same file and add at once: the
+core sets bits with atomic ORs and counts inserts with an atomic add in the
+header, so nobody loses anybody's bits.  A bit is in the page cache the moment
+``add`` returns, so ``kill -9`` loses nothing; ``flush`` (msync) makes it
+durable against power loss.
+
+The checksum cannot follow every add.  A file mapped for writing carries the
+DIRTY flag; the last writer to close it (it can take the file's exclusive
+lock) recomputes the checksum and clears the flag.  A file left DIRTY by a
+killed writer is repaired the same way by the next process that opens it
+alone, and ``BloomFilter.load`` reads it without the checksum test: it was
+killed, not damaged.  Writers hold a shared ``flock`` on the file while it is
+open (POSIX; on Windows there is no such coordination).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+import zlib
+from typing import List, Optional
+
+from crawldedup import _files
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+_FLAGS_AT = 20
+_COUNT_AT = 64
+_CHECKSUM_AT = 88
+
+
+def _try_exclusive(fd: int) -> bool:
+    """Take the file's exclusive lock if nobody else has it open."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _shared(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+
+
+class MappedFile:
+    """An open, mapped state file: the mapping, its lock and its views."""
+
+    def __init__(self, path: str, fd: int, mem: mmap.mmap, readonly: bool) -> None:
+        self.path = path
+        self.fd = fd
+        self.mem = mem
+        self.readonly = readonly
+        self.closed = False
+        self._views: List[memoryview] = []
+
+    @classmethod
+    def open(cls, path: str, readonly: bool) -> "MappedFile":
+        fd = os.open(path, (os.O_RDONLY if readonly else os.O_RDWR) | getattr(os, "O_BINARY", 0))
+        try:
+            _shared(fd)
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise _files.CorruptFileError(path, "the file is empty")
+            mem = mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        if hasattr(mem, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+            try:  # probes are random: read-ahead would only waste memory and I/O
+                mem.madvise(mmap.MADV_RANDOM)
+            except OSError:  # pragma: no cover
+                pass
+        return cls(path, fd, mem, readonly)
+
+    def view(self, start: int, stop: Optional[int] = None) -> memoryview:
+        """A view of the mapping, released when the file is closed."""
+        view = memoryview(self.mem)[start:stop]
+        self._views.append(view)
+        return view
+
+    @property
+    def size(self) -> int:
+        return len(self.mem)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
+                    & _files.FLAG_DIRTY)
+
+    def mark_dirty(self) -> None:
+        flags = int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
+        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = (flags | _files.FLAG_DIRTY).to_bytes(4, "little")
+
+    def checksum(self) -> int:
+        """CRC-32 of the file as it would be stored clean (docs/format.md)."""
+        head = bytearray(self.mem[:_files.HEADER_SIZE])
+        head[_CHECKSUM_AT:_CHECKSUM_AT + 4] = b"\0\0\0\0"
+        flags = int.from_bytes(head[_FLAGS_AT:_FLAGS_AT + 4], "little") & ~_files.FLAG_DIRTY
+        head[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        crc = zlib.crc32(head)
+        payload = memoryview(self.mem)[_files.HEADER_SIZE:]
+        try:
+            step = 1 << 30
+            for start in range(0, len(payload), step):
+                crc = zlib.crc32(payload[start:start + step], crc)
+        finally:
+            payload.release()
+        return crc & 0xFFFFFFFF
+
+    def stored_checksum(self) -> int:
+        return int.from_bytes(self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4], "little")
+
+    def seal(self) -> None:
+        """Write the checksum and clear DIRTY (the caller holds the file alone)."""
+        crc = self.checksum()
+        self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
+        flags = int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
+        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = (flags & ~_files.FLAG_DIRTY).to_bytes(4, "little")
+
+    def flush(self) -> None:
+        if not self.readonly and not self.closed:
+            self.mem.flush()
+
+    def try_exclusive(self) -> bool:
+        return _try_exclusive(self.fd)
+
+    def back_to_shared(self) -> None:
+        _shared(self.fd)
+
+    def close(self) -> None:
+        """Seal the file if this is its last writer, flush, unmap, unlock."""
+        if self.closed:
+            return
+        try:
+            if not self.readonly:
+                if self.try_exclusive():
+                    self.seal()
+                self.mem.flush()
+        finally:
+            self.closed = True
+            for view in self._views:
+                view.release()
+            self._views.clear()
+            try:
+                self.mem.close()
+            finally:
+                os.close(self.fd)  # also releases the lock
+
+
+def create(path: str, header: _files.Header, exclusive: bool) -> bool:
+    """Write a new state file of zero bits (sparse where the file system
+    allows), DIRTY since it has no checksum yet.  ``exclusive``: never replace
+    an existing file (False is returned when one appeared meanwhile);
+    otherwise replace it atomically, so that processes still mapping the old
+    one keep a valid mapping (of the old file)."""
+    target = os.path.abspath(path)
+    header.flags |= _files.FLAG_DIRTY
+    header.checksum = 0
+    tmp = _files._temp_name(target)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(header.pack())
+            f.truncate(_files.HEADER_SIZE + header.payload_size)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                return False
+            except OSError:  # pragma: no cover - no hard links here
+                if os.path.exists(target):
+                    return False
+                os.replace(tmp, target)
+        else:
+            os.replace(tmp, target)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    _files._fsync_folder(os.path.dirname(target))
+    return True
+
+
+def supports_locking() -> bool:
+    return fcntl is not None and sys.platform != "win32"
+
+
+__all__ = ["MappedFile", "create", "supports_locking"]
