@@ -9,9 +9,10 @@ durable against power loss.
 The checksum cannot follow every add.  A file mapped for writing carries the
 DIRTY flag; the last writer to close it (it can take the file's exclusive
 lock) recomputes the checksum and clears the flag.  A file left DIRTY by a
-killed writer is repaired the same way by the next process that opens it
-alone, and ``BloomFilter.load`` reads it without the checksum test: it was
-killed, not damaged.  Writers hold a shared ``flock`` on the file while it is
+killed writer, or by writers that closed at the same instant (each saw the
+other still there), is sealed the same way by the next process that opens it
+alone, and ``BloomFilter.load`` reads it without the checksum test: its bits
+are whole, only its checksum is not up to date.  Writers hold a shared ``flock`` on the file while it is
 open (POSIX; on Windows there is no such coordination).
 """
 
@@ -42,6 +43,9 @@ def _try_exclusive(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        # Linux converts a lock by dropping the old one first: a refused
+        # conversion leaves none, so take the shared lock again.
+        fcntl.flock(fd, fcntl.LOCK_SH)
         return False
     return True
 
