@@ -221,18 +221,25 @@ def hash64(key, seed=0):
     return h1
 
 
+cdef inline uint64_t _add_mod(uint64_t a, uint64_t b, uint64_t m) noexcept nogil:
+    """(a + b) mod m for a, b < m, without overflow."""
+    return a + b - m if a >= m - b else a + b
+
+
 cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m,
                           uint64_t* out) noexcept nogil:
-    # Enhanced double hashing (Dillinger & Manolios 2004) in 64-bit arithmetic:
-    # x_i = h1 + i*h2 + (i^3 - i)/6 (mod 2^64), each mapped onto [0, m) by a
-    # multiply-high.  The cubic term keeps probe sequences apart even when two
-    # keys share h2.  Frozen: persisted filters depend on it (docs/format.md).
-    cdef uint64_t x = h1, y = h2
+    # Enhanced double hashing (Dillinger & Manolios 2004), exactly modulo m:
+    # x = h1 and y = h2 mapped onto [0, m) by a multiply-high, then
+    # x <- x + y, y <- y + i (mod m).  Staying modulo m keeps the probes of a
+    # small filter apart (a plain progression in 64 bits, reduced afterwards,
+    # crowds them).  Frozen: persisted filters depend on it (docs/format.md).
+    cdef uint64_t x = cd_mulhi64(h1, m), y = cd_mulhi64(h2, m), step
     cdef int i
     for i in range(k):
-        out[i] = cd_mulhi64(x, m)
-        x += y
-        y += <uint64_t>(i + 1)
+        out[i] = x
+        x = _add_mod(x, y, m)
+        step = <uint64_t>(i + 1) % m
+        y = _add_mod(y, step, m)
 
 
 cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblocks,
@@ -384,14 +391,14 @@ cdef inline bint _lookup(const uint8_t* bits, uint64_t h1, uint64_t h2, int k,
     an absent key (usually rejected by its first or second bit) costs little;
     for a present key the processor runs ahead into the next probes itself.
     Same positions as _indices."""
-    cdef uint64_t x = h1, y = h2, pos
+    cdef uint64_t x = cd_mulhi64(h1, m), y = cd_mulhi64(h2, m), step
     cdef int i
     for i in range(k):
-        pos = cd_mulhi64(x, m)
-        if not (cd_load8(bits + (pos >> 3)) & (1 << (pos & 7))):
+        if not (cd_load8(bits + (x >> 3)) & (1 << (x & 7))):
             return False
-        x += y
-        y += <uint64_t>(i + 1)
+        x = _add_mod(x, y, m)
+        step = <uint64_t>(i + 1) % m
+        y = _add_mod(y, step, m)
     return True
 
 

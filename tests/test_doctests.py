@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["crawldedup", "crawldedup.bloom", "crawldedup._reference", "crawldedup._core"]
+MODULES = ["crawldedup", "crawldedup.bloom", "crawldedup.scalable", "crawldedup.rotating",
+           "crawldedup._reference", "crawldedup._core"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -34,6 +34,7 @@ def sample(capacity=1000, keys=50):
 def reseal(data):
     """Recompute the checksum so that only the deliberate fault remains."""
     data = bytearray(data)
+    data[92:96] = struct.pack("<I", _files.header_checksum(data))
     data[88:92] = b"\0\0\0\0"
     crc = zlib.crc32(bytes(data[:HEADER]))
     crc = zlib.crc32(bytes(data[HEADER:]), crc)
@@ -75,7 +76,9 @@ CASES = {
     "flip in error rate": (flip(GOOD, 56, 5), CorruptFileError, "checksum"),
     "flip in insert count": (flip(GOOD, 64, 0), CorruptFileError, "checksum"),
     "flip in checksum": (flip(GOOD, 90, 0), CorruptFileError, "checksum"),
-    "flip in reserved": (flip(GOOD, 3000, 0), CorruptFileError, "reserved"),
+    "flip in reserved": (flip(GOOD, 3000, 0), CorruptFileError, "header checksum"),
+    "reserved set, header resealed": (reseal(flip(GOOD, 3000, 0)), CorruptFileError, "reserved"),
+    "flip in the DIRTY flag": (flip(GOOD, 20, 0), CorruptFileError, "header checksum"),
     "future version": (patch(GOOD, 8, "<H", 2), IncompatibleFilterError, "version 2"),
     "absurd version": (patch(GOOD, 8, "<H", 60000), CorruptFileError, "version"),
     "other kind": (patch(GOOD, 10, "<H", 7), CorruptFileError, "kind 7"),
@@ -160,9 +163,14 @@ def test_file_layout_is_as_documented():
     assert data[:8] == b"\x89CRDDUP\n"
     version, kind, algo, layout, header_size, flags = struct.unpack_from("<HHHHII", data, 8)
     assert (version, kind, algo, layout, header_size, flags) == (1, 1, 1, 0, 4096, 0)
-    seed, m, k, cap, rate, count, off, size, crc, reserved = struct.unpack_from("<QQQQdQQQII", data, 24)
+    seed, m, k, cap, rate, count, off, size, crc, header_crc = struct.unpack_from(
+        "<QQQQdQQQII", data, 24)
     assert (seed, m, k, cap, rate, count) == (0, bf.num_bits, bf.num_hashes, 1000, 0.01, 50)
-    assert (off, size, reserved) == (4096, (bf.num_bits + 63) // 64 * 8, 0)
+    assert (off, size) == (4096, (bf.num_bits + 63) // 64 * 8)
+    head = bytearray(data[:4096])
+    head[64:72] = bytes(8)
+    head[88:96] = bytes(8)
+    assert header_crc == zlib.crc32(head)
     assert len(data) == off + size
     assert crc == zlib.crc32(data[off:], zlib.crc32(data[:88] + b"\0\0\0\0" + data[92:off]))
     assert not any(data[96:4096])

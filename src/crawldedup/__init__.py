@@ -13,6 +13,8 @@ True
 
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
 from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.rotating import RotatingBloomFilter
+from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -20,6 +22,8 @@ from crawldedup._version import __version__
 __all__ = [
     "IMPLEMENTATION",
     "BloomFilter",
+    "RotatingBloomFilter",
+    "ScalableBloomFilter",
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",

@@ -32,6 +32,13 @@ HEADER_SIZE = 4096  # one page: the payload that follows can be memory-mapped
 KIND_BLOOM = 1
 KIND_SCALABLE = 2
 KIND_NAMES = {KIND_BLOOM: "Bloom filter", KIND_SCALABLE: "scalable Bloom filter"}
+KIND_ROTATING = 3
+KIND_NAMES[KIND_ROTATING] = "rotating Bloom filter"
+
+# Header flags.  DIRTY: the file is (or was, when its writer was killed)
+# mapped for writing, and its checksum is not up to date.
+FLAG_DIRTY = 1
+KNOWN_FLAGS = FLAG_DIRTY
 
 HASH_MURMUR3_EDH = 1  # MurmurHash3 x64 128 + enhanced double hashing + multiply-high
 LAYOUT_STANDARD = 0  # bit i in byte i // 8
@@ -41,9 +48,22 @@ LAYOUT_NAMES = {v: k for k, v in LAYOUT_IDS.items()}
 
 # magic, version, kind, hash algorithm, layout, header size, flags, seed,
 # num_bits, num_hashes, capacity, error_rate, insert_count, payload offset,
-# payload size, checksum, reserved.
+# payload size, checksum, header checksum.
 _HEADER = struct.Struct("<8sHHHHIIQQQQdQQQII")
+_COUNT_AT = 64
 _CHECKSUM_AT = 88
+_HEADER_CHECKSUM_AT = 92
+
+
+def header_checksum(raw: Union[bytes, bytearray, memoryview]) -> int:
+    """CRC-32 of the HEADER_SIZE header bytes with the insert count and both
+    checksum fields zeroed.  It stays valid while writers update the insert
+    count of a mapped file, so the header is checked even when the payload's
+    checksum is not up to date (a DIRTY file)."""
+    head = bytearray(raw[:HEADER_SIZE])
+    head[_COUNT_AT:_COUNT_AT + 8] = bytes(8)
+    head[_CHECKSUM_AT:_HEADER_CHECKSUM_AT + 4] = bytes(8)
+    return zlib.crc32(head) & 0xFFFFFFFF
 assert _HEADER.size == 96
 
 
@@ -64,13 +84,15 @@ class Header:
     checksum: int = 0
 
     def pack(self) -> bytearray:
-        """The HEADER_SIZE header bytes, with the checksum field as stored."""
+        """The HEADER_SIZE header bytes: the checksum field as stored, the
+        header checksum computed."""
         out = bytearray(HEADER_SIZE)
         _HEADER.pack_into(
             out, 0, MAGIC, self.version, self.kind, self.hash_algorithm, self.layout,
             HEADER_SIZE, self.flags, self.seed, self.num_bits, self.num_hashes,
             self.capacity, self.error_rate, self.insert_count, HEADER_SIZE,
             self.payload_size, self.checksum, 0)
+        struct.pack_into("<I", out, _HEADER_CHECKSUM_AT, header_checksum(out))
         return out
 
 
@@ -106,7 +128,7 @@ def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
             path, f"truncated: {total_size} bytes, shorter than the {HEADER_SIZE}-byte header")
     (_magic, version, kind, hash_algorithm, layout, header_size, flags, seed, num_bits,
      num_hashes, capacity, error_rate, insert_count, payload_offset, payload_size,
-     stored_checksum, reserved) = _HEADER.unpack_from(raw, 0)
+     stored_checksum, stored_header_checksum) = _HEADER.unpack_from(raw, 0)
     if version != FORMAT_VERSION:
         if 0 < version < 256:
             raise IncompatibleFilterError(
@@ -116,7 +138,9 @@ def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
     if header_size != HEADER_SIZE or payload_offset != HEADER_SIZE:
         raise CorruptFileError(path, f"header size {header_size} / payload offset "
                                      f"{payload_offset}, expected {HEADER_SIZE}")
-    if reserved != 0 or any(bytes(raw[_HEADER.size:HEADER_SIZE])):
+    if header_checksum(raw) != stored_header_checksum:
+        raise CorruptFileError(path, "header checksum mismatch (the header was damaged)")
+    if any(bytes(raw[_HEADER.size:HEADER_SIZE])):
         raise CorruptFileError(path, "reserved header bytes are not zero")
     expected_size = HEADER_SIZE + payload_size
     if total_size < expected_size:

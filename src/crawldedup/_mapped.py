@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - Windows
 _FLAGS_AT = 20
 _COUNT_AT = 64
 _CHECKSUM_AT = 88
+_HEADER_CHECKSUM_AT = 92
 
 
 def _try_exclusive(fd: int) -> bool:
@@ -97,19 +98,26 @@ class MappedFile:
 
     @property
     def dirty(self) -> bool:
-        return bool(int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
-                    & _files.FLAG_DIRTY)
+        return bool(self._flags() & _files.FLAG_DIRTY)
+
+    def _set_flags(self, flags: int) -> None:
+        """Write the flags and the header checksum that covers them."""
+        head = bytearray(self.mem[:_files.HEADER_SIZE])
+        head[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        crc = _files.header_checksum(head)
+        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        self.mem[_HEADER_CHECKSUM_AT:_HEADER_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
+
+    def _flags(self) -> int:
+        return int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
 
     def mark_dirty(self) -> None:
-        flags = int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
-        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = (flags | _files.FLAG_DIRTY).to_bytes(4, "little")
+        self._set_flags(self._flags() | _files.FLAG_DIRTY)
 
     def checksum(self) -> int:
-        """CRC-32 of the file as it would be stored clean (docs/format.md)."""
+        """CRC-32 of the file as stored now, as _files.checksum computes it."""
         head = bytearray(self.mem[:_files.HEADER_SIZE])
         head[_CHECKSUM_AT:_CHECKSUM_AT + 4] = b"\0\0\0\0"
-        flags = int.from_bytes(head[_FLAGS_AT:_FLAGS_AT + 4], "little") & ~_files.FLAG_DIRTY
-        head[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
         crc = zlib.crc32(head)
         payload = memoryview(self.mem)[_files.HEADER_SIZE:]
         try:
@@ -124,11 +132,10 @@ class MappedFile:
         return int.from_bytes(self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4], "little")
 
     def seal(self) -> None:
-        """Write the checksum and clear DIRTY (the caller holds the file alone)."""
+        """Clear DIRTY and write the checksum (the caller holds the file alone)."""
+        self._set_flags(self._flags() & ~_files.FLAG_DIRTY)
         crc = self.checksum()
         self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
-        flags = int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
-        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = (flags & ~_files.FLAG_DIRTY).to_bytes(4, "little")
 
     def flush(self) -> None:
         if not self.readonly and not self.closed:

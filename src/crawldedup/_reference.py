@@ -125,14 +125,14 @@ def hash64(key: Key, seed: int = 0) -> int:
 
 
 def _indices(h1: int, h2: int, k: int, m: int) -> List[int]:
-    # Enhanced double hashing in 64-bit arithmetic, x_i = h1 + i*h2 + (i^3-i)/6,
-    # each mapped onto [0, m) by a multiply-high: (x * m) >> 64.
+    # Enhanced double hashing exactly modulo m: x and y start as h1 and h2
+    # mapped onto [0, m) by a multiply-high; then x += y, y += i (mod m).
+    x, y = (h1 * m) >> 64, (h2 * m) >> 64
     out = []
-    x, y = h1, h2
     for i in range(k):
-        out.append((x * m) >> 64)
-        x = (x + y) & _MASK64
-        y = (y + i + 1) & _MASK64
+        out.append(x)
+        x = (x + y) % m
+        y = (y + i + 1) % m
     return out
 
 

@@ -6,18 +6,21 @@ run, and no earlier run with the same state, has seen.
 
 Guarantees:
 
-* The state is saved atomically at the end, and on Ctrl-C or SIGTERM after the
-  URLs already printed have been flushed, so a URL printed as new is never
-  printed as new again by a later run, and a URL never printed is never
-  recorded as seen.
-* If the output is closed early (``| head``) or an error happens while
-  writing it, the state is left as it was before the run: the next run prints
-  those URLs again rather than losing them (at-least-once delivery).
-* One process at a time uses a state file (a lock file beside it); a second
-  one exits with an error instead of overwriting the first one's work.
+* The state is a memory-mapped file, updated in place as URLs are printed: a
+  URL printed as new is recorded before it is printed, so no later run prints
+  it as new again, even after ``kill -9``.
+* No URL is lost either: the URLs of the chunk being recorded and printed are
+  kept in ``STATE.pending`` until they are printed; a run that was killed, or
+  whose output was closed early (``| head``), leaves them there and the next
+  run prints them first (at-least-once delivery for that chunk).
+* Ctrl-C and SIGTERM stop after the current chunk is printed.
+* One ``crawldedup urls`` at a time uses a state file (a lock file beside
+  it); a second one exits with an error.
+
+``crawldedup info PATH`` describes any crawldedup state file.
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error, 130/143 when
-stopped by SIGINT/SIGTERM (after saving).
+stopped by SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import sys
 from types import FrameType
 from typing import IO, Any, BinaryIO, Iterator, List, Optional, Sequence
 
+from crawldedup import _files
 from crawldedup._version import __version__
-from crawldedup.bloom import BloomFilter
+from crawldedup.bloom import LAYOUTS, BloomFilter
 from crawldedup.errors import CrawldedupError
 
 DEFAULT_CAPACITY = 10_000_000
@@ -131,21 +135,73 @@ class _OutputFailed(Exception):
     pass
 
 
-def _open_state(path: str, capacity: Optional[int], error_rate: Optional[float],
-                err: IO[str]) -> BloomFilter:
+def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> BloomFilter:
+    """The state file, mapped in place (created with the options when missing)."""
     if os.path.exists(path):
-        bf = BloomFilter.load(path)
+        with open(path, "rb") as f:
+            head = f.read(_files.HEADER_SIZE)
+        header = _files.parse_header(head, os.path.getsize(path), path)
+        found = BloomFilter._header_params(header, path)
         asked = []
-        if capacity is not None and capacity != bf.capacity:
-            asked.append(f"--capacity {capacity}")
-        if error_rate is not None and error_rate != bf.error_rate:
-            asked.append(f"--error-rate {error_rate}")
+        if args.capacity is not None and args.capacity != found[0]:
+            asked.append(f"--capacity {args.capacity}")
+        if args.error_rate is not None and args.error_rate != found[1]:
+            asked.append(f"--error-rate {args.error_rate}")
+        if args.layout is not None and args.layout != found[5]:
+            asked.append(f"--layout {args.layout}")
         if asked:
-            err.write(f"crawldedup: note: {path} was created with capacity {bf.capacity} and "
-                      f"error rate {bf.error_rate}; using those, not {' '.join(asked)}\n")
-        return bf
-    return BloomFilter(DEFAULT_CAPACITY if capacity is None else capacity,
-                       DEFAULT_ERROR_RATE if error_rate is None else error_rate)
+            err.write(f"crawldedup: note: {path} was created with capacity {found[0]}, error "
+                      f"rate {found[1]} and the {found[5]} layout; using those, not "
+                      f"{' '.join(asked)}\n")
+        return BloomFilter.open(path, mode="c")
+    return BloomFilter.open(
+        path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
+        DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
+        layout=args.layout or "standard", mode="c")
+
+
+class _Journal:
+    """The URLs of the chunk being recorded and printed, kept in
+    ``STATE.pending`` until they are printed.  A run killed in between (or
+    whose output failed) left them recorded as seen but maybe not printed: the
+    next run prints them first.  Written without fsync: it guards against a
+    killed process, whose writes the OS keeps, not against power loss."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = open(path, "a+b")
+
+    def pending(self) -> List[bytes]:
+        self.file.seek(0)
+        data = self.file.read()
+        if not data.endswith(b"\n"):  # killed while writing it: nothing recorded yet
+            data = data[:data.rfind(b"\n") + 1]
+        return [line for line in data.split(b"\n") if line]
+
+    def hold(self, urls: List[bytes]) -> None:
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(b"\n".join(urls) + b"\n")
+        self.file.flush()
+
+    def release(self) -> None:
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        try:
+            if os.path.getsize(self.path) == 0:
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def _new_in_chunk(bf: BloomFilter, chunk: List[bytes]) -> List[bytes]:
+    """The URLs of chunk not in the filter, each once, in order."""
+    absent = bf.contains_many(chunk).tolist()
+    return list(dict.fromkeys(url for url, seen in zip(chunk, absent) if not seen))
 
 
 def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
@@ -160,10 +216,31 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                 f.close()
         raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
 
-    read = new = 0
-    with _StateLock(state), _SignalGuard() as guard:
-        bf = _open_state(state, args.capacity, args.error_rate, err)
+    read = new = replayed = 0
+
+    def deliver(urls: List[bytes]) -> None:
+        # Recorded first (in the journal, then in the filter), printed next,
+        # released last: killed anywhere, no URL is lost and none printed as
+        # new is forgotten.
+        journal.hold(urls)
+        bf.add_many(urls)
         try:
+            out.write(b"\n".join(urls) + b"\n")
+            out.flush()
+        except (OSError, ValueError) as exc:
+            raise _OutputFailed(str(exc)) from None
+        journal.release()
+
+    with _StateLock(state), _SignalGuard() as guard:
+        bf = _open_state(state, args, err)
+        journal = _Journal(state + ".pending")
+        try:
+            replay = journal.pending()
+            if replay:
+                err.write(f"crawldedup: note: printing {len(replay)} URLs that an interrupted "
+                          f"run recorded but may not have printed\n")
+                deliver(replay)
+                replayed = len(replay)
             for source in sources:
                 chunks = _lines(source)
                 while guard.signum is None:
@@ -176,16 +253,11 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                         guard.reading = False
                     if chunk is None:
                         break
-                    fresh = bf.add_many(chunk)
                     read += len(chunk)
-                    printed = [url for url, is_new in zip(chunk, fresh.tolist()) if is_new]
-                    new += len(printed)
-                    if printed:
-                        try:
-                            out.write(b"\n".join(printed) + b"\n")
-                            out.flush()
-                        except (OSError, ValueError) as exc:
-                            raise _OutputFailed(str(exc)) from None
+                    fresh = _new_in_chunk(bf, chunk)
+                    if fresh:
+                        deliver(fresh)
+                        new += len(fresh)
                 if guard.signum is not None:
                     break
         except _OutputFailed as exc:
@@ -197,26 +269,79 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                 os.close(devnull)
             except (OSError, ValueError, AttributeError):
                 pass
-            err.write(f"crawldedup: error: cannot write the output ({exc}); the state was "
-                      f"not updated, so the next run prints these URLs again\n")
+            err.write(f"crawldedup: error: cannot write the output ({exc}); the URLs not "
+                      f"delivered are kept, and the next run prints them\n")
             return 1
         finally:
             for f in sources:
                 if f is not stdin:
                     f.close()
-        bf.save(state)
+            summary = (bf.fill_ratio, bf.insert_count, bf.capacity, bf.estimated_error_rate,
+                       bf.error_rate)
+            bf.close()
+            journal.close()
 
-    err.write(f"crawldedup: read {read}, new {new}, duplicates {read - new}, "
-              f"fill ratio {bf.fill_ratio:.4f}, state {args.state}\n")
-    if bf.insert_count > bf.capacity:
-        err.write(f"crawldedup: warning: the state holds about {bf.insert_count} URLs, more than "
-                  f"its capacity {bf.capacity}; its false-positive rate is now about "
-                  f"{bf.estimated_error_rate:.3g} (asked: {bf.error_rate}). Start a new state "
+    fill, count, capacity, rate_now, rate = summary
+    again = f" (and {replayed} from an interrupted run)" if replayed else ""
+    err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}, "
+              f"fill ratio {fill:.4g}, state {args.state}\n")
+    if count > capacity:
+        err.write(f"crawldedup: warning: the state holds about {count} URLs, more than "
+                  f"its capacity {capacity}; its false-positive rate is now about "
+                  f"{rate_now:.3g} (asked: {rate}). Start a new state "
                   f"with a larger --capacity.\n")
     if guard.signum is not None:
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
     return 0
+
+
+def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
+    path = os.path.abspath(args.path)
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    size = os.path.getsize(path)
+    header = _files.parse_header(head, size, path)
+    kind = _files.KIND_NAMES.get(header.kind, f"unknown kind {header.kind}")
+    lines = [f"file: {path} ({size:,} bytes, format version {header.version})", f"kind: {kind}"]
+    if header.kind == _files.KIND_BLOOM:
+        mode = "c" if args.repair else "r"
+        with BloomFilter.open(path, mode=mode, verify=args.verify) as bf:
+            dirty = bool(header.flags & _files.FLAG_DIRTY)
+            lines += [
+                f"capacity: {bf.capacity:,}",
+                f"error rate (target): {bf.error_rate:g}",
+                f"layout: {bf.layout}",
+                f"bits: {bf.num_bits:,} ({bf.nbytes / 2**20:,.2f} MiB), hash functions: "
+                f"{bf.num_hashes}, seed: {bf.seed}",
+                f"inserted: {bf.insert_count:,}",
+                f"estimated count: {bf.estimated_count():,}",
+                f"fill ratio: {bf.fill_ratio:.4f}",
+                f"estimated false-positive rate now: {bf.estimated_error_rate:.4g}",
+                "checksum: " + ("not up to date (open for writing, or its writer was killed; "
+                                "--repair seals it)" if dirty and not args.repair else
+                                "verified" if args.verify or args.repair or size < 64 << 20
+                                else "not checked (large file; --verify checks it)"),
+            ]
+    else:
+        loader = _composite_loader(header.kind)
+        if loader is None:
+            lines.append("(this crawldedup cannot describe this kind)")
+        else:
+            obj = loader(path)
+            lines.append(repr(obj))
+    out.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _composite_loader(kind: int) -> Optional[Any]:
+    if kind == getattr(_files, "KIND_SCALABLE", None):
+        from crawldedup.scalable import ScalableBloomFilter
+        return ScalableBloomFilter.load
+    if kind == getattr(_files, "KIND_ROTATING", None):
+        from crawldedup.rotating import RotatingBloomFilter
+        return RotatingBloomFilter.load
+    return None
 
 
 def _positive_int(text: str) -> int:
@@ -265,6 +390,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
     urls.add_argument("--error-rate", type=_probability, metavar="P",
                       help=f"false-positive rate at capacity (default {DEFAULT_ERROR_RATE})")
+    urls.add_argument("--layout", choices=LAYOUTS,
+                      help="bit layout of a new state: 'blocked' keeps each URL's bits in one "
+                           "cache line (faster for big states, a few %% more memory)")
+
+    info = commands.add_parser(
+        "info", help="describe a state file",
+        description="Print the parameters, layout, fill ratio, estimated count and current "
+                    "estimated false-positive rate of a crawldedup state file.")
+    info.add_argument("path", metavar="PATH")
+    info.add_argument("--verify", action="store_true", default=None,
+                      help="check the checksum even of a large file (reads it whole)")
+    info.add_argument("--repair", action="store_true",
+                      help="seal the checksum of a file left open by a killed writer")
     return parser
 
 
@@ -279,6 +417,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise CrawldedupError("no FILE given and no standard input to read")
             stdin = sys.stdin.buffer if sys.stdin is not None else None
             return _run_urls(args, sys.stdout.buffer, err, stdin)  # type: ignore[arg-type]
+        if args.command == "info":
+            return _run_info(args, sys.stdout)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
         parser.print_usage(err)

@@ -128,14 +128,21 @@ class ScalableBloomFilter:
     True
     >>> "https://example.com/a" in sbf
     True
-    >>> sbf.add_many(f"https://example.com/{i}" for i in range(2500)).sum()
-    2500
-    >>> sbf.num_filters, sbf.capacity
-    (2, 3000)
+    >>> new = sbf.add_many(f"https://example.com/{i}" for i in range(2500))
+    >>> sbf.num_filters, sbf.capacity, sbf.insert_count
+    (2, 3000, 2491)
+    >>> sbf.contains_many(["https://example.com/7", "https://example.com/x"]).tolist()
+    [True, False]
 
-    ``add`` reports True when the key is in none of the filters; new keys go
-    to the newest.  Adding from several threads at once needs a lock: two
-    threads could both decide to grow.
+    ``add`` reports True when the key is in none of the filters (above, 9 of
+    the 2500 new keys were false positives, taken for keys already added);
+    new keys go to the newest.  Adding from several threads at once needs a
+    lock: two threads could both decide to grow.
+
+    The bound adds up the filters' nominal error rates, which small Bloom
+    filters exceed (one for 100 keys by about 8%, one for 10 keys by half,
+    one for a single key several times over): keep ``initial_capacity`` in
+    the hundreds or more where the bound matters.
     """
 
     __slots__ = ("_initial_capacity", "_error_rate", "_growth", "_tightening", "_seed",
@@ -252,17 +259,14 @@ class ScalableBloomFilter:
         why = ("" if index == 0 else
                "; a larger initial_capacity or growth needs fewer filters, a tightening "
                "closer to 1 shrinks the error rates more slowly")
-        if not error_rate > 0.0:
-            raise ValueError(
-                f"cannot add filter {index}: its error rate error_rate * (1 - tightening) "
-                f"* tightening**{index} is 0 in floating point{why}")
         try:
-            num_bits, num_hashes = optimal_parameters(capacity, error_rate)
+            optimal_parameters(capacity, error_rate)  # the sizing BloomFilter will use
         except ValueError as exc:
+            formula = "error_rate * (1 - tightening)" + (
+                f" * tightening**{index}" if index else "")
             raise ValueError(
                 f"cannot add filter {index} (capacity {capacity}, error rate "
-                f"{error_rate:.3g} = error_rate * (1 - tightening) * tightening**{index}): "
-                f"{exc}{why}") from None
+                f"{formula} = {error_rate:.3g}): {exc}{why}") from None
         member = BloomFilter(capacity, error_rate, seed=self._seed)
         self._filters.append(member)
         return member
@@ -486,9 +490,13 @@ class ScalableBloomFilter:
                 member = BloomFilter.from_bytes(member_bytes)
             except CorruptFileError as exc:
                 raise bad(f"{where}: {exc.reason}") from None
-            except IncompatibleFilterError as exc:
-                raise bad(f"{where}: {exc}") from None
+            except IncompatibleFilterError:
+                raise bad(f"{where}: its file format version is not the file's") from None
             capacity, error_rate = self._next_member()
+            if member_header.flags != 0:
+                # e.g. DIRTY, which BloomFilter.from_bytes takes as leave to
+                # skip the member's checksum: never written by to_bytes().
+                raise bad(f"{where}: flags {member_header.flags:#x}")
             if member_header.layout != header.layout:
                 raise bad(f"{where}: bit layout {member_header.layout}, not {header.layout}")
             if member.seed != header.seed:
@@ -531,7 +539,7 @@ def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
         raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
     if header.layout != _files.LAYOUT_STANDARD:
-        raise bad(f"unknown bit layout id {header.layout}")
+        raise bad(f"bit layout id {header.layout}; scalable filters use the standard layout, 0")
     if header.flags != 0:
         raise bad(f"unknown flags {header.flags:#x}")
     if header.num_bits != 0 or header.num_hashes != 0:
