@@ -16,7 +16,7 @@ from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_alloca
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport UINT64_MAX, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 cimport cython
@@ -221,25 +221,27 @@ def hash64(key, seed=0):
     return h1
 
 
-cdef inline uint64_t _add_mod(uint64_t a, uint64_t b, uint64_t m) noexcept nogil:
-    """(a + b) mod m for a, b < m, without overflow."""
-    return a + b - m if a >= m - b else a + b
+cdef inline uint64_t _unit(uint64_t m) noexcept nogil:
+    """One position's width in the 64-bit space that a multiply-high maps
+    onto [0, m): about 2**64 / m."""
+    return UINT64_MAX / m + (1 if m > 1 else 0)
 
 
-cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m,
+cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m, uint64_t unit,
                           uint64_t* out) noexcept nogil:
-    # Enhanced double hashing (Dillinger & Manolios 2004), exactly modulo m:
-    # x = h1 and y = h2 mapped onto [0, m) by a multiply-high, then
-    # x <- x + y, y <- y + i (mod m).  Staying modulo m keeps the probes of a
-    # small filter apart (a plain progression in 64 bits, reduced afterwards,
-    # crowds them).  Frozen: persisted filters depend on it (docs/format.md).
-    cdef uint64_t x = cd_mulhi64(h1, m), y = cd_mulhi64(h2, m), step
+    # Enhanced double hashing (Dillinger & Manolios 2004) in the 64-bit space
+    # that a multiply-high maps onto [0, m): x_i = h1 + i*h2 + (i^3 - i)/6
+    # positions, the cubic term counted in units of one position (unit, about
+    # 2**64 / m) so that it moves the probes even of a small filter, and the
+    # fractional parts of h1 and h2 add variety that plain double hashing
+    # modulo m lacks.  Additions only.  Frozen: persisted filters depend on it
+    # (docs/format.md).
+    cdef uint64_t x = h1, y = h2
     cdef int i
     for i in range(k):
-        out[i] = x
-        x = _add_mod(x, y, m)
-        step = <uint64_t>(i + 1) % m
-        y = _add_mod(y, step, m)
+        out[i] = cd_mulhi64(x, m)
+        x += y
+        y += <uint64_t>(i + 1) * unit
 
 
 cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblocks,
@@ -258,11 +260,11 @@ cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblo
 
 
 cdef inline void _positions(int layout, uint64_t h1, uint64_t h2, int k, uint64_t m,
-                            uint64_t* out) noexcept nogil:
+                            uint64_t unit, uint64_t* out) noexcept nogil:
     if layout == LAYOUT_BLOCKED:
         _indices_blocked(h1, h2, k, m >> 9, out)
     else:
-        _indices(h1, h2, k, m, out)
+        _indices(h1, h2, k, m, unit, out)
 
 
 def hash_indices(key, k, m, seed=0, layout="standard"):
@@ -272,7 +274,7 @@ def hash_indices(key, k, m, seed=0, layout="standard"):
     all in one 512-bit block (m must then be a multiple of 512).
 
     >>> hash_indices("https://example.com/", 3, 1000)
-    [707, 350, 994]
+    [707, 350, 995]
     """
     cdef KeyView kv
     cdef uint64_t h1, h2
@@ -294,7 +296,7 @@ def hash_indices(key, k, m, seed=0, layout="standard"):
     _key_open(key, &kv)
     cd_murmur3_x64_128(kv.data, <size_t>kv.size, s, &h1, &h2)
     _key_close(&kv)
-    _positions(code, h1, h2, kk, mm, out)
+    _positions(code, h1, h2, kk, mm, _unit(mm), out)
     return [out[i] for i in range(kk)]
 
 
@@ -386,19 +388,19 @@ cdef int _batch_key_open(object key, Py_ssize_t position, KeyView* kv) except -1
 
 
 cdef inline bint _lookup(const uint8_t* bits, uint64_t h1, uint64_t h2, int k,
-                         uint64_t m) noexcept nogil:
+                         uint64_t m, uint64_t unit) noexcept nogil:
     """Is every bit of the key set?  Positions are computed one at a time, so
     an absent key (usually rejected by its first or second bit) costs little;
     for a present key the processor runs ahead into the next probes itself.
     Same positions as _indices."""
-    cdef uint64_t x = cd_mulhi64(h1, m), y = cd_mulhi64(h2, m), step
+    cdef uint64_t x = h1, y = h2, pos
     cdef int i
     for i in range(k):
-        if not (cd_load8(bits + (x >> 3)) & (1 << (x & 7))):
+        pos = cd_mulhi64(x, m)
+        if not (cd_load8(bits + (pos >> 3)) & (1 << (pos & 7))):
             return False
-        x = _add_mod(x, y, m)
-        step = <uint64_t>(i + 1) % m
-        y = _add_mod(y, step, m)
+        x += y
+        y += <uint64_t>(i + 1) * unit
     return True
 
 
@@ -428,6 +430,7 @@ cdef class BloomBits:
     cdef uint8_t* _bits
     cdef Py_ssize_t _nbytes
     cdef uint64_t _m
+    cdef uint64_t _unit
     cdef int _k
     cdef int _layout
     cdef uint32_t _seed
@@ -562,6 +565,7 @@ cdef class BloomBits:
         self._readonly = bool(readonly)
         self._nbytes = need
         self._m = num_bits
+        self._unit = _unit(self._m)
         self._k = num_hashes
         self._layout = code
         self._seed = s
@@ -638,7 +642,7 @@ cdef class BloomBits:
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
         _key_close(&kv)
-        _positions(self._layout, h1, h2, self._k, self._m, idx)
+        _positions(self._layout, h1, h2, self._k, self._m, self._unit, idx)
         for i in range(self._k):
             cd_prefetch(self._bits + (idx[i] >> 3))
         if self._atomic:
@@ -662,7 +666,7 @@ cdef class BloomBits:
         if self._layout == LAYOUT_BLOCKED:
             _indices_blocked(h1, h2, self._k, self._m >> 9, idx)
             return _probe_test_all(self._bits, idx, self._k)
-        return _lookup(self._bits, h1, h2, self._k, self._m)
+        return _lookup(self._bits, h1, h2, self._k, self._m, self._unit)
 
     def add_many(self, keys):
         """Add every key in order; a numpy bool array, True where the key was new."""
@@ -693,6 +697,7 @@ cdef class BloomBits:
         cdef uint64_t fresh_count = 0
         cdef int k = self._k, t
         cdef uint64_t m = self._m
+        cdef uint64_t unit = self._unit
         cdef uint32_t seed = self._seed
         cdef uint8_t* bits = self._bits
         cdef bint hit
@@ -753,7 +758,7 @@ cdef class BloomBits:
                         _batch_key_open(<object>obj, start + j, &kv)
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
-                    _positions(layout, h1, h2, k, m, &idx[j * k])
+                    _positions(layout, h1, h2, k, m, unit, &idx[j * k])
                     # Fetch the key's bits while the next keys are hashed: by
                     # the time the chunk is probed they are in cache.
                     _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)

@@ -124,15 +124,22 @@ def hash64(key: Key, seed: int = 0) -> int:
     return murmur3_x64_128(_key_bytes(key), s)[0]
 
 
+def _unit(m: int) -> int:
+    """One position's width in the 64-bit space a multiply-high maps onto [0, m)."""
+    return _MASK64 // m + (1 if m > 1 else 0)
+
+
 def _indices(h1: int, h2: int, k: int, m: int) -> List[int]:
-    # Enhanced double hashing exactly modulo m: x and y start as h1 and h2
-    # mapped onto [0, m) by a multiply-high; then x += y, y += i (mod m).
-    x, y = (h1 * m) >> 64, (h2 * m) >> 64
+    # Enhanced double hashing in the 64-bit space that a multiply-high maps
+    # onto [0, m): x_i = h1 + i*h2 + (i^3 - i)/6 * unit (mod 2^64), unit
+    # being one position's width, each mapped by (x * m) >> 64.
+    unit = _unit(m)
     out = []
+    x, y = h1, h2
     for i in range(k):
-        out.append(x)
-        x = (x + y) % m
-        y = (y + i + 1) % m
+        out.append((x * m) >> 64)
+        x = (x + y) & _MASK64
+        y = (y + (i + 1) * unit) & _MASK64
     return out
 
 
@@ -172,7 +179,7 @@ def hash_indices(key: Key, k: int, m: int, seed: int = 0,
     all in one 512-bit block (m must then be a multiple of 512).
 
     >>> hash_indices("https://example.com/", 3, 1000)
-    [707, 350, 994]
+    [707, 350, 995]
     """
     s = _check_seed(seed)
     if not isinstance(k, int) or not isinstance(m, int):
