@@ -53,8 +53,7 @@ def test_reads_stdin_and_several_files(tmp_path):
 
 def test_sample_input(tmp_path):
     sample = EXAMPLES / "urls.txt"
-    if not sample.exists():  # the suite also runs from an installed wheel elsewhere
-        pytest.skip("examples/ not beside the tests")
+    assert sample.exists(), "examples/ ships beside tests/ (repository and sdist)"
     urls = [u.strip() for u in sample.read_text().splitlines() if u.strip()]
     run = crawldedup("urls", sample, "--state", tmp_path / "s")
     assert run.returncode == 0

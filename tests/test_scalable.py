@@ -635,7 +635,7 @@ CASES = {
                             "filter 2 of 3: the payload ends"),
     "member damaged": (reseal(flip(GOOD, MEMBER0 + HEADER, 0)), "filter 0 of 3: checksum"),
     "member of another format": (reseal(GOOD[:MEMBER0 + 8] + b"\x02" + GOOD[MEMBER0 + 9:]),
-                                 "filter 0 of 3: its file format version"),
+                                 "filter 0 of 3: the data uses file format version 2"),
     "member of another layout": (reseal(GOOD[:MEMBER0 + 14] + b"\x01" + GOOD[MEMBER0 + 15:]),
                                  "filter 0 of 3"),
     "dirty member": (reseal(GOOD[:MEMBER0 + 20] + b"\x01" + GOOD[MEMBER0 + 21:]),

@@ -15,7 +15,6 @@ import numbers
 import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
-import numpy as np
 
 from crawldedup import _files
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for

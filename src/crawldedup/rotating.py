@@ -23,15 +23,15 @@ import numbers
 import os
 import struct
 import time
-from typing import Any, BinaryIO, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Callable, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from crawldedup import _files
+from crawldedup import _files, _members
 from crawldedup._kernel import MAX_SEED, BloomBits
 from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
                               optimal_parameters)
-from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup.errors import CorruptFileError
 
 Key = Union[str, bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -46,9 +46,6 @@ MAX_GENERATIONS = 64
 # rotation count (u64).  The generations follow, oldest first, each as a u64
 # length and the generation's BloomFilter.to_bytes().
 _STATE = struct.Struct("<QdddQQ")
-_LENGTH = struct.Struct("<Q")
-# The smallest generation: a length field and a BloomFilter file of one word.
-_MIN_MEMBER = _LENGTH.size + _files.HEADER_SIZE + 8
 # Past this many periods since the epoch, float arithmetic can no longer tell
 # consecutive period boundaries apart: the schedule is re-anchored.
 _MAX_PERIODS = 1 << 52
@@ -608,11 +605,7 @@ class RotatingBloomFilter:
             nan if self._rotate_every is None else self._rotate_every,
             nan if self._rotate_at_fill is None else self._rotate_at_fill,
             self._epoch, self._periods, self._rotations))
-        for f in self._gens:
-            data = f.to_bytes()
-            payload += _LENGTH.pack(len(data))
-            payload += data
-        return payload
+        return _members.pack(payload, self._gens)
 
     def _header(self, payload: bytearray) -> _files.Header:
         newest = self._gens[-1]
@@ -691,7 +684,7 @@ class RotatingBloomFilter:
         if not MIN_GENERATIONS <= generations <= MAX_GENERATIONS:
             raise bad(f"generations {generations} outside [{MIN_GENERATIONS}, "
                       f"{MAX_GENERATIONS}]")
-        if generations > (size - _STATE.size) // _MIN_MEMBER:
+        if generations > (size - _STATE.size) // _members.MIN_MEMBER:
             raise bad(f"{generations} generations cannot fit in a payload of {size} bytes")
         rotate_every: Optional[float] = None
         if not math.isnan(every):
@@ -728,27 +721,10 @@ class RotatingBloomFilter:
         self._gens = []
         self._set_schedule(epoch, periods, rotations)
         limit = self._fill_limit
-        offset = _STATE.size
-        for index in range(generations):
-            where = f"generation {index} of {generations} (oldest first)"
-            if size - offset < _LENGTH.size:
-                raise bad(f"{where}: the payload ends before its length")
-            (length,) = _LENGTH.unpack_from(payload, offset)
-            offset += _LENGTH.size
-            if length > size - offset:
-                raise bad(f"{where}: {length} bytes announced, {size - offset} left")
-            member_bytes = payload[offset:offset + length]
-            offset += length
-            try:
-                member_header = _files.parse_header(
-                    member_bytes[:_files.HEADER_SIZE], length, None)
-                if member_header.flags != 0:
-                    # A generation is always sealed: its own checksum must hold.
-                    raise CorruptFileError(None, f"flags {member_header.flags:#x}, not 0")
-                member = BloomFilter.from_bytes(member_bytes)
-            except (CorruptFileError, IncompatibleFilterError) as exc:
-                reason = exc.reason if isinstance(exc, CorruptFileError) else str(exc)
-                raise bad(f"{where}: {reason}") from None
+        members = _members.read(
+            payload, _STATE.size, generations, "generation",
+            lambda index: f"generation {index} of {generations} (oldest first)", bad)
+        for index, (where, member) in enumerate(members):
             if member.layout != layout:
                 raise bad(f"{where}: bit layout {member.layout!r}, not {layout!r}")
             if member.seed != header.seed:
@@ -767,8 +743,6 @@ class RotatingBloomFilter:
                               f"of {limit}" + (" (a full newest generation rotates out)"
                                                if newest else ""))
             self._gens.append(member)
-        if offset != size:
-            raise bad(f"{size - offset} unexpected bytes after the last generation")
         if self.insert_count != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the generations "
                       f"hold {self.insert_count}")
@@ -781,21 +755,9 @@ class RotatingBloomFilter:
 
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
-    def bad(reason: str) -> CorruptFileError:
-        return CorruptFileError(path, reason)
-    if header.kind != _files.KIND_ROTATING:
-        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-        raise bad(f"holds a {kind}, not a rotating Bloom filter")
-    if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
-        raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+    _members.check_header(header, path, _files.KIND_ROTATING)
     if header.layout not in _files.LAYOUT_NAMES:
-        raise bad(f"unknown bit layout id {header.layout}")
-    if header.flags != 0:
-        raise bad(f"unknown flags {header.flags:#x}")
-    if header.seed > MAX_SEED:
-        raise bad(f"seed {header.seed} does not fit in 32 bits")
-    if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
-        raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
+        raise CorruptFileError(path, f"unknown bit layout id {header.layout}")
 
 
 def _restore(cls: type, data: bytes) -> RotatingBloomFilter:

@@ -19,10 +19,10 @@ from typing import Any, BinaryIO, Iterable, List, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
-from crawldedup import _files
+from crawldedup import _files, _members
 from crawldedup._kernel import MAX_SEED, BloomBits
 from crawldedup.bloom import BloomFilter, optimal_parameters
-from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup.errors import CorruptFileError
 
 Key = Union[str, bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -30,9 +30,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 # The payload's parameter block: growth (u64), tightening (f64), number of
 # filters (u64).  Each member filter follows as a u64 length and its bytes.
 _PARAMS = struct.Struct("<QdQ")
-_LENGTH = struct.Struct("<Q")
-# The smallest member: a length field and a BloomFilter file of one word.
-_MIN_MEMBER = _LENGTH.size + _files.HEADER_SIZE + 8
 # add_many looks this many keys ahead (at least) when the newest filter is
 # nearly full; see there.
 _MIN_WINDOW = 4096
@@ -394,11 +391,7 @@ class ScalableBloomFilter:
 
     def _payload(self) -> bytearray:
         payload = bytearray(_PARAMS.pack(self._growth, self._tightening, len(self._filters)))
-        for f in self._filters:
-            data = f.to_bytes()
-            payload += _LENGTH.pack(len(data))
-            payload += data
-        return payload
+        return _members.pack(payload, self._filters)
 
     def _header(self, payload: bytearray) -> _files.Header:
         header = _files.Header(
@@ -468,37 +461,17 @@ class ScalableBloomFilter:
             raise bad(f"growth {growth} is below 2")
         if not 0.0 < tightening < 1.0:
             raise bad(f"tightening {tightening!r} outside (0, 1)")
-        if not 1 <= count <= (size - _PARAMS.size) // _MIN_MEMBER:
+        if not 1 <= count <= (size - _PARAMS.size) // _members.MIN_MEMBER:
             raise bad(f"{count} filters cannot fit in a payload of {size} bytes")
         self = cls.__new__(cls)
         self._set_state((header.capacity, header.error_rate, growth, tightening, header.seed),
                         [])
-        offset = _PARAMS.size
-        for index in range(count):
-            where = f"filter {index} of {count}"
-            if size - offset < _LENGTH.size:
-                raise bad(f"{where}: the payload ends before its length")
-            (length,) = _LENGTH.unpack_from(payload, offset)
-            offset += _LENGTH.size
-            if length > size - offset:
-                raise bad(f"{where}: {length} bytes announced, {size - offset} left")
-            member_bytes = payload[offset:offset + length]
-            offset += length
-            try:
-                member_header = _files.parse_header(
-                    member_bytes[:_files.HEADER_SIZE], length, None)
-                member = BloomFilter.from_bytes(member_bytes)
-            except CorruptFileError as exc:
-                raise bad(f"{where}: {exc.reason}") from None
-            except IncompatibleFilterError:
-                raise bad(f"{where}: its file format version is not the file's") from None
+        members = _members.read(payload, _PARAMS.size, count, "filter",
+                                lambda index: f"filter {index} of {count}", bad)
+        for index, (where, member) in enumerate(members):
             capacity, error_rate = self._next_member()
-            if member_header.flags != 0:
-                # e.g. DIRTY, which BloomFilter.from_bytes takes as leave to
-                # skip the member's checksum: never written by to_bytes().
-                raise bad(f"{where}: flags {member_header.flags:#x}")
-            if member_header.layout != header.layout:
-                raise bad(f"{where}: bit layout {member_header.layout}, not {header.layout}")
+            if member.layout != "standard":
+                raise bad(f"{where}: bit layout {member.layout!r}, not 'standard'")
             if member.seed != header.seed:
                 raise bad(f"{where}: seed {member.seed}, not {header.seed}")
             if (member.capacity, member.error_rate) != (capacity, error_rate):
@@ -518,8 +491,6 @@ class ScalableBloomFilter:
                           f"{capacity}" + (" (a full filter must hold exactly its capacity)"
                                            if full else ""))
             self._filters.append(member)
-        if offset != size:
-            raise bad(f"{size - offset} unexpected bytes after the last filter")
         if self.insert_count != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the filters hold "
                       f"{self.insert_count}")
@@ -531,24 +502,13 @@ class ScalableBloomFilter:
 
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a scalable Bloom filter crawldedup wrote."""
-    def bad(reason: str) -> CorruptFileError:
-        return CorruptFileError(path, reason)
-    if header.kind != _files.KIND_SCALABLE:
-        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-        raise bad(f"holds a {kind}, not a scalable Bloom filter")
-    if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
-        raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+    _members.check_header(header, path, _files.KIND_SCALABLE, "initial capacity")
     if header.layout != _files.LAYOUT_STANDARD:
-        raise bad(f"bit layout id {header.layout}; scalable filters use the standard layout, 0")
-    if header.flags != 0:
-        raise bad(f"unknown flags {header.flags:#x}")
+        raise CorruptFileError(path, f"bit layout id {header.layout}; scalable filters use "
+                                     f"the standard layout, 0")
     if header.num_bits != 0 or header.num_hashes != 0:
-        raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} are not 0")
-    if header.seed > MAX_SEED:
-        raise bad(f"seed {header.seed} does not fit in 32 bits")
-    if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
-        raise bad(f"initial capacity {header.capacity} / error_rate {header.error_rate!r} "
-                  f"out of range")
+        raise CorruptFileError(path, f"num_bits {header.num_bits} / num_hashes "
+                                     f"{header.num_hashes} are not 0")
 
 
 def _restore(cls: type, data: bytes) -> ScalableBloomFilter:

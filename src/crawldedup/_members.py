@@ -1,0 +1,79 @@
+"""What the files of filters made of several Bloom filters (scalable,
+rotating) share: the checks of their header, and their member filters, each
+stored as a u64 length and the member's complete BloomFilter bytes
+(docs/format.md)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Callable, Iterable, Iterator, Optional, Tuple, Union
+
+from crawldedup import _files
+from crawldedup._kernel import MAX_SEED
+from crawldedup.bloom import BloomFilter
+from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+LENGTH = struct.Struct("<Q")
+# The smallest member: a length field and a BloomFilter file of one word.
+MIN_MEMBER = LENGTH.size + _files.HEADER_SIZE + 8
+
+
+def pack(payload: bytearray, members: Iterable[BloomFilter]) -> bytearray:
+    """Append each member, length-prefixed, to payload."""
+    for member in members:
+        data = member.to_bytes()
+        payload += LENGTH.pack(len(data))
+        payload += data
+    return payload
+
+
+def check_header(header: _files.Header, path: Optional[PathLike], kind: int,
+                 capacity_name: str = "capacity") -> None:
+    """The checks every composite header needs: its kind, hash algorithm,
+    flags (none: such files are never mapped), seed and sizing ranges."""
+    def bad(reason: str) -> CorruptFileError:
+        return CorruptFileError(path, reason)
+    if header.kind != kind:
+        found = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+        raise bad(f"holds a {found}, not a {_files.KIND_NAMES[kind]}")
+    if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
+        raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+    if header.flags != 0:
+        raise bad(f"unknown flags {header.flags:#x}")
+    if header.seed > MAX_SEED:
+        raise bad(f"seed {header.seed} does not fit in 32 bits")
+    if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
+        raise bad(f"{capacity_name} {header.capacity} / error_rate {header.error_rate!r} "
+                  f"out of range")
+
+
+def read(payload: memoryview, offset: int, count: int, noun: str, where: Callable[[int], str],
+         bad: Callable[[str], CorruptFileError]) -> Iterator[Tuple[str, BloomFilter]]:
+    """The count members stored from offset, each with a description of where
+    it is for error messages; then that nothing follows the last one."""
+    size = len(payload)
+    for index in range(count):
+        here = where(index)
+        if size - offset < LENGTH.size:
+            raise bad(f"{here}: the payload ends before its length")
+        (length,) = LENGTH.unpack_from(payload, offset)
+        offset += LENGTH.size
+        if length > size - offset:
+            raise bad(f"{here}: {length} bytes announced, {size - offset} left")
+        data = payload[offset:offset + length]
+        offset += length
+        try:
+            header = _files.parse_header(data[:_files.HEADER_SIZE], length, None)
+            if header.flags != 0:
+                # to_bytes() writes none; DIRTY would skip the member's checksum.
+                raise CorruptFileError(None, f"flags {header.flags:#x}, not 0")
+            member = BloomFilter.from_bytes(data)
+        except (CorruptFileError, IncompatibleFilterError) as exc:
+            reason = exc.reason if isinstance(exc, CorruptFileError) else str(exc)
+            raise bad(f"{here}: {reason}") from None
+        yield here, member
+    if offset != size:
+        raise bad(f"{size - offset} unexpected bytes after the last {noun}")
