@@ -3,6 +3,7 @@
 CRAWLDEDUP_DEBUG_BUILD=1 builds with -O0 -g, assertions and Cython line tracing
 (for coverage of .pyx lines and for sanitizers); release builds use -O3.
 """
+import glob
 import os
 import sys
 
@@ -36,7 +37,7 @@ ext = Extension(
     include_dirs=["src"],
     define_macros=macros,
     extra_compile_args=compile_args,
-    depends=["src/_cd_support.h"],
+    depends=sorted(glob.glob("src/*.h") + glob.glob("src/*.pxi") + glob.glob("src/*.pxd")),
 )
 
 setup(ext_modules=cythonize([ext], compiler_directives=directives))
