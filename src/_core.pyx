@@ -81,6 +81,21 @@ DEF HUGE_PAGE_BYTES = 8 << 20
 # Lookups in filters up to this size test every bit without branching; see
 # _prefetch_group.
 DEF BRANCHLESS_MAX_BYTES = 8 << 20
+# Batches on filters larger than the caches touch each key's line first.
+DEF TOUCH_MIN_BYTES = 4 << 20
+# Where the touched bytes go, so the loads are not optimised away.
+cdef uint64_t _touch_sink = 0
+# Benchmarks switch prefetching (and touching) off to measure what it buys.
+cdef bint _prefetching = True
+
+
+def _set_prefetching(enabled):
+    """Turn the batch kernels' prefetches and line touches on or off (for
+    benchmarks; results are the same either way); the previous setting."""
+    global _prefetching
+    previous = _prefetching
+    _prefetching = bool(enabled)
+    return previous
 
 # Bit layouts (ids as stored in files).
 DEF LAYOUT_STANDARD = 0
@@ -684,6 +699,7 @@ cdef class BloomBits:
         # probing the current one, so the cache misses of a large filter
         # overlap.  Key bytes are only read while the GIL is held, so no other
         # thread can free or resize a key under us.
+        global _touch_sink
         cdef object seq
         cdef KeyView kv
         cdef uint64_t* idx
@@ -707,6 +723,9 @@ cdef class BloomBits:
         cdef int layout = self._layout
         cdef bint blocked = layout == LAYOUT_BLOCKED
         cdef bint branchless = adding or blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
+        cdef bint prefetch = _prefetching
+        cdef bint touch = prefetch and self._nbytes > TOUCH_MIN_BYTES
+        cdef uint64_t sink = 0
         if adding:
             self._writable()
         else:
@@ -761,7 +780,8 @@ cdef class BloomBits:
                     _positions(layout, h1, h2, k, m, unit, &idx[j * k])
                     # Fetch the key's bits while the next keys are hashed: by
                     # the time the chunk is probed they are in cache.
-                    _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
+                    if prefetch:
+                        _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
                 if adding and not atomic:
                     self._nogil_writers += 1
                 self._active += 1
@@ -769,6 +789,15 @@ cdef class BloomBits:
                 with nogil:
                     if adding and not atomic:
                         PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                    # Touch each key's first line in a loop of a few
+                    # instructions per key, so the processor has many
+                    # misses in flight at once (the probes below take tens
+                    # of instructions a key, which bounds how far out-of-
+                    # order execution reaches ahead); software prefetches
+                    # alone left most of the latency exposed.
+                    if touch:
+                        for j in range(cnt):
+                            sink += cd_load8(bits + (idx[j * k] >> 3))
                     g = 0
                     while g < cnt:
                         gcnt = cnt - g
@@ -799,6 +828,7 @@ cdef class BloomBits:
             if counted:  # pragma: no cover - the nogil block cannot raise
                 self._active -= 1
             PyMem_Free(idx)
+            _touch_sink += sink
             if fresh_count:
                 self._count_add(fresh_count)
         return out

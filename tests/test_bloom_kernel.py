@@ -191,3 +191,24 @@ def test_false_positive_rate_at_capacity(core, p, absent):
     rate = bits.contains_many(probes).mean()
     assert rate <= 1.1 * p, rate
     assert rate >= 0.5 * p, rate  # an implausibly low rate means the test is broken
+
+
+@pytest.mark.parametrize("layout", ["standard", "blocked"])
+def test_prefetch_switch_changes_no_answer(impl, layout):
+    # Filters above the size where batches touch lines first (4 MiB), with
+    # the benchmark switch on and off: the same answers and the same bits.
+    keys = [f"https://example.com/{i}" for i in range(3000)]
+    others = [f"https://example.org/{i}" for i in range(3000)]
+    made = []
+    for enabled in (True, False):
+        previous = impl._set_prefetching(enabled)
+        try:
+            bits = impl.BloomBits()
+            bits._init_bits(8 << 23, 7, layout=layout)
+            added = bits.add_many(keys[:2000])
+            found = bits.contains_many(keys + others)
+        finally:
+            assert impl._set_prefetching(previous) is enabled
+        made.append((added.tolist(), found.tolist(), bytes(bits._bits_view())))
+    assert made[0] == made[1]
+    assert all(made[0][0]) and all(made[0][1][:2000])

@@ -197,6 +197,17 @@ def hash_indices(key: Key, k: int, m: int, seed: int = 0,
 
 # ------------------------------------------------------------------ Bloom bits
 
+_prefetching = True
+
+
+def _set_prefetching(enabled: object) -> bool:
+    """The core's benchmark switch for batch prefetching; here it changes
+    nothing but the flag (results are the same either way)."""
+    global _prefetching
+    previous, _prefetching = _prefetching, bool(enabled)
+    return previous
+
+
 def nbytes_for(num_bits: int) -> int:
     """Bytes of storage for num_bits bits: whole 8-byte words."""
     return ((num_bits + 63) // 64) * 8
