@@ -271,3 +271,82 @@ def test_console_script_is_installed():
     assert script.exists()
     run = subprocess.run([str(script), "--version"], capture_output=True, timeout=60)
     assert run.returncode == 0 and run.stdout.startswith(b"crawldedup ")
+
+
+# ---------------------------------------------------------------- rotating states
+
+def later(state, days):
+    """Let `days` pass for the state file's rotation clock (the CLI uses the
+    real clock; a handle with a clock that far ahead does the rotations due)."""
+    from crawldedup.rotating import RotatingBloomFilter
+    ahead = time.time() + days * 86400
+    with RotatingBloomFilter.open(state, clock=lambda: ahead) as rf:
+        return rf.rotate_if_due()
+
+
+def test_rotating_state_forgets_urls_not_met_for_a_window(tmp_path):
+    state = tmp_path / "seen.rbf"
+    run = crawldedup("urls", "--state", state, "--rotate-every", "1d", "--capacity", 1000,
+                     stdin=b"https://a/1\nhttps://a/2\n")
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == ["https://a/1", "https://a/2"]
+    assert lines(crawldedup("urls", "--state", state, stdin=b"https://a/1\n").stdout) == []
+    assert later(state, 1.2) == 1  # a/2 now only in the older generation
+    # a/1 met again: not printed, and refreshed into the newest generation.
+    again = crawldedup("urls", "--state", state, stdin=b"https://a/1\nhttps://a/3\n")
+    assert lines(again.stdout) == ["https://a/3"]
+    assert later(state, 2.2) == 1  # the generation holding only a/2 is dropped
+    run = crawldedup("urls", "--state", state,
+                     stdin=b"https://a/1\nhttps://a/2\nhttps://a/3\n")
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == ["https://a/2"]  # forgotten, so printed again
+
+
+def test_rotating_state_parameters_and_info(tmp_path):
+    state = tmp_path / "seen.rbf"
+    run = crawldedup("urls", "--state", state, "--rotate-every", "12h", "--generations", 3,
+                     "--capacity", 500, "--layout", "blocked", stdin=b"u1\nu2\n")
+    assert run.returncode == 0, run.stderr
+    # Later runs take the parameters from the file, and say so when asked others.
+    run = crawldedup("urls", "--state", state, "--rotate-every", "1d", stdin=b"u3\n")
+    assert run.returncode == 0 and lines(run.stdout) == ["u3"]
+    assert b"rotation every 12h; using those, not --rotate-every 1d" in run.stderr
+    info = crawldedup("info", state)
+    assert info.returncode == 0, info.stderr
+    text = info.stdout.decode()
+    for expected in ("kind: rotating Bloom filter", "capacity: 500 per generation",
+                     "layout: blocked", "generations: 3", "rotation: every 12h",
+                     "rotations: 0", "inserted per generation (oldest first): 0, 0, 3",
+                     "checksum: verified"):
+        assert expected in text, text
+
+
+def test_a_plain_state_cannot_rotate(tmp_path):
+    state = tmp_path / "seen.bloom"
+    assert crawldedup("urls", "--state", state, stdin=b"u1\n").returncode == 0
+    run = crawldedup("urls", "--state", state, "--rotate-every", "1d", stdin=b"u2\n")
+    assert run.returncode == 1
+    assert b"holds a Bloom filter, which cannot rotate" in run.stderr
+    assert run.stdout == b""
+
+
+@pytest.mark.parametrize("text, seconds", [("3600", 3600), ("90s", 90), ("15m", 900),
+                                           ("12h", 43200), ("7d", 604800), ("2w", 1209600),
+                                           ("1d12h", 129600), ("0.5h", 1800)])
+def test_durations(text, seconds):
+    from crawldedup.cli import _duration, _format_duration
+    assert _duration(text) == seconds
+    assert _duration(_format_duration(seconds)) == seconds
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--rotate-every", "soon"], b"not a duration"),
+    (["--rotate-every", "0"], b"positive duration"),
+    (["--rotate-every", "1d tomorrow"], b"not a duration"),
+    (["--generations", "1"], b"must be in [2, 64]"),
+    (["--generations", "65"], b"must be in [2, 64]"),
+])
+def test_rotation_usage_errors_exit_2(tmp_path, args, words):
+    run = crawldedup("urls", "--state", tmp_path / "s", *args, stdin=b"u\n")
+    assert run.returncode == 2 and words in run.stderr, run.stderr
+    assert not (tmp_path / "s").exists()

@@ -31,7 +31,9 @@ from crawldedup.rotating import RotatingBloomFilter
 
 PURE = crawldedup.IMPLEMENTATION == "reference"
 HEADER = 4096
-STATE = struct.Struct("<QdddQQ")  # docs/format.md, "Rotating Bloom filter file"
+STATE = struct.Struct("<QdddQQQQdQQQQ")  # docs/format.md, "Rotating Bloom filter file"
+STATE_BYTES = 4096
+COUNTS_AT = 128
 
 
 class FakeClock:
@@ -731,6 +733,10 @@ def test_subclass_round_trips_keep_the_class(tmp_path):
     assert type(Mine.load(tmp_path / "m")) is Mine
 
 
+def slot_bytes(f):
+    return -(-f.nbytes // 4096) * 4096
+
+
 def test_file_layout_is_as_documented():
     rf = populated()
     data = rf.to_bytes()
@@ -744,15 +750,19 @@ def test_file_layout_is_as_documented():
     assert (off, len(data)) == (4096, off + size)
     assert crc == zlib.crc32(data[off:], zlib.crc32(data[:88] + b"\0\0\0\0" + data[92:off]))
     assert not any(data[96:4096])
-    generations, every, fill, epoch, periods, rotations = STATE.unpack_from(data, off)
-    assert (generations, every, fill, epoch, periods, rotations) == (3, 10.0, 0.5, 50.0, 1, 2)
-    assert epoch + periods * every == rf.last_rotation
-    at = off + STATE.size
-    for member in rf.filters:  # oldest first, each length-prefixed
-        (length,) = struct.unpack_from("<Q", data, at)
-        assert data[at + 8:at + 8 + length] == member.to_bytes()
-        at += 8 + length
-    assert at == len(data)
+    fields = STATE.unpack_from(data, off)
+    assert fields[:8] == (3, 10.0, 0.5, 50.0, 1, 2, 2, 0)  # saved: newest in the last slot
+    assert fields[0 + 3] + fields[4] * fields[1] == rf.last_rotation
+    counts = struct.unpack_from("<3Q", data, off + COUNTS_AT)
+    assert list(counts) == [f.insert_count for f in rf.filters]
+    assert not any(data[off + STATE.size:off + COUNTS_AT])
+    assert not any(data[off + COUNTS_AT + 24:off + STATE_BYTES])
+    slot = slot_bytes(newest)
+    assert slot % 4096 == 0 and size == STATE_BYTES + 3 * slot
+    for index, member in enumerate(rf.filters):  # oldest first, each in a page-aligned slot
+        at = off + STATE_BYTES + index * slot
+        assert data[at:at + member.nbytes] == bytes(member._bits_view())
+        assert not any(data[at + member.nbytes:at + slot])
     unscheduled = RotatingBloomFilter(10, 0.1, 2, clock=FakeClock(-2.5)).to_bytes()
     every, fill, epoch, periods = struct.unpack_from("<dddQ", unscheduled, 4096 + 8)
     assert math.isnan(every) and math.isnan(fill) and (epoch, periods) == (-2.5, 0)
@@ -775,22 +785,33 @@ SAMPLE = sample()
 GOOD = SAMPLE.to_bytes()
 N = len(GOOD)
 MEMBER_RATE = 0.01 / 3
+SLOT = slot_bytes(SAMPLE.filters[0])
+NBYTES = SAMPLE.filters[0].nbytes
+BITS = [bytes(f._bits_view()) for f in SAMPLE.filters]
+COUNTS = [f.insert_count for f in SAMPLE.filters]
+NAN = float("nan")
 
 
-def craft(generations=3, every=10.0, fill=0.9, epoch=112.0, periods=0, rotations=2,
-          members=None, extra=b"", **header):
-    """A file with the given state block, generations and header fields, sealed."""
-    if members is None:
-        members = [f.to_bytes() for f in SAMPLE.filters]
-    payload = STATE.pack(generations, every, fill, epoch, periods, rotations)
-    for member in members:
-        payload += struct.pack("<Q", len(member)) + member
+def craft(generations=3, every=10.0, fill=0.9, epoch=112.0, periods=0, rotations=2, newest=2,
+          sequence=0, pending=(0.0, 0, 0, 0, 0), counts=None, slots=None, extra=b"",
+          slot_size=None, **header):
+    """A file with the given state block, slots and header fields, sealed."""
+    counts = COUNTS if counts is None else counts
+    slots = BITS if slots is None else slots
+    slot_size = SLOT if slot_size is None else slot_size
+    state = bytearray(STATE_BYTES)
+    STATE.pack_into(state, 0, generations, every, fill, epoch, periods, rotations, newest,
+                    sequence, *pending)
+    for index, value in enumerate(counts):
+        struct.pack_into("<Q", state, COUNTS_AT + 8 * index, value)
+    payload = bytes(state)
+    for bits in slots:
+        payload += bits + bytes(slot_size - len(bits))
     payload += extra
-    newest = SAMPLE.filters[-1]
+    newest_filter = SAMPLE.filters[-1]
     fields = dict(kind=3, hash_algorithm=1, layout=0, flags=0, seed=0,
-                  num_bits=newest.num_bits, num_hashes=newest.num_hashes, capacity=30,
-                  error_rate=0.01,
-                  insert_count=sum(struct.unpack_from("<Q", m, 64)[0] for m in members),
+                  num_bits=newest_filter.num_bits, num_hashes=newest_filter.num_hashes,
+                  capacity=30, error_rate=0.01, insert_count=sum(counts),
                   payload_size=len(payload))
     fields.update(header)
     head = _files.Header(**fields)
@@ -831,8 +852,14 @@ def member(capacity=30, error_rate=MEMBER_RATE, **kwargs):
     return BloomFilter(capacity, error_rate, **kwargs).to_bytes()
 
 
-OLDEST, MIDDLE, NEWEST = (f.to_bytes() for f in SAMPLE.filters)
-NAN = float("nan")
+def padded_bit_set():
+    # A bit past num_bits in the last word of slot 1.
+    bits = bytearray(BITS[1])
+    tail = SAMPLE.filters[0].num_bits % 64
+    assert tail, "the sample's bit count must leave padding bits"
+    bits[-1] |= 0x80
+    return [BITS[0], bytes(bits), BITS[2]]
+
 
 CASES = {
     "empty": (b"", CorruptFileError, "empty"),
@@ -841,7 +868,8 @@ CASES = {
     "last byte cut": (GOOD[:-1], CorruptFileError, "truncated"),
     "trailing junk": (GOOD + b"\0", CorruptFileError, "unexpected bytes"),
     "flip in state": (flip(GOOD, HEADER + 3), CorruptFileError, "checksum"),
-    "flip in a generation": (flip(GOOD, N - 5, 2), CorruptFileError, "checksum"),
+    "flip in a generation": (flip(GOOD, HEADER + STATE_BYTES + 5, 2), CorruptFileError,
+                             "checksum"),
     "future version": (reseal(GOOD[:8] + struct.pack("<H", 2) + GOOD[10:]),
                        IncompatibleFilterError, "version 2"),
     "a Bloom filter": (member(), CorruptFileError,
@@ -856,16 +884,23 @@ CASES = {
     "header num_bits": (craft(num_bits=1000), CorruptFileError, "num_bits 1000"),
     "header insert count": (craft(insert_count=33), CorruptFileError,
                             "insert count 33 in the header"),
-    "short state": (craft(members=[], generations=3)[:HEADER + 10], CorruptFileError,
-                    "truncated"),
     "state block cut": (seal(bytes(10)), CorruptFileError,
-                        "payload of 10 bytes, shorter than the 48-byte state block"),
+                        "payload of 10 bytes, shorter than the 4096-byte state block"),
     "1 generation": (craft(generations=1), CorruptFileError, r"generations 1 outside \[2, 64\]"),
     "65 generations": (craft(generations=65), CorruptFileError, "generations 65 outside"),
-    "more generations than fit": (craft(generations=4), CorruptFileError,
-                                  "4 generations cannot fit"),
-    "fewer generations than stored": (craft(generations=2), CorruptFileError,
+    "more generations than stored": (craft(generations=4, newest=3), CorruptFileError,
+                                     "num_bits .* do not match"),
+    "fewer generations than stored": (craft(generations=2, newest=1, counts=COUNTS[:2]),
+                                      CorruptFileError,
                                       "num_bits .* do not match"),
+    "a slot missing": (craft(slots=BITS[:2], counts=COUNTS[:2] + [0]), CorruptFileError,
+                       "3 generations of .* bits take"),
+    "slots not page-aligned": (craft(slot_size=NBYTES), CorruptFileError,
+                               "3 generations of .* bits take"),
+    "bits past a slot's bits": (craft(slots=[BITS[0], BITS[1] + b"\x01", BITS[2]]),
+                                CorruptFileError, "slot 1: bytes past its bits are set"),
+    "padding bit set": (craft(slots=padded_bit_set()), CorruptFileError,
+                        "slot 1: padding bits past num_bits"),
     "negative period": (craft(every=-10.0), CorruptFileError, "rotate_every -10.0"),
     "infinite period": (craft(every=float("inf")), CorruptFileError, "rotate_every inf"),
     "zero period": (craft(every=0.0), CorruptFileError, "rotate_every 0.0"),
@@ -878,43 +913,64 @@ CASES = {
     "too many periods": (craft(periods=2 ** 60), CorruptFileError, "rotation periods"),
     "schedule past the end of time": (craft(epoch=1.7e308, every=1e308, periods=0),
                                       CorruptFileError, "not a finite time"),
-    "generation length too long": (reseal(GOOD[:HEADER + STATE.size] + struct.pack("<Q", 2 ** 40)
-                                          + GOOD[HEADER + STATE.size + 8:]), CorruptFileError,
-                                   "generation 0 of 3 .*1099511627776 bytes announced"),
-    "generation cut short": (craft(members=[OLDEST, MIDDLE, NEWEST[:-8]]), CorruptFileError,
-                             "generation 2 of 3 .*truncated"),
-    "generation with junk": (craft(members=[OLDEST, MIDDLE + b"\0" * 8, NEWEST]),
-                             CorruptFileError, "generation 1 of 3 .*unexpected bytes"),
-    "damaged generation": (craft(members=[OLDEST, flip(MIDDLE, HEADER + 1), NEWEST]),
-                           CorruptFileError, "generation 1 of 3 .*checksum"),
-    "generation of another rate": (craft(members=[OLDEST, member(30, 0.005), NEWEST]),
-                                   CorruptFileError, "generation 1 of 3 .*error rate"),
-    "generation of another capacity": (craft(members=[member(31), MIDDLE, NEWEST]),
-                                       CorruptFileError, "generation 0 of 3 .*capacity 31"),
-    "generation of another seed": (craft(members=[OLDEST, MIDDLE, member(seed=4)]),
-                                   CorruptFileError, "generation 2 of 3 .*seed 4"),
-    "generation of another layout": (craft(members=[OLDEST, member(layout="blocked"), NEWEST]),
-                                     CorruptFileError, "generation 1 of 3 .*layout"),
-    "generation of a future version": (
-        craft(members=[OLDEST, reseal(MIDDLE[:8] + struct.pack("<H", 3) + MIDDLE[10:]), NEWEST]),
-        CorruptFileError, "generation 1 of 3 .*version 3"),
-    "generation marked dirty": (
-        craft(members=[OLDEST, reseal(MIDDLE[:20] + struct.pack("<I", 1) + MIDDLE[24:]), NEWEST]),
-        CorruptFileError, "generation 1 of 3 .*flags 0x1, not 0"),
-    "no generations": (craft(members=[]), CorruptFileError, "cannot fit"),
-    "bytes after the generations": (craft(extra=b"\0" * 5000), CorruptFileError,
-                                    "5000 unexpected bytes after the last generation"),
-    "generation over the fill limit": (craft(fill=25 / 30), CorruptFileError,
-                                       "generation 1 of 3 .*insert count 27 with a fill limit "
-                                       "of 25$"),
-    "full newest generation": (craft(members=[NEWEST] * 3, fill=5 / 30), CorruptFileError,
-                               "generation 2 of 3 .*insert count 5 with a fill limit of 5 "
-                               r"\(a full newest generation rotates out\)"),
+    "newest slot out of range": (craft(newest=3), CorruptFileError,
+                                 "newest generation slot 3, not below 3"),
+    "rotation in progress dropping none": (craft(sequence=1, pending=(120.0, 0, 2, 2, 0)),
+                                           CorruptFileError, "drops 0 generations"),
+    "rotation in progress dropping too many": (craft(sequence=1, pending=(120.0, 0, 6, 2, 4)),
+                                               CorruptFileError, "drops 4 generations"),
+    "rotation in progress to the wrong slot": (craft(sequence=1, pending=(120.0, 0, 3, 2, 1)),
+                                               CorruptFileError, "does not follow"),
+    "rotation in progress with a bad epoch": (craft(sequence=1, pending=(NAN, 0, 3, 0, 1)),
+                                              CorruptFileError,
+                                              "the rotation in progress: epoch nan"),
+    "bytes after the slots": (craft(extra=b"\0" * 5000), CorruptFileError,
+                              "3 generations of .* bits take"),
 }
+
+
+def junk_in_state_block():
+    state = bytearray(craft())
+    state[HEADER + 110] = 1  # between the pending rotation and the counts
+    return reseal(bytes(state))
+
+
+CASES["junk in the state block"] = (junk_in_state_block(), CorruptFileError,
+                                    "unused bytes of the state block are set")
 
 
 def test_the_crafted_file_is_otherwise_valid():
     assert RotatingBloomFilter.from_bytes(craft(), clock=SAMPLE.clock) == SAMPLE
+
+
+def test_slots_are_a_ring_starting_after_the_newest():
+    # The same filter with its slots rotated by one: newest in slot 0.
+    ring = craft(newest=0, slots=[BITS[2], BITS[0], BITS[1]],
+                 counts=[COUNTS[2], COUNTS[0], COUNTS[1]])
+    assert RotatingBloomFilter.from_bytes(ring, clock=SAMPLE.clock) == SAMPLE
+
+
+def test_a_rotation_left_half_done_is_finished_on_load():
+    # A writer killed while rotating: the pending fields say what it was
+    # doing (drop the oldest slot, 0, and make it the newest).
+    half = craft(sequence=1, pending=(120.0, 0, 3, 0, 1), flags=_files.FLAG_DIRTY)
+    rf = RotatingBloomFilter.from_bytes(half, clock=FakeClock(121.0))
+    expected = SAMPLE.copy()
+    expected._clock = FakeClock(120.0)
+    expected.rotate()
+    assert rf == expected
+    assert [f.insert_count for f in rf.filters] == [27, 5, 0]
+    assert rf.last_rotation == 120.0 and rf.rotations == 3
+
+
+def test_a_dirty_file_loads_without_its_checksum():
+    # A stale insert count and no checksum, as a killed writer leaves them.
+    dirty = craft(flags=_files.FLAG_DIRTY, insert_count=0)
+    dirty = dirty[:88] + b"\0\0\0\0" + dirty[92:]
+    assert RotatingBloomFilter.from_bytes(dirty, clock=SAMPLE.clock) == SAMPLE
+    with pytest.raises(CorruptFileError, match="checksum"):
+        RotatingBloomFilter.from_bytes(craft(insert_count=0)[:88] + b"\0\0\0\0"
+                                       + craft()[92:])
 
 
 @pytest.mark.parametrize("how", ["load", "from_bytes"])

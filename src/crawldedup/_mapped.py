@@ -18,11 +18,12 @@ open (POSIX; on Windows there is no such coordination).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import sys
 import zlib
-from typing import List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from crawldedup import _files
 
@@ -65,7 +66,13 @@ class MappedFile:
         self.mem = mem
         self.readonly = readonly
         self.closed = False
+        # Set once this process marked the file DIRTY: only then does close()
+        # seal it (a file refused at opening is left exactly as it was).
+        self._marked = False
         self._views: List[memoryview] = []
+        # Called just before the checksum is computed by seal(), to bring
+        # derived fields (a composite file's insert count) up to date.
+        self.before_seal: Optional[Callable[[], None]] = None
 
     @classmethod
     def open(cls, path: str, readonly: bool) -> "MappedFile":
@@ -92,6 +99,28 @@ class MappedFile:
         self._views.append(view)
         return view
 
+    def words(self, start: int, stop: int) -> memoryview:
+        """The mapping from start to stop as native unsigned 64-bit words
+        (the file is little-endian; callers check the byte order), released
+        when the file is closed."""
+        view = self.view(start, stop).cast("Q")
+        self._views.insert(0, view)  # released before the view it is cast from
+        return view
+
+    @contextlib.contextmanager
+    def writer_section(self) -> Iterator[None]:
+        """Exclusion between the processes that change shared state beyond
+        single bits (a rotation): a POSIX record lock on the file's first
+        byte, independent of the flock that tracks who has the file open."""
+        if fcntl is None:  # pragma: no cover - Windows: one process per file
+            yield
+            return
+        fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, 0, os.SEEK_SET)
+        try:
+            yield
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, 0, os.SEEK_SET)
+
     @property
     def size(self) -> int:
         return len(self.mem)
@@ -113,6 +142,7 @@ class MappedFile:
 
     def mark_dirty(self) -> None:
         self._set_flags(self._flags() | _files.FLAG_DIRTY)
+        self._marked = True
 
     def checksum(self) -> int:
         """CRC-32 of the file as stored now, as _files.checksum computes it."""
@@ -133,6 +163,8 @@ class MappedFile:
 
     def seal(self) -> None:
         """Clear DIRTY and write the checksum (the caller holds the file alone)."""
+        if self.before_seal is not None:
+            self.before_seal()
         self._set_flags(self._flags() & ~_files.FLAG_DIRTY)
         crc = self.checksum()
         self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
@@ -152,7 +184,7 @@ class MappedFile:
         if self.closed:
             return
         try:
-            if not self.readonly:
+            if not self.readonly and self._marked:
                 if self.try_exclusive():
                     self.seal()
                 self.mem.flush()
@@ -167,12 +199,13 @@ class MappedFile:
                 os.close(self.fd)  # also releases the lock
 
 
-def create(path: str, header: _files.Header, exclusive: bool) -> bool:
+def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"") -> bool:
     """Write a new state file of zero bits (sparse where the file system
     allows), DIRTY since it has no checksum yet.  ``exclusive``: never replace
     an existing file (False is returned when one appeared meanwhile);
     otherwise replace it atomically, so that processes still mapping the old
-    one keep a valid mapping (of the old file)."""
+    one keep a valid mapping (of the old file).  ``prefix``: the first bytes
+    of the payload (a composite file's state block); the rest is zero."""
     target = os.path.abspath(path)
     header.flags |= _files.FLAG_DIRTY
     header.checksum = 0
@@ -180,6 +213,7 @@ def create(path: str, header: _files.Header, exclusive: bool) -> bool:
     try:
         with open(tmp, "wb") as f:
             f.write(header.pack())
+            f.write(prefix)
             f.truncate(_files.HEADER_SIZE + header.payload_size)
             f.flush()
             os.fsync(f.fileno())

@@ -135,12 +135,19 @@ class _OutputFailed(Exception):
     pass
 
 
-def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> BloomFilter:
-    """The state file, mapped in place (created with the options when missing)."""
+def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
+    """The state file, mapped in place (created with the options when missing):
+    a BloomFilter, or a RotatingBloomFilter with --rotate-every/--generations
+    or when the file holds one."""
+    rotating_asked = args.rotate_every is not None or args.generations is not None
+    header = None
     if os.path.exists(path):
         with open(path, "rb") as f:
             head = f.read(_files.HEADER_SIZE)
         header = _files.parse_header(head, os.path.getsize(path), path)
+    if rotating_asked or (header is not None and header.kind == _files.KIND_ROTATING):
+        return _open_rotating(path, header, args, err)
+    if header is not None:
         found = BloomFilter._header_params(header, path)
         asked = []
         if args.capacity is not None and args.capacity != found[0]:
@@ -158,6 +165,80 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> BloomFilte
         path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
         DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
         layout=args.layout or "standard", mode="c")
+
+
+def _open_rotating(path: str, header: Optional[_files.Header], args: argparse.Namespace,
+                   err: IO[str]) -> Any:
+    from crawldedup.rotating import RotatingBloomFilter
+
+    if header is None:
+        return RotatingBloomFilter.open(
+            path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
+            DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
+            2 if args.generations is None else args.generations,
+            rotate_every=args.rotate_every, layout=args.layout or "standard", mode="c")
+    if header.kind != _files.KIND_ROTATING:
+        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+        raise CrawldedupError(
+            f"the state file {path!r} holds a {kind}, which cannot rotate; give a new --state "
+            f"path for a rotating state (--rotate-every/--generations)")
+    rf = RotatingBloomFilter.open(path, mode="c")
+    wanted = [("--capacity", args.capacity, rf.capacity),
+              ("--error-rate", args.error_rate, rf.error_rate),
+              ("--layout", args.layout, rf.layout),
+              ("--generations", args.generations, rf.generations),
+              ("--rotate-every", args.rotate_every, rf.rotate_every)]
+    asked = [f"{flag} {_show(value, flag)}" for flag, value, found in wanted
+             if value is not None and value != found]
+    if asked:
+        err.write(f"crawldedup: note: {path} was created with capacity {rf.capacity}, error "
+                  f"rate {rf.error_rate}, the {rf.layout} layout, {rf.generations} "
+                  f"generations and rotation every {_show(rf.rotate_every, '--rotate-every')}"
+                  f"; using those, not {' '.join(asked)}\n")
+    return rf
+
+
+def _show(value: Any, flag: str) -> str:
+    if flag == "--rotate-every":
+        return "never (by hand only)" if value is None else _format_duration(value)
+    return str(value)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds in '3600', '90s', '15m', '12h', '7d', '2w' or a sum like '1d12h'."""
+    import re
+    spec = text.strip().lower()
+    try:
+        seconds = float(spec)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", spec)
+        if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhdw])", "", spec).strip():
+            raise argparse.ArgumentTypeError(
+                f"not a duration: {text!r} (use seconds, or a number with a unit s, m, h, d "
+                f"or w, e.g. 12h or 1d12h)") from None
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if not (seconds > 0 and seconds < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
+    return seconds
+
+
+def _format_duration(seconds: float) -> str:
+    for unit, size in (("w", 604800.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _generations(text: str) -> int:
+    from crawldedup.rotating import MAX_GENERATIONS, MIN_GENERATIONS
+    value = _positive_int(text)
+    if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
+        raise argparse.ArgumentTypeError(
+            f"must be in [{MIN_GENERATIONS}, {MAX_GENERATIONS}], got {value}")
+    return value
 
 
 class _Journal:
@@ -233,6 +314,7 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
 
     with _StateLock(state), _SignalGuard() as guard:
         bf = _open_state(state, args, err)
+        rotating = hasattr(bf, "generations")
         journal = _Journal(state + ".pending")
         try:
             replay = journal.pending()
@@ -258,6 +340,11 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                     if fresh:
                         deliver(fresh)
                         new += len(fresh)
+                    if rotating and len(fresh) < len(chunk):
+                        # Refresh on sight: a URL that keeps coming stays
+                        # remembered; one not met for a whole window is
+                        # forgotten and printed again when it comes back.
+                        bf.add_many(chunk)
                 if guard.signum is not None:
                     break
         except _OutputFailed as exc:
@@ -276,8 +363,9 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
             for f in sources:
                 if f is not stdin:
                     f.close()
-            summary = (bf.fill_ratio, bf.insert_count, bf.capacity, bf.estimated_error_rate,
-                       bf.error_rate)
+            summary = (bf.fill_ratio,
+                       bf.filters[-1].insert_count if rotating else bf.insert_count,
+                       bf.capacity, bf.estimated_error_rate, bf.error_rate)
             bf.close()
             journal.close()
 
@@ -286,10 +374,12 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}, "
               f"fill ratio {fill:.4g}, state {args.state}\n")
     if count > capacity:
-        err.write(f"crawldedup: warning: the state holds about {count} URLs, more than "
+        where = "its newest generation holds" if rotating else "the state holds about"
+        err.write(f"crawldedup: warning: {where} {count} URLs, more than "
                   f"its capacity {capacity}; its false-positive rate is now about "
                   f"{rate_now:.3g} (asked: {rate}). Start a new state "
-                  f"with a larger --capacity.\n")
+                  f"with a larger --capacity" + (" or rotate more often" if rotating else "")
+                  + ".\n")
     if guard.signum is not None:
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
@@ -323,6 +413,8 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
                                 "verified" if args.verify or args.repair or size < 64 << 20
                                 else "not checked (large file; --verify checks it)"),
             ]
+    elif header.kind == _files.KIND_ROTATING:
+        lines += _describe_rotating(path, header, size, args)
     else:
         loader = _composite_loader(header.kind)
         if loader is None:
@@ -332,6 +424,52 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
             lines.append(repr(obj))
     out.write("\n".join(lines) + "\n")
     return 0
+
+
+def _when(seconds: Optional[float]) -> str:
+    import datetime
+    if seconds is None:
+        return "never"
+    try:
+        moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds:g} s"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _describe_rotating(path: str, header: _files.Header, size: int,
+                       args: argparse.Namespace) -> List[str]:
+    from crawldedup.rotating import RotatingBloomFilter
+    dirty = bool(header.flags & _files.FLAG_DIRTY)
+    # Read-only: it shows the state its writers left, and rotates nothing.
+    with RotatingBloomFilter.open(path, mode="c" if args.repair else "r",
+                                  verify=args.verify) as rf:
+        first = rf.filters[0]
+        every = rf.rotate_every
+        due = rf.next_rotation
+        lines = [
+            f"capacity: {rf.capacity:,} per generation",
+            f"error rate (target): {rf.error_rate:g} (each generation {rf.error_rate / rf.generations:.3g})",
+            f"layout: {rf.layout}",
+            f"generations: {rf.generations}, each {first.num_bits:,} bits "
+            f"({first.nbytes / 2**20:,.2f} MiB), hash functions: {first.num_hashes}, "
+            f"seed: {rf.seed}",
+            "rotation: " + ("by hand only" if every is None else f"every {_format_duration(every)}")
+            + ("" if rf.rotate_at_fill is None else f", and when the newest generation is "
+               f"{rf.rotate_at_fill:g} full"),
+            f"rotations: {rf.rotations:,}, last {_when(rf.last_rotation)}, next "
+            f"{_when(due)}",
+            "inserted per generation (oldest first): "
+            + ", ".join(f"{f.insert_count:,}" for f in rf.filters),
+            f"estimated count: {rf.estimated_count():,}",
+            f"fill ratio: {rf.fill_ratio:.4f}",
+            f"estimated false-positive rate now: {rf.estimated_error_rate:.4g}",
+            "checksum: " + ("not up to date (open for writing, or its writer was killed; "
+                            "--repair seals it)" if dirty and not args.repair else
+                            "verified" if args.verify or args.repair or size < 64 << 20
+                            else "not checked (large file; --verify checks it)"),
+        ]
+    return lines
 
 
 def _composite_loader(kind: int) -> Optional[Any]:
@@ -393,6 +531,13 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--layout", choices=LAYOUTS,
                       help="bit layout of a new state: 'blocked' keeps each URL's bits in one "
                            "cache line (faster for big states, a few %% more memory)")
+    urls.add_argument("--rotate-every", type=_duration, metavar="DURATION",
+                      help="a rotating state: forget a URL not met for about GENERATIONS x "
+                           "DURATION (e.g. 1d, 12h, 3600), so it is printed again; the "
+                           "capacity is per DURATION")
+    urls.add_argument("--generations", type=_generations, metavar="N",
+                      help="generations of a new rotating state (default 2): a URL is "
+                           "remembered for N-1 to N rotation periods after it was last met")
 
     info = commands.add_parser(
         "info", help="describe a state file",

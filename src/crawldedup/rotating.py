@@ -22,16 +22,18 @@ import math
 import numbers
 import os
 import struct
+import sys
 import time
-from typing import Any, BinaryIO, Callable, Iterable, Optional, Sequence, Tuple, Union
+from typing import (Any, BinaryIO, Callable, Dict, Iterable, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 
 from crawldedup import _files, _members
-from crawldedup._kernel import MAX_SEED, BloomBits
-from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
-                              optimal_parameters)
-from crawldedup.errors import CorruptFileError
+from crawldedup._kernel import MAX_SEED, BloomBits, nbytes_for
+from crawldedup.bloom import (VERIFY_BELOW_BYTES, BloomFilter, _check_capacity,
+                              _check_error_rate, _check_layout, optimal_parameters)
+from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 Key = Union[str, bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -40,12 +42,21 @@ Clock = Callable[[], float]
 MIN_GENERATIONS = 2
 MAX_GENERATIONS = 64
 
-# The parameter-and-state block at the start of the payload (docs/format.md):
-# generations (u64), rotate_every (f64, NaN for None), rotate_at_fill (f64,
-# NaN for None), schedule epoch (f64), timed periods since the epoch (u64),
-# rotation count (u64).  The generations follow, oldest first, each as a u64
-# length and the generation's BloomFilter.to_bytes().
-_STATE = struct.Struct("<QdddQQ")
+# The payload (docs/format.md, "Rotating Bloom filter file"): a state block
+# of STATE_BYTES, then one page-aligned slot of bits per generation, used as a
+# ring.  The state block holds u64 / f64 words: generations, rotate_every
+# (NaN for None), rotate_at_fill (NaN for None), schedule epoch, timed periods
+# since the epoch, rotation count, the slot of the newest generation, a
+# sequence number (odd while a rotation is being written), the rotation being
+# written (epoch, periods, rotations, newest slot, slots dropped), then from
+# word _W_COUNTS each slot's insert count.  The rest is zero.
+STATE_BYTES = 4096
+_STATE = struct.Struct("<QdddQQQQdQQQQ")
+(_W_GENERATIONS, _W_EVERY, _W_FILL, _W_EPOCH, _W_PERIODS, _W_ROTATIONS, _W_NEWEST,
+ _W_SEQUENCE, _W_P_EPOCH, _W_P_PERIODS, _W_P_ROTATIONS, _W_P_NEWEST, _W_DROPS) = range(13)
+_W_COUNTS = 16
+_COUNTS_AT = 8 * _W_COUNTS
+_PAGE = 4096
 # Past this many periods since the epoch, float arithmetic can no longer tell
 # consecutive period boundaries apart: the schedule is re-anchored.
 _MAX_PERIODS = 1 << 52
@@ -146,6 +157,101 @@ def _any_holds(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarra
 
 # ---------------------------------------------------------------- the filter
 
+def _slot_bytes(num_bits: int) -> int:
+    """A generation's slot: its bits, rounded up to whole pages."""
+    return -(-nbytes_for(num_bits) // _PAGE) * _PAGE
+
+
+def _as_float(word: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", word))[0])
+
+
+def _as_word(value: float) -> int:
+    return int(struct.unpack("<Q", struct.pack("<d", value))[0])
+
+
+class _State(NamedTuple):
+    generations: int
+    rotate_every: Optional[float]
+    rotate_at_fill: Optional[float]
+    epoch: float
+    periods: int
+    rotations: int
+    newest: int
+    sequence: int
+    pending_epoch: float
+    pending_periods: int
+    pending_rotations: int
+    pending_newest: int
+    drops: int
+
+
+def _check_schedule(every: Optional[float], epoch: float, periods: int, what: str,
+                    bad: Callable[[str], CorruptFileError]) -> None:
+    if not math.isfinite(epoch):
+        raise bad(f"{what}epoch {epoch!r} is not a finite time")
+    if every is None and periods != 0:
+        raise bad(f"{what}{periods} timed rotation periods without rotate_every")
+    if periods >= _MAX_PERIODS:
+        raise bad(f"{what}{periods} rotation periods since the epoch, more than 2**52")
+    if every is not None and not math.isfinite(epoch + (periods + 1) * every):
+        raise bad(f"{what}the next rotation after epoch {epoch!r} and {periods} periods of "
+                  f"{every!r} s is not a finite time")
+
+
+def _parse_state(header: _files.Header, payload: memoryview,
+                 bad: Callable[[str], CorruptFileError]) -> _State:
+    """The checked state block of a checked header's payload, after checking
+    that the header's sizing and the payload's size fit it."""
+    size = len(payload)
+    if size < STATE_BYTES:
+        raise bad(f"payload of {size} bytes, shorter than the {STATE_BYTES}-byte state block")
+    (generations, every, fill, epoch, periods, rotations, newest, sequence, p_epoch, p_periods,
+     p_rotations, p_newest, drops) = _STATE.unpack_from(payload, 0)
+    if not MIN_GENERATIONS <= generations <= MAX_GENERATIONS:
+        raise bad(f"generations {generations} outside [{MIN_GENERATIONS}, {MAX_GENERATIONS}]")
+    rotate_every: Optional[float] = None
+    if not math.isnan(every):
+        if not (every > 0.0 and math.isfinite(every)):
+            raise bad(f"rotate_every {every!r} is not a positive, finite number")
+        rotate_every = every
+    rotate_at_fill: Optional[float] = None
+    if not math.isnan(fill):
+        if not 0.0 < fill <= 1.0:
+            raise bad(f"rotate_at_fill {fill!r} outside (0, 1]")
+        rotate_at_fill = fill
+    _check_schedule(rotate_every, epoch, periods, "rotation schedule ", bad)
+    if newest >= generations:
+        raise bad(f"newest generation slot {newest}, not below {generations}")
+    if sequence & 1:  # a rotation was being written: it must be one that can be finished
+        if not 1 <= drops <= generations:
+            raise bad(f"a rotation in progress drops {drops} generations, not 1 to "
+                      f"{generations}")
+        if p_newest != (newest + drops) % generations or p_rotations != rotations + drops:
+            raise bad(f"the rotation in progress (newest slot {p_newest}, rotation "
+                      f"{p_rotations}) does not follow from slot {newest}, rotation "
+                      f"{rotations} and {drops} dropped")
+        _check_schedule(rotate_every, p_epoch, p_periods, "the rotation in progress: ", bad)
+    if any(payload[8 * 13:_COUNTS_AT]) or any(payload[_COUNTS_AT + 8 * generations:STATE_BYTES]):
+        raise bad("unused bytes of the state block are set")
+    layout = _files.LAYOUT_NAMES[header.layout]
+    member_rate = header.error_rate / generations
+    try:
+        sizing = optimal_parameters(header.capacity, member_rate, layout)
+    except ValueError as exc:
+        raise bad(f"capacity {header.capacity} / error rate {header.error_rate!r} cannot "
+                  f"be split in {generations} generations: {exc}") from None
+    if (header.num_bits, header.num_hashes) != sizing:
+        raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} do not "
+                  f"match the capacity, error rate and generations")
+    expected = STATE_BYTES + generations * _slot_bytes(header.num_bits)
+    if size != expected:
+        raise bad(f"payload of {size} bytes; {generations} generations of "
+                  f"{header.num_bits} bits take {expected}")
+    return _State(generations, rotate_every, rotate_at_fill, epoch, periods, rotations, newest,
+                  sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
+
+
 class RotatingBloomFilter:
     """Bloom filter generations: keys not seen for a while are forgotten.
 
@@ -205,7 +311,9 @@ class RotatingBloomFilter:
 
     __slots__ = ("_capacity", "_error_rate", "_generations", "_rotate_every",
                  "_rotate_at_fill", "_fill_limit", "_seed", "_layout", "_clock", "_gens",
-                 "_epoch", "_periods", "_rotations", "_due_at")
+                 "_epoch", "_periods", "_rotations", "_due_at",
+                 # Mapped filters only (see open).
+                 "_mapping", "_words", "_slots", "_seq", "_drops")
 
     def __init__(self, capacity: int, error_rate: float = 0.01, generations: int = 2,
                  rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None,
@@ -389,18 +497,37 @@ class RotatingBloomFilter:
 
     def _drop_oldest(self, times: int = 1) -> None:
         gens = self._gens
-        for _ in range(min(times, len(gens))):
-            # Reuse the oldest filter's memory for the new newest one.
+        drops = min(times, len(gens))
+        mapped = getattr(self, "_mapping", None) is not None
+        for _ in range(drops):
+            # Reuse the oldest filter's memory for the new newest one.  A
+            # mapped filter's slots are cleared when the rotation is
+            # published (_shared_rotation).
             oldest = gens.pop(0)
-            oldest.clear()
+            if not mapped:
+                oldest.clear()
             gens.append(oldest)
+        if mapped:
+            self._drops += drops
         self._rotations += times
+
+    def _refresh(self) -> None:
+        """A mapped filter: follow the rotations other processes made."""
+        if getattr(self, "_mapping", None) is not None:
+            if self._mapping.closed:
+                raise ValueError("the filter is closed")
+            self._sync()
 
     def _tick(self) -> float:
         """Read the clock; do the timed rotations that are due; the time."""
         now = self._read_clock()
         if now >= self._due_at:
-            self._catch_up(now)
+            mapping = getattr(self, "_mapping", None)
+            if mapping is None:
+                self._catch_up(now)
+            elif not mapping.readonly:
+                self._shared_rotation(
+                    lambda: self._catch_up(now) if now >= self._due_at else None)
         return now
 
     def _catch_up(self, now: float) -> None:
@@ -434,12 +561,22 @@ class RotatingBloomFilter:
         else:
             self._set_schedule(self._epoch, lo, self._rotations)
 
-    def _rotate_at(self, now: Optional[float]) -> float:
-        """Rotate once, by fill or on request, and restart the schedule."""
+    def _rotate_at(self, now: Optional[float], by_fill: bool = False) -> float:
+        """Rotate once, by fill or on request, and restart the schedule.  A
+        mapped filter rotates by fill only if no other process did first."""
         if now is None:
             now = self._read_clock()
-        self._drop_oldest()
-        self._set_schedule(now, 0, self._rotations)
+        when = now
+
+        def rotate() -> None:
+            if by_fill and self._gens[-1].insert_count < self._fill_limit:  # type: ignore
+                return
+            self._drop_oldest()
+            self._set_schedule(when, 0, self._rotations)
+        if getattr(self, "_mapping", None) is None:
+            rotate()
+        else:
+            self._shared_rotation(rotate)
         return now
 
     def rotate(self) -> None:
@@ -447,15 +584,17 @@ class RotatingBloomFilter:
 
         Timed rotations already due are done first; the next timed one is
         ``rotate_every`` seconds after this one."""
+        self._refresh()
         self._rotate_at(self._tick() if self._rotate_every is not None else None)
 
     def rotate_if_due(self) -> int:
         """Do the timed rotations that are due now (every call that reads or
-        adds keys does this first); the number done."""
-        if self._rotate_every is None:
-            return 0
+        adds keys does this first); the number done since the filter last
+        looked (for a mapped filter, those of other processes included)."""
         before = self._rotations
-        self._tick()
+        self._refresh()
+        if self._rotate_every is not None:
+            self._tick()
         return self._rotations - before
 
     # ---------------------------------------------------------------- keys
@@ -465,6 +604,7 @@ class RotatingBloomFilter:
 
         A key only an older generation holds is added to the newest too
         (refresh on sight), and False is returned."""
+        self._refresh()
         now = self._tick() if self._rotate_every is not None else None
         gens = self._gens
         newest = gens[-1]
@@ -477,10 +617,11 @@ class RotatingBloomFilter:
                 break
         limit = self._fill_limit
         if limit is not None and newest.insert_count >= limit:
-            self._rotate_at(now)
+            self._rotate_at(now, by_fill=True)
         return not seen
 
     def __contains__(self, key: object) -> bool:
+        self._refresh()
         if self._rotate_every is not None:
             self._tick()
         for f in reversed(self._gens):
@@ -498,6 +639,7 @@ class RotatingBloomFilter:
         as a loop of :meth:`add` would.
         """
         keys = _key_list(keys)
+        self._refresh()
         now = self._tick() if self._rotate_every is not None else None
         n = len(keys)
         out = np.zeros(n, dtype=np.bool_)
@@ -532,7 +674,7 @@ class RotatingBloomFilter:
             self._settle(keys, take[newest.add_many(_pick(keys, take))], out)
             todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
             if newest.insert_count >= limit:  # type: ignore[operator]
-                now = self._rotate_at(now)
+                now = self._rotate_at(now, by_fill=True)
         return out
 
     def _settle(self, keys: Sequence[Key], fresh: np.ndarray, out: np.ndarray) -> None:
@@ -544,6 +686,7 @@ class RotatingBloomFilter:
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
         """A numpy bool array, True where a generation (probably) holds the key."""
         keys = _key_list(keys)
+        self._refresh()
         if self._rotate_every is not None:
             self._tick()
         return _any_holds(self._gens, keys)
@@ -599,13 +742,24 @@ class RotatingBloomFilter:
     # ---------------------------------------------------- serialization
 
     def _payload(self) -> bytearray:
+        """The state block and the generations' slots (docs/format.md): the
+        newest generation in the last slot, the oldest in the first."""
+        gens = self._gens
+        count = len(gens)
+        slot = _slot_bytes(gens[0].num_bits)
+        payload = bytearray(STATE_BYTES + count * slot)
         nan = math.nan
-        payload = bytearray(_STATE.pack(
-            self._generations,
+        _STATE.pack_into(
+            payload, 0, count,
             nan if self._rotate_every is None else self._rotate_every,
             nan if self._rotate_at_fill is None else self._rotate_at_fill,
-            self._epoch, self._periods, self._rotations))
-        return _members.pack(payload, self._gens)
+            self._epoch, self._periods, self._rotations, count - 1, 0, 0.0, 0, 0, 0, 0)
+        for index, f in enumerate(gens):
+            struct.pack_into("<Q", payload, _COUNTS_AT + 8 * index, f.insert_count)
+            at = STATE_BYTES + index * slot
+            bits = f._bits_view()
+            payload[at:at + len(bits)] = bits
+        return payload
 
     def _header(self, payload: bytearray) -> _files.Header:
         newest = self._gens[-1]
@@ -648,7 +802,8 @@ class RotatingBloomFilter:
 
     @classmethod
     def load(cls, path: PathLike, *, clock: Clock = time.time) -> "RotatingBloomFilter":
-        """Read a filter written by :meth:`save`, telling the time with clock.
+        """Read a filter written by :meth:`save` (or a file used through
+        :meth:`open`) into memory, telling the time with clock.
 
         The rotation schedule is restored, so rotations that fell due while
         the file was on disk happen at the first use, exactly as if the filter
@@ -671,82 +826,341 @@ class RotatingBloomFilter:
     def _from_payload(cls, header: _files.Header, payload: memoryview,
                       path: Optional[PathLike], clock: Clock) -> "RotatingBloomFilter":
         """The filter of a checked header and its payload, after checking the
-        checksum, the state block and every generation."""
+        checksum, the state block and every generation.  A file left DIRTY
+        by a killed writer of a mapped filter has no up-to-date checksum:
+        its structure is checked, and a rotation it was killed in the middle
+        of is completed."""
         def bad(reason: str) -> CorruptFileError:
             return CorruptFileError(path, reason)
-        if _files.checksum(header, payload) != header.checksum:
+        dirty = bool(header.flags & _files.FLAG_DIRTY)
+        if not dirty and _files.checksum(header, payload) != header.checksum:
             raise bad("checksum mismatch (the file was damaged)")
-        size = len(payload)
-        if size < _STATE.size:
-            raise bad(f"payload of {size} bytes, shorter than the {_STATE.size}-byte "
-                      f"state block")
-        generations, every, fill, epoch, periods, rotations = _STATE.unpack_from(payload, 0)
-        if not MIN_GENERATIONS <= generations <= MAX_GENERATIONS:
-            raise bad(f"generations {generations} outside [{MIN_GENERATIONS}, "
-                      f"{MAX_GENERATIONS}]")
-        if generations > (size - _STATE.size) // _members.MIN_MEMBER:
-            raise bad(f"{generations} generations cannot fit in a payload of {size} bytes")
-        rotate_every: Optional[float] = None
-        if not math.isnan(every):
-            if not (every > 0.0 and math.isfinite(every)):
-                raise bad(f"rotate_every {every!r} is not a positive, finite number")
-            rotate_every = every
-        rotate_at_fill: Optional[float] = None
-        if not math.isnan(fill):
-            if not 0.0 < fill <= 1.0:
-                raise bad(f"rotate_at_fill {fill!r} outside (0, 1]")
-            rotate_at_fill = fill
-        if not math.isfinite(epoch):
-            raise bad(f"rotation schedule epoch {epoch!r} is not a finite time")
-        if rotate_every is None and periods != 0:
-            raise bad(f"{periods} timed rotation periods without rotate_every")
-        if periods >= _MAX_PERIODS:
-            raise bad(f"{periods} rotation periods since the epoch, more than 2**52")
-        if rotate_every is not None and not math.isfinite(epoch + (periods + 1) * rotate_every):
-            raise bad(f"the next rotation after epoch {epoch!r} and {periods} periods of "
-                      f"{rotate_every!r} s is not a finite time")
-        layout = _files.LAYOUT_NAMES[header.layout]
-        member_rate = header.error_rate / generations
-        try:
-            sizing = optimal_parameters(header.capacity, member_rate, layout)
-        except ValueError as exc:
-            raise bad(f"capacity {header.capacity} / error rate {header.error_rate!r} cannot "
-                      f"be split in {generations} generations: {exc}") from None
-        if (header.num_bits, header.num_hashes) != sizing:
-            raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} do not "
-                      f"match the capacity, error rate and generations")
-        self = cls.__new__(cls)
-        self._set_params(header.capacity, header.error_rate, generations, rotate_every,
-                         rotate_at_fill, header.seed, layout, clock)
-        self._gens = []
-        self._set_schedule(epoch, periods, rotations)
-        limit = self._fill_limit
-        members = _members.read(
-            payload, _STATE.size, generations, "generation",
-            lambda index: f"generation {index} of {generations} (oldest first)", bad)
-        for index, (where, member) in enumerate(members):
-            if member.layout != layout:
-                raise bad(f"{where}: bit layout {member.layout!r}, not {layout!r}")
-            if member.seed != header.seed:
-                raise bad(f"{where}: seed {member.seed}, not {header.seed}")
-            if (member.capacity, member.error_rate) != (header.capacity, member_rate):
-                raise bad(f"{where}: capacity {member.capacity} / error rate "
-                          f"{member.error_rate!r}, expected {header.capacity} / "
-                          f"{member_rate!r}")
-            if (member.num_bits, member.num_hashes) != sizing:
-                raise bad(f"{where}: {member.num_bits} bits / {member.num_hashes} hashes do "
-                          f"not match its capacity and error rate")
-            if limit is not None:
-                newest = index == generations - 1
-                if member.insert_count > limit or (newest and member.insert_count == limit):
-                    raise bad(f"{where}: insert count {member.insert_count} with a fill limit "
-                              f"of {limit}" + (" (a full newest generation rotates out)"
-                                               if newest else ""))
-            self._gens.append(member)
-        if self.insert_count != header.insert_count:
+        state = _parse_state(header, payload, bad)
+        count = state.generations
+        slot = _slot_bytes(header.num_bits)
+        nbytes = nbytes_for(header.num_bits)
+        counts = list(struct.unpack_from(f"<{count}Q", payload, _COUNTS_AT))
+        if not dirty and sum(counts) != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the generations "
-                      f"hold {self.insert_count}")
+                      f"hold {sum(counts)}")
+        layout = _files.LAYOUT_NAMES[header.layout]
+        member_rate = header.error_rate / count
+        params = (header.capacity, member_rate, header.seed, header.num_bits,
+                  header.num_hashes, layout)
+        slots = []
+        for index in range(count):
+            at = STATE_BYTES + index * slot
+            if any(payload[at + nbytes:at + slot]):
+                raise bad(f"slot {index}: bytes past its bits are set")
+            member = BloomFilter._blank(params, counts[index])
+            member._bits_view()[:] = payload[at:at + nbytes]
+            try:
+                member._check_padding(member._bits_view(), path)
+            except CorruptFileError as exc:
+                raise bad(f"slot {index}: {exc.reason}") from None
+            slots.append(member)
+        newest = state.newest
+        if state.sequence & 1:  # killed while rotating: finish the rotation
+            for step in range(1, state.drops + 1):
+                slots[(newest + step) % count].clear()
+            newest = state.pending_newest
+        self = cls.__new__(cls)
+        self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
+                         state.rotate_at_fill, header.seed, layout, clock)
+        self._gens = [slots[(newest + 1 + i) % count] for i in range(count)]
+        if state.sequence & 1:
+            self._set_schedule(state.pending_epoch, state.pending_periods,
+                               state.pending_rotations)
+        else:
+            self._set_schedule(state.epoch, state.periods, state.rotations)
         return self
+
+    # ------------------------------------------------------------ mapped files
+
+    @classmethod
+    def open(cls, path: PathLike, capacity: Optional[int] = None,
+             error_rate: Optional[float] = None, generations: Optional[int] = None,
+             rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None, *,
+             mode: str = "c", seed: Optional[int] = None, layout: Optional[str] = None,
+             clock: Clock = time.time, verify: Optional[bool] = None) -> "RotatingBloomFilter":
+        """A rotating filter used in place in a memory-mapped state file, the
+        rotation schedule included, shared by the processes that open it.
+
+        ``mode``: ``"r"`` read-only, ``"w"`` create (replacing any file),
+        ``"c"`` (default) open, or create when missing.  Creating needs
+        ``capacity``; the other parameters default as for the constructor,
+        and the schedule starts at the creation.  When the file exists,
+        parameters that are given must match it (``IncompatibleFilterError``)
+        and those omitted are taken from it.
+
+        Keys are added with atomic ORs, as in :meth:`BloomFilter.open`: every
+        bit is in the page cache as ``add`` returns, ``flush()`` makes it
+        durable, ``close()`` (or a ``with`` block) unmaps; the last writer to
+        close refreshes the checksum, and a file whose writer was killed is
+        repaired by the next process that opens it alone.  A rotation is
+        done by one process at a time, under a lock on the file, and written
+        so that a writer killed in the middle of one leaves it to be finished
+        by the next: every process sees it at its next call.  With several
+        writers, a generation may take a few keys more than the fill limit
+        (the adds in flight when it is reached).  A read-only filter follows
+        the rotations its writers make, and makes none itself.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "seen.rbf")
+        >>> with RotatingBloomFilter.open(path, 1000, rotate_every=86400) as rf:
+        ...     rf.add("https://example.com/")
+        True
+        >>> with RotatingBloomFilter.open(path, mode="r") as rf:
+        ...     "https://example.com/" in rf, rf.generations
+        (True, 2)
+        """
+        from crawldedup import _mapped
+
+        if mode not in ("r", "w", "c"):
+            raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
+        clock = _check_clock(clock)
+        target = os.path.abspath(os.fspath(path))
+        asked: Dict[str, Any] = {}
+        if capacity is not None:
+            asked["capacity"] = _check_capacity(capacity)
+        if error_rate is not None:
+            asked["error_rate"] = _check_error_rate(error_rate)
+        if generations is not None:
+            asked["generations"] = _check_generations(generations)
+        if rotate_every is not None:
+            asked["rotate_every"] = _check_rotate_every(rotate_every)
+        if rotate_at_fill is not None:
+            asked["rotate_at_fill"] = _check_rotate_at_fill(rotate_at_fill)
+        if seed is not None:
+            asked["seed"] = _check_seed(seed)
+        if layout is not None:
+            asked["layout"] = _check_layout(layout)
+        if mode == "w" or (mode == "c" and not os.path.exists(target)):
+            if capacity is None:
+                raise ValueError(f"capacity is needed to create {target!r}")
+            header, prefix = cls._blank_file(asked, clock)
+            if not _mapped.create(target, header, exclusive=(mode == "c"), prefix=prefix):
+                mode = "c"  # another process created it first: open theirs
+        mapping = _mapped.MappedFile.open(target, readonly=(mode == "r"))
+        try:
+            return cls._attach(mapping, asked, verify, clock)
+        except BaseException:
+            mapping.close()
+            raise
+
+    @classmethod
+    def _blank_file(cls, asked: Dict[str, Any], clock: Clock) -> Tuple[_files.Header, bytes]:
+        """The header and state block of a new file (its slots are zero)."""
+        capacity = asked["capacity"]
+        error_rate = asked.get("error_rate", 0.01)
+        generations = asked.get("generations", 2)
+        layout = asked.get("layout", "standard")
+        every, fill = asked.get("rotate_every"), asked.get("rotate_at_fill")
+        member_rate = error_rate / generations
+        try:
+            num_bits, num_hashes = optimal_parameters(capacity, member_rate, layout)
+        except ValueError as exc:
+            raise ValueError(
+                f"each of the {generations} generations is sized for error_rate / generations "
+                f"= {member_rate:.3g}: {exc}") from None
+        now = float(clock())
+        if not math.isfinite(now):
+            raise ValueError(f"clock() returned {now!r}, not a finite number of seconds")
+        prefix = _STATE.pack(generations, math.nan if every is None else every,
+                             math.nan if fill is None else fill, now, 0, 0,
+                             generations - 1, 0, 0.0, 0, 0, 0, 0)
+        header = _files.Header(
+            kind=_files.KIND_ROTATING, hash_algorithm=_files.HASH_MURMUR3_EDH,
+            layout=_files.LAYOUT_IDS[layout], flags=0, seed=asked.get("seed", 0),
+            num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
+            error_rate=error_rate, insert_count=0,
+            payload_size=STATE_BYTES + generations * _slot_bytes(num_bits))
+        return header, prefix
+
+    @classmethod
+    def _attach(cls, mapping: Any, asked: Dict[str, Any], verify: Optional[bool],
+                clock: Clock) -> "RotatingBloomFilter":
+        path = mapping.path
+        if sys.byteorder != "little":  # pragma: no cover - no such machine here
+            raise CrawldedupError("mapped rotating filters need a little-endian machine; "
+                                  "use RotatingBloomFilter.load")
+        header = _files.parse_header(mapping.mem[:_files.HEADER_SIZE], mapping.size, path)
+        _check_header(header, path)
+
+        def bad(reason: str) -> CorruptFileError:
+            return CorruptFileError(path, reason)
+        state = _parse_state(header, memoryview(mapping.mem)[_files.HEADER_SIZE:], bad)
+        found = {"capacity": header.capacity, "error_rate": header.error_rate,
+                 "generations": state.generations, "rotate_every": state.rotate_every,
+                 "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
+                 "layout": _files.LAYOUT_NAMES[header.layout]}
+        diff = [f"{name} {value!r} (the file has {found[name]!r})"
+                for name, value in asked.items() if found[name] != value]
+        if diff:
+            raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
+                                          + ", ".join(diff))
+        count = state.generations
+        layout = found["layout"]
+        self = cls.__new__(cls)
+        self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
+                         state.rotate_at_fill, header.seed, layout, clock)
+        self._mapping = mapping
+        base = _files.HEADER_SIZE
+        self._words = mapping.words(base, base + STATE_BYTES)
+        slot = _slot_bytes(header.num_bits)
+        nbytes = nbytes_for(header.num_bits)
+        params = (header.capacity, header.error_rate / count, header.seed, header.num_bits,
+                  header.num_hashes, layout)
+        self._slots = []
+        try:
+            for index in range(count):
+                at = base + STATE_BYTES + index * slot
+                member = BloomFilter.__new__(BloomFilter)
+                member._capacity, member._error_rate = params[0], params[1]
+                member._init_bits(params[3], params[4], params[2], mapping.view(at, at + nbytes),
+                                  layout, mapping.readonly)
+                where = base + _COUNTS_AT + 8 * index
+                member._attach_counter(mapping.view(where, where + 8))
+                try:
+                    member._check_padding(member._bits_view(), path)
+                except CorruptFileError as exc:
+                    raise bad(f"slot {index}: {exc.reason}") from None
+                self._slots.append(member)
+            mapping.before_seal = self._before_seal
+            self._seq = -1
+            if verify is None:
+                verify = mapping.size < VERIFY_BELOW_BYTES
+            dirty = bool(header.flags & _files.FLAG_DIRTY)
+            if dirty or verify:
+                if mapping.try_exclusive():  # nobody else has it open
+                    try:
+                        if dirty:  # its last writer was killed: repair
+                            if not mapping.readonly:
+                                mapping.seal()
+                        elif mapping.checksum() != mapping.stored_checksum():
+                            raise bad("checksum mismatch (the file was damaged)")
+                    finally:
+                        mapping.back_to_shared()
+            if not mapping.readonly:
+                mapping.mark_dirty()
+                with mapping.writer_section():
+                    self._sync(locked=True)
+            else:
+                self._sync(first=True)
+        except BaseException:
+            for member in self._slots:
+                member._release()
+            raise
+        return self
+
+    def _before_seal(self) -> None:
+        """Bring the header up to date before the checksum is computed (the
+        caller holds the file alone): finish a rotation a killed writer left
+        half done, and store the insert count."""
+        words = self._words
+        if words[_W_SEQUENCE] & 1:
+            self._apply_pending()
+        total = sum(words[_W_COUNTS + i] for i in range(self._generations))
+        self._mapping.mem[64:72] = (total & (2 ** 64 - 1)).to_bytes(8, "little")
+
+    def _sync(self, locked: bool = False, first: bool = False) -> None:
+        """Follow the rotations other processes made (seen through the state
+        block's sequence number; odd while a rotation is being written)."""
+        words = self._words
+        seq = words[_W_SEQUENCE]
+        if seq == self._seq:
+            return
+        if seq & 1:
+            if locked:  # its writer died (we hold the rotation lock): finish it
+                self._apply_pending()
+                seq = words[_W_SEQUENCE]
+            elif not first:
+                return  # being written: keep the current view until it is done
+        epoch, periods = _as_float(words[_W_EPOCH]), words[_W_PERIODS]
+        rotations, newest = words[_W_ROTATIONS], words[_W_NEWEST]
+        if not first and words[_W_SEQUENCE] != seq:
+            return
+        count = self._generations
+        if newest >= count:
+            raise CorruptFileError(self._mapping.path,
+                                   f"newest generation slot {newest}, not below {count}")
+        slots = self._slots
+        self._gens = [slots[(newest + 1 + i) % count] for i in range(count)]
+        self._set_schedule(epoch, periods, rotations)
+        self._seq = seq
+
+    def _apply_pending(self) -> None:
+        """Do the rotation written in the state block's pending fields: clear
+        the dropped slots, then publish the new schedule and newest slot."""
+        words = self._words
+        count = self._generations
+        old, drops = words[_W_NEWEST], words[_W_DROPS]
+        for step in range(1, min(drops, count) + 1):
+            self._slots[(old + step) % count].clear()
+        for live, pending in ((_W_EPOCH, _W_P_EPOCH), (_W_PERIODS, _W_P_PERIODS),
+                              (_W_ROTATIONS, _W_P_ROTATIONS), (_W_NEWEST, _W_P_NEWEST)):
+            words[live] = words[pending]
+        words[_W_SEQUENCE] = words[_W_SEQUENCE] + 1
+
+    def _shared_rotation(self, action: Callable[[], None]) -> None:
+        """Run action (which may rotate) as the only process rotating this
+        file, on its current state; publish the rotations it made."""
+        mapping = self._mapping
+        if mapping.readonly:
+            raise ValueError(f"{mapping.path!r} is open read-only: it cannot rotate")
+        with mapping.writer_section():
+            self._sync(locked=True)
+            self._drops = 0
+            action()
+            drops = self._drops
+            if drops:
+                words = self._words
+                count = self._generations
+                newest = (words[_W_NEWEST] + drops) % count
+                words[_W_P_EPOCH] = _as_word(self._epoch)
+                words[_W_P_PERIODS] = self._periods
+                words[_W_P_ROTATIONS] = self._rotations
+                words[_W_P_NEWEST] = newest
+                words[_W_DROPS] = drops
+                words[_W_SEQUENCE] = words[_W_SEQUENCE] + 1
+                self._apply_pending()
+                self._seq = words[_W_SEQUENCE]
+
+    @property
+    def path(self) -> Optional[str]:
+        """The mapped file, or None for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        return None if mapping is None else mapping.path
+
+    @property
+    def closed(self) -> bool:
+        """True once a mapped filter has been closed."""
+        mapping = getattr(self, "_mapping", None)
+        return mapping is not None and mapping.closed
+
+    def flush(self) -> None:
+        """Make the adds to a mapped file durable (msync); nothing to do in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is not None:
+            if mapping.closed:
+                raise ValueError("the filter is closed")
+            mapping.flush()
+
+    def close(self) -> None:
+        """Unmap a mapped filter (the last writer seals the file's checksum).
+        Later use raises ValueError.  Nothing to do for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is None or mapping.closed:
+            return
+        for member in self._slots:
+            member._release()  # refused while a batch call runs in another thread
+        mapping.close()
+
+    def __enter__(self) -> "RotatingBloomFilter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # The clock is not pickled: the copy tells the time with time.time.
@@ -755,7 +1169,8 @@ class RotatingBloomFilter:
 
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
-    _members.check_header(header, path, _files.KIND_ROTATING)
+    _members.check_header(header, path, _files.KIND_ROTATING,
+                          allowed_flags=_files.FLAG_DIRTY)
     if header.layout not in _files.LAYOUT_NAMES:
         raise CorruptFileError(path, f"unknown bit layout id {header.layout}")
 
