@@ -23,7 +23,7 @@ import mmap
 import os
 import sys
 import zlib
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, TypeVar
 
 from crawldedup import _files
 
@@ -31,6 +31,8 @@ try:  # POSIX
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+_H = TypeVar("_H", bound="MappedHandle")
 
 _FLAGS_AT = 20
 _COUNT_AT = 64
@@ -199,6 +201,52 @@ class MappedFile:
                 os.close(self.fd)  # also releases the lock
 
 
+class MappedHandle:
+    """What a filter that may live in a mapped file (its ``_mapping``) offers:
+    ``path``, ``closed``, ``flush``, ``close`` and the context manager.
+    Subclasses let go of their views of the mapping in ``_release_storage``."""
+
+    __slots__ = ()
+
+    def _release_storage(self) -> None:  # pragma: no cover - every subclass has one
+        raise NotImplementedError
+
+    @property
+    def path(self) -> Optional[str]:
+        """The mapped file, or None for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        return None if mapping is None else mapping.path
+
+    @property
+    def closed(self) -> bool:
+        """True once a mapped filter has been closed."""
+        mapping = getattr(self, "_mapping", None)
+        return mapping is not None and mapping.closed
+
+    def flush(self) -> None:
+        """Make the adds to a mapped file durable (msync); nothing to do in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is not None:
+            if mapping.closed:
+                raise ValueError("the filter is closed")
+            mapping.flush()
+
+    def close(self) -> None:
+        """Unmap a mapped filter (the last writer seals the file's checksum).
+        Later use raises ValueError.  Nothing to do for a filter in memory."""
+        mapping = getattr(self, "_mapping", None)
+        if mapping is None or mapping.closed:
+            return
+        self._release_storage()
+        mapping.close()
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"") -> bool:
     """Write a new state file of zero bits (sparse where the file system
     allows), DIRTY since it has no checksum yet.  ``exclusive``: never replace
@@ -241,4 +289,4 @@ def supports_locking() -> bool:
     return fcntl is not None and sys.platform != "win32"
 
 
-__all__ = ["MappedFile", "create", "supports_locking"]
+__all__ = ["MappedFile", "MappedHandle", "create", "supports_locking"]

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
 from crawldedup import _files
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
+from crawldedup._mapped import MappedHandle
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 
 Key = Union[str, bytes, bytearray, memoryview]
@@ -132,7 +133,7 @@ def optimal_parameters(capacity: int, error_rate: float,
     return m, k
 
 
-class BloomFilter(BloomBits):
+class BloomFilter(BloomBits, MappedHandle):
     """A Bloom filter for ``capacity`` keys at false-positive rate ``error_rate``.
 
     Keys are ``str`` (hashed as UTF-8) or bytes-like.  ``add`` returns True
@@ -543,40 +544,8 @@ class BloomFilter(BloomBits):
         self._check_padding(self._bits_view(), path)
         return self
 
-    @property
-    def path(self) -> Optional[str]:
-        """The mapped file, or None for a filter in memory."""
-        mapping = getattr(self, "_mapping", None)
-        return None if mapping is None else mapping.path
-
-    @property
-    def closed(self) -> bool:
-        """True once a mapped filter has been closed."""
-        mapping = getattr(self, "_mapping", None)
-        return mapping is not None and mapping.closed
-
-    def flush(self) -> None:
-        """Make the adds to a mapped file durable (msync); nothing to do in memory."""
-        mapping = getattr(self, "_mapping", None)
-        if mapping is not None:
-            if mapping.closed:
-                raise ValueError("the filter is closed")
-            mapping.flush()
-
-    def close(self) -> None:
-        """Unmap a mapped filter (the last writer seals the file's checksum).
-        Later use raises ValueError.  Nothing to do for a filter in memory."""
-        mapping = getattr(self, "_mapping", None)
-        if mapping is None or mapping.closed:
-            return
+    def _release_storage(self) -> None:
         self._release()  # refused while a batch call runs in another thread
-        mapping.close()
-
-    def __enter__(self) -> "BloomFilter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _restore(cls: type, data: bytes) -> BloomFilter:

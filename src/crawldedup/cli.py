@@ -408,10 +408,7 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
                 f"estimated count: {bf.estimated_count():,}",
                 f"fill ratio: {bf.fill_ratio:.4f}",
                 f"estimated false-positive rate now: {bf.estimated_error_rate:.4g}",
-                "checksum: " + ("not up to date (open for writing, or its writer was killed; "
-                                "--repair seals it)" if dirty and not args.repair else
-                                "verified" if args.verify or args.repair or size < 64 << 20
-                                else "not checked (large file; --verify checks it)"),
+                _checksum_note(dirty, args, size),
             ]
     elif header.kind == _files.KIND_ROTATING:
         lines += _describe_rotating(path, header, size, args)
@@ -424,6 +421,15 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
             lines.append(repr(obj))
     out.write("\n".join(lines) + "\n")
     return 0
+
+
+def _checksum_note(dirty: bool, args: argparse.Namespace, size: int) -> str:
+    if dirty and not args.repair:
+        return ("checksum: not up to date (open for writing, or its writer was killed; "
+                "--repair seals it)")
+    if args.verify or args.repair or size < 64 << 20:
+        return "checksum: verified"
+    return "checksum: not checked (large file; --verify checks it)"
 
 
 def _when(seconds: Optional[float]) -> str:
@@ -464,10 +470,7 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
             f"estimated count: {rf.estimated_count():,}",
             f"fill ratio: {rf.fill_ratio:.4f}",
             f"estimated false-positive rate now: {rf.estimated_error_rate:.4g}",
-            "checksum: " + ("not up to date (open for writing, or its writer was killed; "
-                            "--repair seals it)" if dirty and not args.repair else
-                            "verified" if args.verify or args.repair or size < 64 << 20
-                            else "not checked (large file; --verify checks it)"),
+            _checksum_note(dirty, args, size),
         ]
     return lines
 

@@ -30,6 +30,7 @@ from typing import (Any, BinaryIO, Callable, Dict, Iterable, NamedTuple, Optiona
 import numpy as np
 
 from crawldedup import _files, _members
+from crawldedup._mapped import MappedHandle
 from crawldedup._kernel import MAX_SEED, BloomBits, nbytes_for
 from crawldedup.bloom import (VERIFY_BELOW_BYTES, BloomFilter, _check_capacity,
                               _check_error_rate, _check_layout, optimal_parameters)
@@ -252,7 +253,7 @@ def _parse_state(header: _files.Header, payload: memoryview,
                   sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
 
 
-class RotatingBloomFilter:
+class RotatingBloomFilter(MappedHandle):
     """Bloom filter generations: keys not seen for a while are forgotten.
 
     It holds ``generations`` :class:`BloomFilter` s, each sized for
@@ -920,21 +921,14 @@ class RotatingBloomFilter:
             raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
         clock = _check_clock(clock)
         target = os.path.abspath(os.fspath(path))
-        asked: Dict[str, Any] = {}
-        if capacity is not None:
-            asked["capacity"] = _check_capacity(capacity)
-        if error_rate is not None:
-            asked["error_rate"] = _check_error_rate(error_rate)
-        if generations is not None:
-            asked["generations"] = _check_generations(generations)
-        if rotate_every is not None:
-            asked["rotate_every"] = _check_rotate_every(rotate_every)
-        if rotate_at_fill is not None:
-            asked["rotate_at_fill"] = _check_rotate_at_fill(rotate_at_fill)
-        if seed is not None:
-            asked["seed"] = _check_seed(seed)
-        if layout is not None:
-            asked["layout"] = _check_layout(layout)
+        checks = (("capacity", capacity, _check_capacity),
+                  ("error_rate", error_rate, _check_error_rate),
+                  ("generations", generations, _check_generations),
+                  ("rotate_every", rotate_every, _check_rotate_every),
+                  ("rotate_at_fill", rotate_at_fill, _check_rotate_at_fill),
+                  ("seed", seed, _check_seed), ("layout", layout, _check_layout))
+        asked: Dict[str, Any] = {name: check(value) for name, value, check in checks
+                                 if value is not None}
         if mode == "w" or (mode == "c" and not os.path.exists(target)):
             if capacity is None:
                 raise ValueError(f"capacity is needed to create {target!r}")
@@ -1126,41 +1120,9 @@ class RotatingBloomFilter:
                 self._apply_pending()
                 self._seq = words[_W_SEQUENCE]
 
-    @property
-    def path(self) -> Optional[str]:
-        """The mapped file, or None for a filter in memory."""
-        mapping = getattr(self, "_mapping", None)
-        return None if mapping is None else mapping.path
-
-    @property
-    def closed(self) -> bool:
-        """True once a mapped filter has been closed."""
-        mapping = getattr(self, "_mapping", None)
-        return mapping is not None and mapping.closed
-
-    def flush(self) -> None:
-        """Make the adds to a mapped file durable (msync); nothing to do in memory."""
-        mapping = getattr(self, "_mapping", None)
-        if mapping is not None:
-            if mapping.closed:
-                raise ValueError("the filter is closed")
-            mapping.flush()
-
-    def close(self) -> None:
-        """Unmap a mapped filter (the last writer seals the file's checksum).
-        Later use raises ValueError.  Nothing to do for a filter in memory."""
-        mapping = getattr(self, "_mapping", None)
-        if mapping is None or mapping.closed:
-            return
+    def _release_storage(self) -> None:
         for member in self._slots:
             member._release()  # refused while a batch call runs in another thread
-        mapping.close()
-
-    def __enter__(self) -> "RotatingBloomFilter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # The clock is not pickled: the copy tells the time with time.time.
