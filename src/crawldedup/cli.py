@@ -19,6 +19,9 @@ Guarantees:
 
 ``crawldedup info PATH`` describes any crawldedup state file.
 
+``crawldedup near-dups FILE.jsonl`` prints the near-duplicate documents of a
+stream of JSON lines (see ``_near_dups``).
+
 Exit status: 0 on success, 1 on an error, 2 on a usage error, 130/143 when
 stopped by SIGINT/SIGTERM.
 """
@@ -542,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="generations of a new rotating state (default 2): a URL is "
                            "remembered for N-1 to N rotation periods after it was last met")
 
+    from crawldedup import _near_dups
+    _near_dups.add_parser(commands)
+
     info = commands.add_parser(
         "info", help="describe a state file",
         description="Print the parameters, layout, fill ratio, estimated count and current "
@@ -567,6 +573,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _run_urls(args, sys.stdout.buffer, err, stdin)  # type: ignore[arg-type]
         if args.command == "info":
             return _run_info(args, sys.stdout)
+        if args.command == "near-dups":
+            from crawldedup import _near_dups
+            stdin = sys.stdin.buffer if sys.stdin is not None else None
+            return _near_dups.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
         parser.print_usage(err)
