@@ -1,0 +1,612 @@
+/* SimHash kernels for crawldedup._core: MD5 (RFC 1321), bit-majority
+ * accumulation, and the text tokenizers (ours, and the `simhash` package's
+ * 4-gram one for crawldedup.compat.simhash).
+ *
+ * Everything here runs without the GIL: text is read straight from the
+ * storage of a ready str (kind 1, 2 or 4 bytes per code point), and the
+ * character classes use CPython's own Unicode tables (Py_UNICODE_ISALNUM),
+ * which are what `str.isalnum()` and `re`'s `\w` use, so the pure-Python twin
+ * classifies every character the same way.
+ *
+ * Requires _cd_support.h (MurmurHash3, UTF-8 encoding) to be included first.
+ */
+#ifndef CD_SIMHASH_H
+#define CD_SIMHASH_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_cd_support.h"
+
+/* ------------------------------------------------------------------ MD5 */
+/* RFC 1321, section 3.4: per-step sine constants T[i] = floor(2^32 |sin(i+1)|)
+ * and per-round rotation amounts. */
+static const uint32_t cd_md5_T[64] = {
+    0xd76aa478u, 0xe8c7b756u, 0x242070dbu, 0xc1bdceeeu, 0xf57c0fafu, 0x4787c62au,
+    0xa8304613u, 0xfd469501u, 0x698098d8u, 0x8b44f7afu, 0xffff5bb1u, 0x895cd7beu,
+    0x6b901122u, 0xfd987193u, 0xa679438eu, 0x49b40821u, 0xf61e2562u, 0xc040b340u,
+    0x265e5a51u, 0xe9b6c7aau, 0xd62f105du, 0x02441453u, 0xd8a1e681u, 0xe7d3fbc8u,
+    0x21e1cde6u, 0xc33707d6u, 0xf4d50d87u, 0x455a14edu, 0xa9e3e905u, 0xfcefa3f8u,
+    0x676f02d9u, 0x8d2a4c8au, 0xfffa3942u, 0x8771f681u, 0x6d9d6122u, 0xfde5380cu,
+    0xa4beea44u, 0x4bdecfa9u, 0xf6bb4b60u, 0xbebfbc70u, 0x289b7ec6u, 0xeaa127fau,
+    0xd4ef3085u, 0x04881d05u, 0xd9d4d039u, 0xe6db99e5u, 0x1fa27cf8u, 0xc4ac5665u,
+    0xf4292244u, 0x432aff97u, 0xab9423a7u, 0xfc93a039u, 0x655b59c3u, 0x8f0ccc92u,
+    0xffeff47du, 0x85845dd1u, 0x6fa87e4fu, 0xfe2ce6e0u, 0xa3014314u, 0x4e0811a1u,
+    0xf7537e82u, 0xbd3af235u, 0x2ad7d2bbu, 0xeb86d391u};
+static const int cd_md5_S[64] = {
+    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+    5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+    4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+    6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+#define CD_ROTL32(x, s) (((x) << (s)) | ((x) >> (32 - (s))))
+
+/* The message word each step reads: round 1 in order, then (1+5i), (5+3i),
+ * (7i) mod 16. */
+static inline int cd_md5_word(int i) {
+    if (i < 16) return i;
+    if (i < 32) return (1 + 5 * i) & 15;
+    if (i < 48) return (5 + 3 * i) & 15;
+    return (7 * i) & 15;
+}
+
+/* One 64-byte block into the state (RFC 1321 3.4). */
+static void cd_md5_compress(uint32_t st[4], const unsigned char *block) {
+    uint32_t X[16], a = st[0], b = st[1], c = st[2], d = st[3];
+    int i;
+    for (i = 0; i < 16; i++)
+        X[i] = (uint32_t)block[4 * i] | ((uint32_t)block[4 * i + 1] << 8) |
+               ((uint32_t)block[4 * i + 2] << 16) | ((uint32_t)block[4 * i + 3] << 24);
+    for (i = 0; i < 64; i++) {
+        uint32_t f, t;
+        if (i < 16) f = (b & c) | (~b & d);
+        else if (i < 32) f = (b & d) | (c & ~d);
+        else if (i < 48) f = b ^ c ^ d;
+        else f = c ^ (b | ~d);
+        t = a + f + X[cd_md5_word(i)] + cd_md5_T[i];
+        a = d; d = c; c = b;
+        b = b + CD_ROTL32(t, cd_md5_S[i]);
+    }
+    st[0] += a; st[1] += b; st[2] += c; st[3] += d;
+}
+
+static const uint32_t cd_md5_init[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
+
+/* MD5 of data[0:len] as the four state words (the digest is their
+ * little-endian bytes, a first). */
+static void cd_md5_words(const unsigned char *data, size_t len, uint32_t st[4]) {
+    unsigned char tail[128];
+    size_t full = len & ~(size_t)63, rest = len - full, padded, i;
+    uint64_t bits = (uint64_t)len << 3;
+    memcpy(st, cd_md5_init, sizeof cd_md5_init);
+    for (i = 0; i < full; i += 64)
+        cd_md5_compress(st, data + i);
+    memset(tail, 0, sizeof tail);
+    if (rest) memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    padded = rest < 56 ? 64 : 128;
+    for (i = 0; i < 8; i++)
+        tail[padded - 8 + i] = (unsigned char)(bits >> (8 * i));
+    cd_md5_compress(st, tail);
+    if (padded == 128)
+        cd_md5_compress(st, tail + 64);
+}
+
+static void cd_md5(const unsigned char *data, size_t len, unsigned char out[16]) {
+    uint32_t st[4];
+    int i;
+    cd_md5_words(data, len, st);
+    for (i = 0; i < 16; i++)
+        out[i] = (unsigned char)(st[i >> 2] >> (8 * (i & 3)));
+}
+
+/* Several short messages (at most 55 bytes each, so one padded block each)
+ * at once.  MD5 is one long dependency chain per message; running
+ * CD_MD5_LANES independent chains side by side lets the CPU (and the
+ * compiler's vector unit) overlap them.  X[w][lane] is message word w of each
+ * lane's padded block; out[j][lane] state word j. */
+#define CD_MD5_LANES 8
+
+static void cd_md5_lanes(uint32_t X[16][CD_MD5_LANES], uint32_t out[4][CD_MD5_LANES]) {
+    uint32_t A[CD_MD5_LANES], B[CD_MD5_LANES], C[CD_MD5_LANES], D[CD_MD5_LANES];
+    int l;
+    for (l = 0; l < CD_MD5_LANES; l++) {
+        A[l] = cd_md5_init[0]; B[l] = cd_md5_init[1];
+        C[l] = cd_md5_init[2]; D[l] = cd_md5_init[3];
+    }
+#define CD_MD5_STEP(F, a, b, c, d, i)                                                  \
+    for (l = 0; l < CD_MD5_LANES; l++) {                                               \
+        uint32_t t = a[l] + F(b[l], c[l], d[l]) + X[cd_md5_word(i)][l] + cd_md5_T[i];  \
+        a[l] = b[l] + CD_ROTL32(t, cd_md5_S[i]);                                       \
+    }
+#define CD_MD5_F(x, y, z) (((x) & (y)) | (~(x) & (z)))
+#define CD_MD5_G(x, y, z) (((x) & (z)) | ((y) & ~(z)))
+#define CD_MD5_H(x, y, z) ((x) ^ (y) ^ (z))
+#define CD_MD5_I(x, y, z) ((y) ^ ((x) | ~(z)))
+#define CD_MD5_ROUND(F, base)                       \
+    CD_MD5_STEP(F, A, B, C, D, base + 0)            \
+    CD_MD5_STEP(F, D, A, B, C, base + 1)            \
+    CD_MD5_STEP(F, C, D, A, B, base + 2)            \
+    CD_MD5_STEP(F, B, C, D, A, base + 3)            \
+    CD_MD5_STEP(F, A, B, C, D, base + 4)            \
+    CD_MD5_STEP(F, D, A, B, C, base + 5)            \
+    CD_MD5_STEP(F, C, D, A, B, base + 6)            \
+    CD_MD5_STEP(F, B, C, D, A, base + 7)            \
+    CD_MD5_STEP(F, A, B, C, D, base + 8)            \
+    CD_MD5_STEP(F, D, A, B, C, base + 9)            \
+    CD_MD5_STEP(F, C, D, A, B, base + 10)           \
+    CD_MD5_STEP(F, B, C, D, A, base + 11)           \
+    CD_MD5_STEP(F, A, B, C, D, base + 12)           \
+    CD_MD5_STEP(F, D, A, B, C, base + 13)           \
+    CD_MD5_STEP(F, C, D, A, B, base + 14)           \
+    CD_MD5_STEP(F, B, C, D, A, base + 15)
+    CD_MD5_ROUND(CD_MD5_F, 0)
+    CD_MD5_ROUND(CD_MD5_G, 16)
+    CD_MD5_ROUND(CD_MD5_H, 32)
+    CD_MD5_ROUND(CD_MD5_I, 48)
+    for (l = 0; l < CD_MD5_LANES; l++) {
+        out[0][l] = A[l] + cd_md5_init[0]; out[1][l] = B[l] + cd_md5_init[1];
+        out[2][l] = C[l] + cd_md5_init[2]; out[3][l] = D[l] + cd_md5_init[3];
+    }
+}
+
+static inline uint32_t cd_bswap32(uint32_t x) {
+    return (x >> 24) | ((x >> 8) & 0xff00u) | ((x << 8) & 0xff0000u) | (x << 24);
+}
+
+/* The digest's last 16 bytes read as a big-endian 128-bit integer, split in
+ * (hi, lo): what `int.from_bytes(md5(x).digest(), "big")` is. */
+static inline void cd_md5_be(const uint32_t st[4], uint64_t *hi, uint64_t *lo) {
+    *hi = ((uint64_t)cd_bswap32(st[0]) << 32) | cd_bswap32(st[1]);
+    *lo = ((uint64_t)cd_bswap32(st[2]) << 32) | cd_bswap32(st[3]);
+}
+
+/* --------------------------------------------------------- accumulation */
+/* Per-bit counts of many 64-bit values, each with weight 1.  A byte of the
+ * value indexes a table whose entry spreads its 8 bits over 8 byte-wide lanes
+ * of a 64-bit word; 8 such words (one per byte of the value) count 64 bits
+ * at once, and are flushed into the 64-bit counters before a lane could
+ * overflow (every 255 values). */
+typedef struct {
+    uint64_t spread[256];
+} cd_spread_table;
+
+static inline void cd_spread_init(cd_spread_table *t) {
+    int x, b;
+    for (x = 0; x < 256; x++) {
+        uint64_t v = 0;
+        for (b = 0; b < 8; b++)
+            if (x & (1 << b)) v |= (uint64_t)1 << (8 * b);
+        t->spread[x] = v;
+    }
+}
+
+typedef struct {
+    const cd_spread_table *table;
+    uint64_t lanes[8];       /* lanes[byte] lane b: count of bit 8*byte+b */
+    int pending;             /* values in lanes since the last flush */
+    int64_t counts[128];     /* counts[j]: values with bit j set (128 for compat f<=128) */
+    int64_t total;           /* values added */
+} cd_counter;
+
+static inline void cd_counter_init(cd_counter *c, const cd_spread_table *t) {
+    memset(c, 0, sizeof *c);
+    c->table = t;
+}
+
+static inline void cd_counter_flush(cd_counter *c) {
+    int byte, b;
+    for (byte = 0; byte < 8; byte++) {
+        uint64_t v = c->lanes[byte];
+        for (b = 0; b < 8; b++)
+            c->counts[8 * byte + b] += (int64_t)((v >> (8 * b)) & 0xff);
+        c->lanes[byte] = 0;
+    }
+    c->pending = 0;
+}
+
+static inline void cd_counter_add(cd_counter *c, uint64_t h) {
+    const uint64_t *s = c->table->spread;
+    c->lanes[0] += s[h & 0xff];
+    c->lanes[1] += s[(h >> 8) & 0xff];
+    c->lanes[2] += s[(h >> 16) & 0xff];
+    c->lanes[3] += s[(h >> 24) & 0xff];
+    c->lanes[4] += s[(h >> 32) & 0xff];
+    c->lanes[5] += s[(h >> 40) & 0xff];
+    c->lanes[6] += s[(h >> 48) & 0xff];
+    c->lanes[7] += s[(h >> 56) & 0xff];
+    c->total++;
+    if (++c->pending == 255)
+        cd_counter_flush(c);
+}
+
+/* Bit j of the result is set when more than half of the values have it. */
+static inline uint64_t cd_counter_result(cd_counter *c) {
+    uint64_t out = 0;
+    int j;
+    cd_counter_flush(c);
+    for (j = 0; j < 64; j++)
+        if (2 * c->counts[j] > c->total) out |= (uint64_t)1 << j;
+    return out;
+}
+
+/* ----------------------------------------------------- character classes */
+/* A str's code points without the GIL. */
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t length;
+} cd_text;
+
+static inline Py_UCS4 cd_text_at(const cd_text *t, Py_ssize_t i) {
+    if (t->kind == PyUnicode_1BYTE_KIND) return ((const Py_UCS1 *)t->data)[i];
+    if (t->kind == PyUnicode_2BYTE_KIND) return ((const Py_UCS2 *)t->data)[i];
+    return ((const Py_UCS4 *)t->data)[i];
+}
+
+/* re's \w on str patterns: str.isalnum() or '_' (sre's SRE_UNI_IS_WORD). */
+static inline int cd_is_word(Py_UCS4 c) {
+    if (c < 128)
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+               c == '_';
+    return Py_UNICODE_ISALNUM(c) != 0;
+}
+
+/* Scripts written without spaces between words, cut into character n-grams
+ * by the "auto" tokenizer: CJK ideographs (all blocks and extensions, and
+ * compatibility ideographs), kana, Thai, Lao, Khmer and Myanmar.  Hangul is
+ * written with spaces and is left to the word tokenizer.  Keep in sync with
+ * _reference._UNSPACED. */
+static inline int cd_is_unspaced(Py_UCS4 c) {
+    if (c < 0x0E00) return 0;
+    return (c >= 0x0E00 && c <= 0x0EFF) ||     /* Thai, Lao */
+           (c >= 0x1000 && c <= 0x109F) ||     /* Myanmar */
+           (c >= 0x1780 && c <= 0x17FF) ||     /* Khmer */
+           (c >= 0x3040 && c <= 0x30FF) ||     /* Hiragana, Katakana */
+           (c >= 0x31F0 && c <= 0x31FF) ||     /* Katakana phonetic extensions */
+           (c >= 0x3400 && c <= 0x4DBF) ||     /* CJK extension A */
+           (c >= 0x4E00 && c <= 0x9FFF) ||     /* CJK unified ideographs */
+           (c >= 0xF900 && c <= 0xFAFF) ||     /* CJK compatibility ideographs */
+           (c >= 0x20000 && c <= 0x3FFFF);     /* CJK extensions B.., planes 2-3 */
+}
+
+/* ----------------------------------------------------- feature hash sets */
+/* Distinct 64-bit feature hashes of one document (open addressing, linear
+ * probing, grows at half load).  0 marks an empty slot; the hash 0 itself is
+ * tracked by a flag. */
+typedef struct {
+    uint64_t *slots;
+    size_t mask;      /* capacity - 1, capacity a power of two */
+    size_t used;
+    int has_zero;
+} cd_hashset;
+
+static inline int cd_hashset_init(cd_hashset *s, size_t capacity) {
+    size_t cap = 64;
+    while (cap < capacity) cap <<= 1;
+    s->slots = (uint64_t *)calloc(cap, sizeof(uint64_t));
+    if (!s->slots) return -1;
+    s->mask = cap - 1;
+    s->used = 0;
+    s->has_zero = 0;
+    return 0;
+}
+
+static inline void cd_hashset_clear(cd_hashset *s) {
+    if (s->used) memset(s->slots, 0, (s->mask + 1) * sizeof(uint64_t));
+    s->used = 0;
+    s->has_zero = 0;
+}
+
+static inline void cd_hashset_free(cd_hashset *s) {
+    free(s->slots);
+    s->slots = NULL;
+}
+
+static int cd_hashset_grow(cd_hashset *s) {
+    size_t cap = (s->mask + 1) * 2, i;
+    uint64_t *old = s->slots, *slots = (uint64_t *)calloc(cap, sizeof(uint64_t));
+    if (!slots) return -1;
+    for (i = 0; i <= s->mask; i++) {
+        uint64_t h = old[i];
+        if (h) {
+            size_t j = (size_t)(h >> 7) & (cap - 1);   /* low bits feed the counters */
+            while (slots[j]) j = (j + 1) & (cap - 1);
+            slots[j] = h;
+        }
+    }
+    free(old);
+    s->slots = slots;
+    s->mask = cap - 1;
+    return 0;
+}
+
+/* 1 when h was new, 0 when already present, -1 when out of memory. */
+static inline int cd_hashset_add(cd_hashset *s, uint64_t h) {
+    size_t j;
+    if (h == 0) {
+        if (s->has_zero) return 0;
+        s->has_zero = 1;
+        return 1;
+    }
+    j = (size_t)(h >> 7) & s->mask;
+    while (s->slots[j]) {
+        if (s->slots[j] == h) return 0;
+        j = (j + 1) & s->mask;
+    }
+    s->slots[j] = h;
+    if (++s->used * 2 > s->mask + 1 && cd_hashset_grow(s) < 0) return -1;
+    return 1;
+}
+
+/* ------------------------------------------------------ our tokenizers */
+#define CD_TOK_AUTO 0
+#define CD_TOK_WORDS 1
+#define CD_TOK_CHARS 2
+#define CD_MAX_NGRAM 16
+
+/* Per-document scratch, reused across the documents of a batch. */
+typedef struct {
+    cd_hashset seen;
+    cd_counter counter;
+    Py_UCS4 *units;          /* code points of the character stream */
+    Py_ssize_t *word_start;  /* word i = text[word_start[i]:word_end[i]] */
+    Py_ssize_t *word_end;
+    Py_ssize_t cap;          /* capacity of the three arrays */
+    unsigned char *buf;      /* UTF-8 of one feature */
+    size_t buf_cap;
+} cd_shscratch;
+
+static inline int cd_shscratch_init(cd_shscratch *s, const cd_spread_table *t) {
+    memset(s, 0, sizeof *s);
+    cd_counter_init(&s->counter, t);
+    return cd_hashset_init(&s->seen, 1024);
+}
+
+static inline void cd_shscratch_free(cd_shscratch *s) {
+    cd_hashset_free(&s->seen);
+    free(s->units); free(s->word_start); free(s->word_end); free(s->buf);
+    s->units = NULL; s->word_start = s->word_end = NULL; s->buf = NULL;
+}
+
+static int cd_shscratch_reserve(cd_shscratch *s, Py_ssize_t n) {
+    if (n <= s->cap) return 0;
+    free(s->units); free(s->word_start); free(s->word_end);
+    s->units = (Py_UCS4 *)malloc((size_t)n * sizeof(Py_UCS4));
+    s->word_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    s->word_end = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    if (!s->units || !s->word_start || !s->word_end) {
+        free(s->units); free(s->word_start); free(s->word_end);
+        s->units = NULL; s->word_start = s->word_end = NULL;
+        s->cap = 0;
+        return -1;
+    }
+    s->cap = n;
+    return 0;
+}
+
+static int cd_buf_reserve(cd_shscratch *s, size_t n) {
+    unsigned char *b;
+    if (n <= s->buf_cap) return 0;
+    if (n < 256) n = 256;
+    b = (unsigned char *)realloc(s->buf, n);
+    if (!b) return -1;
+    s->buf = b;
+    s->buf_cap = n;
+    return 0;
+}
+
+static inline size_t cd_put_utf8(unsigned char *p, Py_UCS4 c) {
+    if (c < 0x80) { p[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) {
+        p[0] = (unsigned char)(0xC0 | (c >> 6)); p[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        p[0] = (unsigned char)(0xE0 | (c >> 12));
+        p[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        p[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    p[0] = (unsigned char)(0xF0 | (c >> 18));
+    p[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    p[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    p[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+/* Count feature h once per document. */
+static inline int cd_feature(cd_shscratch *s, const unsigned char *p, size_t n) {
+    uint64_t h1, h2;
+    int r;
+    cd_murmur3_x64_128(p, n, 0, &h1, &h2);
+    r = cd_hashset_add(&s->seen, h1);
+    if (r > 0) cd_counter_add(&s->counter, h1);
+    return r < 0 ? -1 : 0;
+}
+
+/* Character n-grams over units[0:m] (the whole stream when shorter). */
+static int cd_char_ngrams(cd_shscratch *s, Py_ssize_t m, int n) {
+    Py_ssize_t i, count;
+    int k;
+    if (m == 0) return 0;
+    if (m < n) n = (int)m;
+    count = m - n + 1;
+    if (cd_buf_reserve(s, 4 * (size_t)n) < 0) return -1;
+    for (i = 0; i < count; i++) {
+        size_t len = 0;
+        for (k = 0; k < n; k++) len += cd_put_utf8(s->buf + len, s->units[i + k]);
+        if (cd_feature(s, s->buf, len) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Word n-grams (words joined by one space) over the nw words recorded in
+ * word_start/word_end (the whole sequence when shorter). */
+static int cd_word_ngrams(cd_shscratch *s, const cd_text *t, Py_ssize_t nw, int n) {
+    Py_ssize_t i, j, count;
+    int k;
+    if (nw == 0) return 0;
+    if (nw < n) n = (int)nw;
+    count = nw - n + 1;
+    for (i = 0; i < count; i++) {
+        size_t len = 0, need = 0;
+        for (k = 0; k < n; k++)
+            need += 4 * (size_t)(s->word_end[i + k] - s->word_start[i + k]) + 1;
+        if (cd_buf_reserve(s, need) < 0) return -1;
+        for (k = 0; k < n; k++) {
+            if (k) s->buf[len++] = ' ';
+            for (j = s->word_start[i + k]; j < s->word_end[i + k]; j++)
+                len += cd_put_utf8(s->buf + len, cd_text_at(t, j));
+        }
+        if (cd_feature(s, s->buf, len) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The fingerprint of an already lower-cased text; -1 on out of memory (then
+ * *out is untouched).  See _reference.simhash_text for the definition. */
+static int cd_simhash_text(cd_shscratch *s, const cd_text *t, int mode, int word_n,
+                           int char_n, uint64_t *out) {
+    Py_ssize_t i, m = 0, nw = 0, start = -1;
+    if (cd_shscratch_reserve(s, t->length + 1) < 0) return -1;
+    cd_hashset_clear(&s->seen);
+    cd_counter_init(&s->counter, s->counter.table);
+    for (i = 0; i < t->length; i++) {
+        Py_UCS4 c = cd_text_at(t, i);
+        int unspaced = (mode == CD_TOK_AUTO) && cd_is_unspaced(c);
+        int word = !unspaced && cd_is_word(c);
+        if (mode == CD_TOK_CHARS) {
+            if (word) s->units[m++] = c;
+            continue;
+        }
+        if (word) {
+            if (start < 0) start = i;
+        } else if (start >= 0) {
+            s->word_start[nw] = start; s->word_end[nw++] = i; start = -1;
+        }
+        if (unspaced) s->units[m++] = c;
+    }
+    if (start >= 0) { s->word_start[nw] = start; s->word_end[nw++] = t->length; }
+    if (mode != CD_TOK_CHARS && cd_word_ngrams(s, t, nw, word_n) < 0) return -1;
+    if (mode != CD_TOK_WORDS && cd_char_ngrams(s, m, char_n) < 0) return -1;
+    *out = cd_counter_result(&s->counter);
+    return 0;
+}
+
+/* ------------------------------------------- the `simhash` package's text */
+/* simhash 2.1.x, Simhash(text, f): lower-case (done by the caller with
+ * str.lower()), keep the characters matching [\w\u4e00-\u9fcc], slide a
+ * 4-character window over them (one window, the whole string, when fewer
+ * than 4 remain), hash each window's UTF-8 with MD5 and keep the last f/8
+ * bytes big-endian, and set bit j when more than half of the windows have it.
+ * The package counts distinct windows and weights them by count, which adds
+ * up to the same per-bit sums.  8 <= f <= 128, f a multiple of 8.
+ * Returns -1 on out of memory; the value in (*hi, *lo). */
+#define CD_LEON_WIDTH 4
+
+static inline int cd_leon_keep(Py_UCS4 c) {
+    return cd_is_word(c) || (c >= 0x4E00 && c <= 0x9FCC);
+}
+
+typedef struct {
+    int64_t counts[128];
+    int64_t total;
+} cd_leon_acc;
+
+static inline void cd_leon_add(cd_leon_acc *acc, uint64_t hi, uint64_t lo, int f,
+                               int64_t w) {
+    int j;
+    int nlo = f < 64 ? f : 64;
+    for (j = 0; j < nlo; j++) acc->counts[j] += (int64_t)((lo >> j) & 1) * w;
+    for (j = 64; j < f; j++) acc->counts[j] += (int64_t)((hi >> (j - 64)) & 1) * w;
+}
+
+static inline void cd_leon_result(const cd_leon_acc *acc, int f, uint64_t *hi, uint64_t *lo) {
+    int j;
+    *hi = 0; *lo = 0;
+    for (j = 0; j < f; j++) {
+        if (2 * acc->counts[j] > acc->total) {
+            if (j < 64) *lo |= (uint64_t)1 << j;
+            else *hi |= (uint64_t)1 << (j - 64);
+        }
+    }
+}
+
+static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
+                        uint64_t *hi, uint64_t *lo) {
+    Py_UCS4 *kept;
+    Py_ssize_t i, m = 0, count;
+    cd_counter clo, chi;
+    uint32_t X[16][CD_MD5_LANES], st[4][CD_MD5_LANES];
+    int lane = 0, l, j;
+    kept = (Py_UCS4 *)malloc(((size_t)t->length + 1) * sizeof(Py_UCS4));
+    if (!kept) return -1;
+    for (i = 0; i < t->length; i++) {
+        Py_UCS4 c = cd_text_at(t, i);
+        if (cd_leon_keep(c)) kept[m++] = c;
+    }
+    cd_counter_init(&clo, table);
+    cd_counter_init(&chi, table);
+    count = m > CD_LEON_WIDTH ? m - CD_LEON_WIDTH + 1 : 1;
+    for (i = 0; i < count; i++) {
+        unsigned char block[64];
+        size_t len = 0;
+        Py_ssize_t k, end = i + CD_LEON_WIDTH < m ? i + CD_LEON_WIDTH : m;
+        int w;
+        memset(block, 0, sizeof block);
+        for (k = i; k < end; k++) len += cd_put_utf8(block + len, kept[k]);
+        block[len] = 0x80;                       /* at most 16 bytes: one block */
+        block[56] = (unsigned char)(len << 3);   /* bit length, little-endian */
+        for (w = 0; w < 16; w++)
+            X[w][lane] = (uint32_t)block[4 * w] | ((uint32_t)block[4 * w + 1] << 8) |
+                         ((uint32_t)block[4 * w + 2] << 16) | ((uint32_t)block[4 * w + 3] << 24);
+        if (++lane == CD_MD5_LANES || i == count - 1) {
+            cd_md5_lanes(X, st);
+            for (l = 0; l < lane; l++) {
+                uint32_t s4[4] = {st[0][l], st[1][l], st[2][l], st[3][l]};
+                uint64_t h, g;
+                cd_md5_be(s4, &h, &g);
+                cd_counter_add(&clo, g);
+                if (f > 64) cd_counter_add(&chi, h);
+            }
+            lane = 0;
+        }
+    }
+    free(kept);
+    cd_counter_flush(&clo);
+    cd_counter_flush(&chi);
+    *hi = 0; *lo = 0;
+    for (j = 0; j < f; j++) {
+        if (j < 64 && 2 * clo.counts[j] > clo.total) *lo |= (uint64_t)1 << j;
+        if (j >= 64 && 2 * chi.counts[j - 64] > clo.total) *hi |= (uint64_t)1 << (j - 64);
+    }
+    return 0;
+}
+
+/* The features path of the `simhash` package with integer weights: feature i
+ * (UTF-8 in data[offsets[i]:offsets[i+1]]) adds max(w, 0) to the sum of each
+ * of its bits (the package repeats the digest w times, and a bytes object
+ * repeated w <= 0 times is empty) and w to the total.  The caller keeps the
+ * sums within int64. */
+static void cd_leon_features(const unsigned char *data, const int64_t *offsets,
+                             const int64_t *weights, Py_ssize_t n, int f, int64_t total,
+                             uint64_t *hi, uint64_t *lo) {
+    cd_leon_acc acc;
+    Py_ssize_t i;
+    memset(&acc, 0, sizeof acc);
+    for (i = 0; i < n; i++) {
+        uint32_t st[4];
+        uint64_t h, g;
+        int64_t w = weights[i] > 0 ? weights[i] : 0;
+        cd_md5_words(data + offsets[i], (size_t)(offsets[i + 1] - offsets[i]), st);
+        cd_md5_be(st, &h, &g);
+        cd_leon_add(&acc, h, g, f, w);
+    }
+    acc.total = total;
+    cd_leon_result(&acc, f, hi, lo);
+}
+
+#endif
