@@ -238,6 +238,7 @@ typedef struct {
     int kind;
     const void *data;
     Py_ssize_t length;
+    int lower;         /* lower-case while reading (see cd_lower) */
 } cd_text;
 
 static inline Py_UCS4 cd_text_at(const cd_text *t, Py_ssize_t i) {
@@ -245,6 +246,22 @@ static inline Py_UCS4 cd_text_at(const cd_text *t, Py_ssize_t i) {
     if (t->kind == PyUnicode_2BYTE_KIND) return ((const Py_UCS2 *)t->data)[i];
     return ((const Py_UCS4 *)t->data)[i];
 }
+
+/* str.lower() one code point at a time.  Python's full case mapping turns
+ * every code point into exactly one, its simple lowercase, except U+0130
+ * (two code points) and U+03A3 (final sigma depends on the neighbours):
+ * cd_lower_special says when the caller must use str.lower() instead.  The
+ * test suite checks this against str.lower() for every code point. */
+static inline int cd_lower_special(Py_UCS4 c) {
+    return c == 0x130 || c == 0x3A3;
+}
+
+static inline Py_UCS4 cd_lower(Py_UCS4 c) {
+    if (c < 128) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+    return Py_UNICODE_TOLOWER(c);
+}
+
+#define CD_NEEDS_PY_LOWER (-2)
 
 /* re's \w on str patterns: str.isalnum() or '_' (sre's SRE_UNI_IS_WORD). */
 static inline int cd_is_word(Py_UCS4 c) {
@@ -270,6 +287,14 @@ static inline int cd_is_unspaced(Py_UCS4 c) {
            (c >= 0x4E00 && c <= 0x9FFF) ||     /* CJK unified ideographs */
            (c >= 0xF900 && c <= 0xFAFF) ||     /* CJK compatibility ideographs */
            (c >= 0x20000 && c <= 0x3FFFF);     /* CJK extensions B.., planes 2-3 */
+}
+
+/* Code point i, lower-cased when t->lower (scripts without case skip the
+ * lookup; the caller has checked cd_lower_special). */
+static inline Py_UCS4 cd_text_get(const cd_text *t, Py_ssize_t i) {
+    Py_UCS4 c = cd_text_at(t, i);
+    if (t->lower && (c < 128 || !cd_is_unspaced(c))) c = cd_lower(c);
+    return c;
 }
 
 /* ----------------------------------------------------- feature hash sets */
@@ -347,15 +372,17 @@ static inline int cd_hashset_add(cd_hashset *s, uint64_t h) {
 #define CD_TOK_CHARS 2
 #define CD_MAX_NGRAM 16
 
-/* Per-document scratch, reused across the documents of a batch. */
+/* Per-document scratch, reused across the documents of a batch.  The
+ * tokenizers stream: only the last n words (as index ranges into the text)
+ * and the last n characters of the character stream are kept, so memory does
+ * not grow with the text (only the set of distinct features does). */
 typedef struct {
     cd_hashset seen;
     cd_counter counter;
-    Py_UCS4 *units;          /* code points of the character stream */
-    Py_ssize_t *word_start;  /* word i = text[word_start[i]:word_end[i]] */
-    Py_ssize_t *word_end;
-    Py_ssize_t cap;          /* capacity of the three arrays */
-    unsigned char *buf;      /* UTF-8 of one feature */
+    Py_UCS4 units[CD_MAX_NGRAM];          /* ring: the last characters */
+    Py_ssize_t word_start[CD_MAX_NGRAM];  /* ring: the last words, text[start:end] */
+    Py_ssize_t word_end[CD_MAX_NGRAM];
+    unsigned char *buf;                   /* UTF-8 of one feature */
     size_t buf_cap;
 } cd_shscratch;
 
@@ -367,24 +394,8 @@ static inline int cd_shscratch_init(cd_shscratch *s, const cd_spread_table *t) {
 
 static inline void cd_shscratch_free(cd_shscratch *s) {
     cd_hashset_free(&s->seen);
-    free(s->units); free(s->word_start); free(s->word_end); free(s->buf);
-    s->units = NULL; s->word_start = s->word_end = NULL; s->buf = NULL;
-}
-
-static int cd_shscratch_reserve(cd_shscratch *s, Py_ssize_t n) {
-    if (n <= s->cap) return 0;
-    free(s->units); free(s->word_start); free(s->word_end);
-    s->units = (Py_UCS4 *)malloc((size_t)n * sizeof(Py_UCS4));
-    s->word_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
-    s->word_end = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
-    if (!s->units || !s->word_start || !s->word_end) {
-        free(s->units); free(s->word_start); free(s->word_end);
-        s->units = NULL; s->word_start = s->word_end = NULL;
-        s->cap = 0;
-        return -1;
-    }
-    s->cap = n;
-    return 0;
+    free(s->buf);
+    s->buf = NULL;
 }
 
 static int cd_buf_reserve(cd_shscratch *s, size_t n) {
@@ -417,7 +428,14 @@ static inline size_t cd_put_utf8(unsigned char *p, Py_UCS4 c) {
     return 4;
 }
 
-/* Count feature h once per document. */
+/* Count the feature p[0:n] at every occurrence (character n-grams). */
+static inline void cd_feature_tf(cd_shscratch *s, const unsigned char *p, size_t n) {
+    uint64_t h1, h2;
+    cd_murmur3_x64_128(p, n, 0, &h1, &h2);
+    cd_counter_add(&s->counter, h1);
+}
+
+/* Count the feature p[0:n] once per document (word n-grams). */
 static inline int cd_feature(cd_shscratch *s, const unsigned char *p, size_t n) {
     uint64_t h1, h2;
     int r;
@@ -427,71 +445,74 @@ static inline int cd_feature(cd_shscratch *s, const unsigned char *p, size_t n) 
     return r < 0 ? -1 : 0;
 }
 
-/* Character n-grams over units[0:m] (the whole stream when shorter). */
-static int cd_char_ngrams(cd_shscratch *s, Py_ssize_t m, int n) {
-    Py_ssize_t i, count;
-    int k;
-    if (m == 0) return 0;
-    if (m < n) n = (int)m;
-    count = m - n + 1;
-    if (cd_buf_reserve(s, 4 * (size_t)n) < 0) return -1;
-    for (i = 0; i < count; i++) {
-        size_t len = 0;
-        for (k = 0; k < n; k++) len += cd_put_utf8(s->buf + len, s->units[i + k]);
-        if (cd_feature(s, s->buf, len) < 0) return -1;
-    }
+/* The character n-gram made of the last n characters seen (m in all). */
+static inline int cd_emit_chars(cd_shscratch *s, Py_ssize_t m, int n) {
+    unsigned char b[4 * CD_MAX_NGRAM];
+    size_t len = 0;
+    Py_ssize_t k;
+    for (k = m - n; k < m; k++) len += cd_put_utf8(b + len, s->units[k % CD_MAX_NGRAM]);
+    cd_feature_tf(s, b, len);
     return 0;
 }
 
-/* Word n-grams (words joined by one space) over the nw words recorded in
- * word_start/word_end (the whole sequence when shorter). */
-static int cd_word_ngrams(cd_shscratch *s, const cd_text *t, Py_ssize_t nw, int n) {
-    Py_ssize_t i, j, count;
-    int k;
-    if (nw == 0) return 0;
-    if (nw < n) n = (int)nw;
-    count = nw - n + 1;
-    for (i = 0; i < count; i++) {
-        size_t len = 0, need = 0;
-        for (k = 0; k < n; k++)
-            need += 4 * (size_t)(s->word_end[i + k] - s->word_start[i + k]) + 1;
-        if (cd_buf_reserve(s, need) < 0) return -1;
-        for (k = 0; k < n; k++) {
-            if (k) s->buf[len++] = ' ';
-            for (j = s->word_start[i + k]; j < s->word_end[i + k]; j++)
-                len += cd_put_utf8(s->buf + len, cd_text_at(t, j));
-        }
-        if (cd_feature(s, s->buf, len) < 0) return -1;
+/* The word n-gram made of the last n words seen (nw in all), joined by one
+ * space. */
+static int cd_emit_words(cd_shscratch *s, const cd_text *t, Py_ssize_t nw, int n) {
+    Py_ssize_t k, j;
+    size_t len = 0, need = 0;
+    for (k = nw - n; k < nw; k++)
+        need += 4 * (size_t)(s->word_end[k % CD_MAX_NGRAM] - s->word_start[k % CD_MAX_NGRAM]) + 1;
+    if (cd_buf_reserve(s, need) < 0) return -1;
+    for (k = nw - n; k < nw; k++) {
+        if (k > nw - n) s->buf[len++] = ' ';
+        for (j = s->word_start[k % CD_MAX_NGRAM]; j < s->word_end[k % CD_MAX_NGRAM]; j++)
+            len += cd_put_utf8(s->buf + len, cd_text_get(t, j));
     }
-    return 0;
+    return cd_feature(s, s->buf, len);
 }
 
-/* The fingerprint of an already lower-cased text; -1 on out of memory (then
- * *out is untouched).  See _reference.simhash_text for the definition. */
+/* The fingerprint of a text (lower-cased while reading when t->lower); -1 on
+ * out of memory, CD_NEEDS_PY_LOWER when the text must be lower-cased by
+ * str.lower() first (then *out is untouched).  See _reference.simhash_text for the definition: word
+ * n-grams over the words, character n-grams over the character stream, the
+ * whole sequence as one feature when it is shorter than n. */
 static int cd_simhash_text(cd_shscratch *s, const cd_text *t, int mode, int word_n,
                            int char_n, uint64_t *out) {
     Py_ssize_t i, m = 0, nw = 0, start = -1;
-    if (cd_shscratch_reserve(s, t->length + 1) < 0) return -1;
     cd_hashset_clear(&s->seen);
     cd_counter_init(&s->counter, s->counter.table);
-    for (i = 0; i < t->length; i++) {
-        Py_UCS4 c = cd_text_at(t, i);
-        int unspaced = (mode == CD_TOK_AUTO) && cd_is_unspaced(c);
+    for (i = 0; i <= t->length; i++) {
+        Py_UCS4 c = i < t->length ? cd_text_at(t, i) : ' ';   /* a final separator */
+        int caseless = c >= 128 && cd_is_unspaced(c);
+        int unspaced = (mode == CD_TOK_AUTO) && caseless;
+        if (t->lower && !caseless) {
+            if (cd_lower_special(c)) return CD_NEEDS_PY_LOWER;
+            c = cd_lower(c);
+        }
         int word = !unspaced && cd_is_word(c);
         if (mode == CD_TOK_CHARS) {
-            if (word) s->units[m++] = c;
+            if (word) {
+                s->units[m++ % CD_MAX_NGRAM] = c;
+                if (m >= char_n && cd_emit_chars(s, m, char_n) < 0) return -1;
+            }
             continue;
         }
         if (word) {
             if (start < 0) start = i;
         } else if (start >= 0) {
-            s->word_start[nw] = start; s->word_end[nw++] = i; start = -1;
+            s->word_start[nw % CD_MAX_NGRAM] = start;
+            s->word_end[nw % CD_MAX_NGRAM] = i;
+            nw++;
+            start = -1;
+            if (nw >= word_n && cd_emit_words(s, t, nw, word_n) < 0) return -1;
         }
-        if (unspaced) s->units[m++] = c;
+        if (unspaced) {
+            s->units[m++ % CD_MAX_NGRAM] = c;
+            if (m >= char_n && cd_emit_chars(s, m, char_n) < 0) return -1;
+        }
     }
-    if (start >= 0) { s->word_start[nw] = start; s->word_end[nw++] = t->length; }
-    if (mode != CD_TOK_CHARS && cd_word_ngrams(s, t, nw, word_n) < 0) return -1;
-    if (mode != CD_TOK_WORDS && cd_char_ngrams(s, m, char_n) < 0) return -1;
+    if (nw > 0 && nw < word_n && cd_emit_words(s, t, nw, (int)nw) < 0) return -1;
+    if (m > 0 && m < char_n && cd_emit_chars(s, m, (int)m) < 0) return -1;
     *out = cd_counter_result(&s->counter);
     return 0;
 }
@@ -535,53 +556,75 @@ static inline void cd_leon_result(const cd_leon_acc *acc, int f, uint64_t *hi, u
     }
 }
 
+/* One window (w[0:len] code points) into the MD5 lanes; runs the lanes when
+ * full. */
+typedef struct {
+    uint32_t X[16][CD_MD5_LANES];
+    int lane;
+    int f;
+    cd_counter lo, hi;
+} cd_leon_run;
+
+static void cd_leon_flush(cd_leon_run *r) {
+    uint32_t st[4][CD_MD5_LANES];
+    int l;
+    if (!r->lane) return;
+    cd_md5_lanes(r->X, st);
+    for (l = 0; l < r->lane; l++) {
+        uint32_t s4[4] = {st[0][l], st[1][l], st[2][l], st[3][l]};
+        uint64_t h, g;
+        cd_md5_be(s4, &h, &g);
+        cd_counter_add(&r->lo, g);
+        if (r->f > 64) cd_counter_add(&r->hi, h);
+    }
+    r->lane = 0;
+}
+
+static void cd_leon_window(cd_leon_run *r, const Py_UCS4 *ring, Py_ssize_t m, int width) {
+    unsigned char block[64];
+    size_t len = 0;
+    Py_ssize_t k;
+    int w;
+    memset(block, 0, sizeof block);
+    for (k = m - width; k < m; k++) len += cd_put_utf8(block + len, ring[k % CD_LEON_WIDTH]);
+    block[len] = 0x80;                       /* at most 16 bytes: one block */
+    block[56] = (unsigned char)(len << 3);   /* the bit length, little-endian */
+    for (w = 0; w < 16; w++)
+        r->X[w][r->lane] = (uint32_t)block[4 * w] | ((uint32_t)block[4 * w + 1] << 8) |
+                           ((uint32_t)block[4 * w + 2] << 16) |
+                           ((uint32_t)block[4 * w + 3] << 24);
+    if (++r->lane == CD_MD5_LANES) cd_leon_flush(r);
+}
+
 static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
                         uint64_t *hi, uint64_t *lo) {
-    Py_UCS4 *kept;
-    Py_ssize_t i, m = 0, count;
-    cd_counter clo, chi;
-    uint32_t X[16][CD_MD5_LANES], st[4][CD_MD5_LANES];
-    int lane = 0, l, j;
-    kept = (Py_UCS4 *)malloc(((size_t)t->length + 1) * sizeof(Py_UCS4));
-    if (!kept) return -1;
+    Py_UCS4 ring[CD_LEON_WIDTH];
+    Py_ssize_t i, m = 0;
+    cd_leon_run r;
+    int j;
+    r.lane = 0;
+    r.f = f;
+    cd_counter_init(&r.lo, table);
+    cd_counter_init(&r.hi, table);
     for (i = 0; i < t->length; i++) {
         Py_UCS4 c = cd_text_at(t, i);
-        if (cd_leon_keep(c)) kept[m++] = c;
-    }
-    cd_counter_init(&clo, table);
-    cd_counter_init(&chi, table);
-    count = m > CD_LEON_WIDTH ? m - CD_LEON_WIDTH + 1 : 1;
-    for (i = 0; i < count; i++) {
-        unsigned char block[64];
-        size_t len = 0;
-        Py_ssize_t k, end = i + CD_LEON_WIDTH < m ? i + CD_LEON_WIDTH : m;
-        int w;
-        memset(block, 0, sizeof block);
-        for (k = i; k < end; k++) len += cd_put_utf8(block + len, kept[k]);
-        block[len] = 0x80;                       /* at most 16 bytes: one block */
-        block[56] = (unsigned char)(len << 3);   /* bit length, little-endian */
-        for (w = 0; w < 16; w++)
-            X[w][lane] = (uint32_t)block[4 * w] | ((uint32_t)block[4 * w + 1] << 8) |
-                         ((uint32_t)block[4 * w + 2] << 16) | ((uint32_t)block[4 * w + 3] << 24);
-        if (++lane == CD_MD5_LANES || i == count - 1) {
-            cd_md5_lanes(X, st);
-            for (l = 0; l < lane; l++) {
-                uint32_t s4[4] = {st[0][l], st[1][l], st[2][l], st[3][l]};
-                uint64_t h, g;
-                cd_md5_be(s4, &h, &g);
-                cd_counter_add(&clo, g);
-                if (f > 64) cd_counter_add(&chi, h);
-            }
-            lane = 0;
+        if (t->lower && !(c >= 0x4E00 && c <= 0x9FCC)) {
+            if (cd_lower_special(c)) return CD_NEEDS_PY_LOWER;
+            c = cd_lower(c);
+        }
+        if (cd_leon_keep(c)) {
+            ring[m++ % CD_LEON_WIDTH] = c;
+            if (m >= CD_LEON_WIDTH) cd_leon_window(&r, ring, m, CD_LEON_WIDTH);
         }
     }
-    free(kept);
-    cd_counter_flush(&clo);
-    cd_counter_flush(&chi);
+    if (m < CD_LEON_WIDTH) cd_leon_window(&r, ring, m, (int)m);  /* possibly empty */
+    cd_leon_flush(&r);
+    cd_counter_flush(&r.lo);
+    cd_counter_flush(&r.hi);
     *hi = 0; *lo = 0;
     for (j = 0; j < f; j++) {
-        if (j < 64 && 2 * clo.counts[j] > clo.total) *lo |= (uint64_t)1 << j;
-        if (j >= 64 && 2 * chi.counts[j - 64] > clo.total) *hi |= (uint64_t)1 << (j - 64);
+        if (j < 64 && 2 * r.lo.counts[j] > r.lo.total) *lo |= (uint64_t)1 << j;
+        if (j >= 64 && 2 * r.hi.counts[j - 64] > r.lo.total) *hi |= (uint64_t)1 << (j - 64);
     }
     return 0;
 }

@@ -2,9 +2,10 @@
 #
 # Our 64-bit SimHash over MurmurHash3 feature hashes with the text tokenizers
 # in C (no Python call per token), and the `simhash` package's MD5-based
-# fingerprints for crawldedup.compat.simhash.  Texts arrive already
-# lower-cased (str.lower() in the wrapper, so case mapping is exactly
-# Python's).  The twins are in _reference.py, section "simhash".
+# fingerprints for crawldedup.compat.simhash.  Texts are lower-cased exactly
+# as str.lower() does (per code point in C, or by str.lower() itself for the
+# two code points whose lowercase depends on more than themselves).  The
+# twins are in _reference.py, section "simhash".
 
 from libc.stdint cimport int64_t
 
@@ -20,6 +21,7 @@ cdef extern from "_cd_simhash.h" nogil:
         int kind
         const void* data
         Py_ssize_t length
+        int lower
     ctypedef struct cd_shscratch:
         cd_counter counter
     void cd_spread_init(cd_spread_table* t)
@@ -33,6 +35,10 @@ cdef extern from "_cd_simhash.h" nogil:
     void cd_md5(const unsigned char* data, size_t length, unsigned char* out)
     int cd_leon_text(const cd_text* t, int f, const cd_spread_table* table,
                      uint64_t* hi, uint64_t* lo)
+    Py_UCS4 cd_lower(Py_UCS4 c)
+    int cd_lower_special(Py_UCS4 c)
+    Py_UCS4 cd_text_at(const cd_text* t, Py_ssize_t i)
+    const int CD_NEEDS_PY_LOWER
     void cd_leon_features(const unsigned char* data, const int64_t* offsets,
                           const int64_t* weights, Py_ssize_t n, int f, int64_t total,
                           uint64_t* hi, uint64_t* lo)
@@ -50,14 +56,28 @@ TOKENIZER_CHARS = CD_TOK_CHARS
 MAX_NGRAM = CD_MAX_NGRAM
 
 
-cdef int _text_view(object text, cd_text* t, str what) except -1:
+cdef int _text_view(object text, cd_text* t, str what, int lower=1) except -1:
     if not PyUnicode_Check(text):
         raise TypeError(f"{what} must be str, not {type(text).__name__}")
     cd_unicode_ready(<PyObject*>text)
     t.kind = _ukind(<PyObject*>text)
     t.data = _unicode_data(<PyObject*>text)
     t.length = _unicode_length(<PyObject*>text)
+    t.lower = lower
     return 0
+
+
+def lower_text(text):
+    """text.lower(), computed one code point at a time the way the SimHash
+    kernels lower-case (str.lower() itself when the text has a code point
+    whose lowercase is not one code point on its own)."""
+    cdef cd_text t
+    cdef Py_ssize_t i
+    _text_view(text, &t, "text")
+    for i in range(t.length):
+        if cd_lower_special(cd_text_at(&t, i)):
+            return text.lower()
+    return "".join([chr(cd_lower(cd_text_at(&t, i))) for i in range(t.length)])
 
 
 cdef int _check_tokenizer(int mode, int word_n, int char_n) except -1:
@@ -69,8 +89,8 @@ cdef int _check_tokenizer(int mode, int word_n, int char_n) except -1:
 
 
 def simhash_text(text, int mode, int word_n, int char_n):
-    """64-bit SimHash of an already lower-cased text with one of our
-    tokenizers (each distinct feature counted once)."""
+    """64-bit SimHash of text (lower-cased as by str.lower()) with one of our
+    tokenizers; see _reference.simhash_text."""
     cdef cd_text t
     cdef cd_shscratch s
     cdef uint64_t out = 0
@@ -81,6 +101,11 @@ def simhash_text(text, int mode, int word_n, int char_n):
         raise MemoryError()
     with nogil:
         rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
+    if rc == CD_NEEDS_PY_LOWER:
+        lowered = text.lower()
+        _text_view(lowered, &t, "text", 0)
+        with nogil:
+            rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
     cd_shscratch_free(&s)
     if rc < 0:
         raise MemoryError()
@@ -114,8 +139,19 @@ def simhash_texts(texts, int mode, int word_n, int char_n):
         with nogil:
             for i in range(n):
                 rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
-                if rc < 0:
+                if rc == CD_NEEDS_PY_LOWER:
+                    views[i].length = -1      # redone below with str.lower()
+                    rc = 0
+                elif rc < 0:
                     break
+        if rc == 0:
+            for i in range(n):
+                if views[i].length == -1:
+                    lowered = texts[i].lower()
+                    _text_view(lowered, &views[i], "text", 0)
+                    rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
+                    if rc < 0:
+                        break
         cd_shscratch_free(&s)
         if rc < 0:
             raise MemoryError()
@@ -196,8 +232,8 @@ cdef int _check_f(int f) except -1:
 
 
 def leonsim_text(text, int f=64):
-    """Simhash(text, f).value of the `simhash` package 2.1.x for an already
-    lower-cased text (default reg and hashfunc)."""
+    """Simhash(text, f).value of the `simhash` package 2.1.x (default reg and
+    hashfunc)."""
     cdef cd_text t
     cdef uint64_t hi = 0, lo = 0
     cdef int rc
@@ -205,8 +241,11 @@ def leonsim_text(text, int f=64):
     _text_view(text, &t, "text")
     with nogil:
         rc = cd_leon_text(&t, f, &_SPREAD, &hi, &lo)
-    if rc < 0:
-        raise MemoryError()
+    if rc == CD_NEEDS_PY_LOWER:
+        lowered = text.lower()
+        _text_view(lowered, &t, "text", 0)
+        with nogil:
+            cd_leon_text(&t, f, &_SPREAD, &hi, &lo)
     return _u128(hi, lo, f)
 
 

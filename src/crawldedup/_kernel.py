@@ -33,11 +33,13 @@ simhash_texts = impl.simhash_texts
 simhash_hashes = impl.simhash_hashes
 hamming_many = impl.hamming_many
 md5_digest = impl.md5_digest
+lower_text = impl.lower_text
 leonsim_text = impl.leonsim_text
 leonsim_features = impl.leonsim_features
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
            "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
            "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
-           "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "leonsim_text",
+           "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
+           "leonsim_text",
            "leonsim_features"]

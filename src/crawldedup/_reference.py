@@ -427,8 +427,7 @@ class BloomBits:
 
 
 # ---- simhash ----
-# Twins of the kernels in _core_simhash.pxi / _cd_simhash.h.  Texts arrive
-# already lower-cased (the wrappers call str.lower()).
+# Twins of the kernels in _core_simhash.pxi / _cd_simhash.h.
 
 import hashlib as _hashlib
 
@@ -479,21 +478,29 @@ def _majority(hashes: Iterable[int]) -> int:
     return sum(1 << j for j in range(64) if 2 * counts[j] > total)
 
 
+def lower_text(text: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    return text.lower()
+
+
 def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
-    """64-bit SimHash of an already lower-cased text.
+    """64-bit SimHash of text, lower-cased by str.lower().
 
     Word characters are those of re's \\w.  TOKENIZER_AUTO: the words (runs
     of word characters outside the unspaced scripts) make word n-grams joined
     by one space, and the unspaced-script characters, concatenated, make
     character n-grams.  TOKENIZER_WORDS: word n-grams over runs of all word
     characters.  TOKENIZER_CHARS: character n-grams over all word characters
-    concatenated.  A sequence shorter than n gives one feature, itself.  Each
-    distinct feature counts once, hashed as hash64 of its UTF-8; bit j is set
-    when more than half of the distinct features have it.
+    concatenated.  A sequence shorter than n gives one feature, itself.
+    Features are hashed as hash64 of their UTF-8; each distinct word n-gram
+    counts once, each character n-gram at every occurrence; bit j is set when
+    more than half of the counted features have it.
     """
     _check_tokenizer(mode, word_n, char_n)
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
+    text = text.lower()
     words: List[str] = []
     units: List[str] = []
     current: List[str] = []
@@ -513,13 +520,12 @@ def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
             units.append(ch)
     if current:
         words.append("".join(current))
-    features: List[str] = []
+    hashes: List[int] = []
     if mode != TOKENIZER_CHARS:
-        features += _ngrams(words, word_n, " ")
+        hashes += dict.fromkeys(hash64(f.encode("utf-8")) for f in _ngrams(words, word_n, " "))
     if mode != TOKENIZER_WORDS:
-        features += _ngrams(units, char_n, "")
-    distinct = dict.fromkeys(hash64(f.encode("utf-8")) for f in features)
-    return _majority(distinct)
+        hashes += [hash64(f.encode("utf-8")) for f in _ngrams(units, char_n, "")]
+    return _majority(hashes)
 
 
 def simhash_texts(texts: list, mode: int, word_n: int, char_n: int) -> np.ndarray:
@@ -580,11 +586,12 @@ def _leon_value(pairs: Iterable[Tuple[bytes, int]], total: int, f: int) -> int:
 
 
 def leonsim_text(text: str, f: int = 64) -> int:
-    """Simhash(text, f).value of the `simhash` package 2.1.x, text already
-    lower-cased: keep [\\w\\u4e00-\\u9fcc], 4-character windows."""
+    """Simhash(text, f).value of the `simhash` package 2.1.x: lower-case,
+    keep [\\w\\u4e00-\\u9fcc], 4-character windows."""
     _check_f(f)
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
+    text = text.lower()
     kept = "".join(ch for ch in text if _is_word(ch) or "\u4e00" <= ch <= "\u9fcc")
     windows = [kept[i:i + 4] for i in range(max(len(kept) - 3, 1))]
     return _leon_value(((w.encode("utf-8"), 1) for w in windows), len(windows), f)

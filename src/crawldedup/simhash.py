@@ -157,7 +157,7 @@ def simhash(text_or_features: Union[str, Iterable[str]], *, tokenizer: Tokenizer
             return simhash_features(_feature_hashes(tokenizer(text_or_features),
                                                     "tokenizer(text)"))
         mode, word_n, char_n = _plan(tokenizer, ngram)
-        return _kernel.simhash_text(text_or_features.lower(), mode, word_n, char_n)
+        return _kernel.simhash_text(text_or_features, mode, word_n, char_n)
     if isinstance(text_or_features, (bytes, bytearray, memoryview)):
         raise TypeError("text_or_features must be str or an iterable of str features, not "
                         f"{type(text_or_features).__name__} (decode bytes first)")
@@ -190,7 +190,7 @@ def simhash_many(texts: Iterable[str], *, tokenizer: Tokenizer = "auto",
     if callable(tokenizer):
         return np.array([simhash(t, tokenizer=tokenizer) for t in items], dtype=np.uint64)
     mode, word_n, char_n = _plan(tokenizer, ngram)
-    return _kernel.simhash_texts([t.lower() for t in items], mode, word_n, char_n)
+    return _kernel.simhash_texts(items, mode, word_n, char_n)
 
 
 def simhash_features(hashes: Iterable[int], weights: Optional[Sequence[float]] = None) -> int:

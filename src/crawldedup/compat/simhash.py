@@ -133,7 +133,7 @@ class Simhash:
                 and (cls is Simhash or (cls._tokenize is Simhash._tokenize
                                         and cls._slide is Simhash._slide
                                         and cls.build_by_features is Simhash.build_by_features))):
-            self.value = _kernel.leonsim_text(content.lower(), self.f)
+            self.value = _kernel.leonsim_text(content, self.f)
             return None
         features = self._tokenize(content)
         counted = {k: sum(1 for _ in g) for k, g in groupby(sorted(features))}
