@@ -278,13 +278,13 @@ static inline int cd_is_word(Py_UCS4 c) {
  * _reference._UNSPACED. */
 static inline int cd_is_unspaced(Py_UCS4 c) {
     if (c < 0x0E00) return 0;
-    return (c >= 0x0E00 && c <= 0x0EFF) ||     /* Thai, Lao */
+    if (c >= 0x4E00 && c <= 0x9FFF) return 1;   /* CJK unified ideographs, the common case */
+    return (c <= 0x0EFF) ||                     /* Thai, Lao */
            (c >= 0x1000 && c <= 0x109F) ||     /* Myanmar */
            (c >= 0x1780 && c <= 0x17FF) ||     /* Khmer */
            (c >= 0x3040 && c <= 0x30FF) ||     /* Hiragana, Katakana */
            (c >= 0x31F0 && c <= 0x31FF) ||     /* Katakana phonetic extensions */
            (c >= 0x3400 && c <= 0x4DBF) ||     /* CJK extension A */
-           (c >= 0x4E00 && c <= 0x9FFF) ||     /* CJK unified ideographs */
            (c >= 0xF900 && c <= 0xFAFF) ||     /* CJK compatibility ideographs */
            (c >= 0x20000 && c <= 0x3FFFF);     /* CJK extensions B.., planes 2-3 */
 }
@@ -380,6 +380,8 @@ typedef struct {
     cd_hashset seen;
     cd_counter counter;
     Py_UCS4 units[CD_MAX_NGRAM];          /* ring: the last characters */
+    unsigned char unit_utf8[CD_MAX_NGRAM][4];  /* ... their UTF-8, zero-padded */
+    unsigned char unit_len[CD_MAX_NGRAM];      /* ... and its length */
     Py_ssize_t word_start[CD_MAX_NGRAM];  /* ring: the last words, text[start:end] */
     Py_ssize_t word_end[CD_MAX_NGRAM];
     unsigned char *buf;                   /* UTF-8 of one feature */
@@ -428,6 +430,19 @@ static inline size_t cd_put_utf8(unsigned char *p, Py_UCS4 c) {
     return 4;
 }
 
+/* The low half of cd_murmur3_x64_128(p, n, seed 0) for n <= 16, with p
+ * zero-padded to 16 bytes: the tail words are then whole loads. */
+static inline uint64_t cd_murmur3_short(const unsigned char *p, size_t n) {
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = 0, h2 = 0, k1 = cd_load64le(p), k2 = cd_load64le(p + 8);
+    if (n > 8) { k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2; }
+    if (n > 0) { k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1; }
+    h1 ^= (uint64_t)n; h2 ^= (uint64_t)n;
+    h1 += h2; h2 += h1;
+    h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
+    return h1 + h2;
+}
+
 /* Count the feature p[0:n] at every occurrence (character n-grams). */
 static inline void cd_feature_tf(cd_shscratch *s, const unsigned char *p, size_t n) {
     uint64_t h1, h2;
@@ -446,10 +461,27 @@ static inline int cd_feature(cd_shscratch *s, const unsigned char *p, size_t n) 
 }
 
 /* The character n-gram made of the last n characters seen (m in all). */
-static inline int cd_emit_chars(cd_shscratch *s, Py_ssize_t m, int n) {
-    unsigned char b[4 * CD_MAX_NGRAM];
-    size_t len = 0;
-    Py_ssize_t k;
+static inline void cd_push_unit(cd_shscratch *s, size_t m, Py_UCS4 c) {
+    size_t slot = m % CD_MAX_NGRAM;
+    s->units[slot] = c;
+    memset(s->unit_utf8[slot], 0, 4);
+    s->unit_len[slot] = (unsigned char)cd_put_utf8(s->unit_utf8[slot], c);
+}
+
+static inline int cd_emit_chars(cd_shscratch *s, size_t m, size_t n) {
+    unsigned char b[4 * CD_MAX_NGRAM + 4];
+    size_t len = 0, k;
+    if (n <= 4) {
+        /* At most 16 bytes: copy each character's zero-padded 4 bytes (the
+         * next one overwrites the padding) and hash with whole-word loads. */
+        memset(b, 0, 16);
+        for (k = m - n; k < m; k++) {
+            memcpy(b + len, s->unit_utf8[k % CD_MAX_NGRAM], 4);
+            len += s->unit_len[k % CD_MAX_NGRAM];
+        }
+        cd_counter_add(&s->counter, cd_murmur3_short(b, len));
+        return 0;
+    }
     for (k = m - n; k < m; k++) len += cd_put_utf8(b + len, s->units[k % CD_MAX_NGRAM]);
     cd_feature_tf(s, b, len);
     return 0;
@@ -471,48 +503,90 @@ static int cd_emit_words(cd_shscratch *s, const cd_text *t, Py_ssize_t nw, int n
     return cd_feature(s, s->buf, len);
 }
 
-/* The fingerprint of a text (lower-cased while reading when t->lower); -1 on
- * out of memory, CD_NEEDS_PY_LOWER when the text must be lower-cased by
- * str.lower() first (then *out is untouched).  See _reference.simhash_text for the definition: word
- * n-grams over the words, character n-grams over the character stream, the
- * whole sequence as one feature when it is shorter than n. */
-static int cd_simhash_text(cd_shscratch *s, const cd_text *t, int mode, int word_n,
-                           int char_n, uint64_t *out) {
+#if defined(_MSC_VER)
+#define CD_ALWAYS_INLINE __forceinline
+#elif defined(__GNUC__) || defined(__clang__)
+#define CD_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define CD_ALWAYS_INLINE inline
+#endif
+
+/* The scan of cd_simhash_text for one storage kind (a constant after
+ * inlining, so each kind gets its own loop without a per-character switch).
+ * Word unigrams, the default, are encoded into s->buf while scanning and
+ * hashed when the word ends; longer word n-grams are re-read from the text. */
+static CD_ALWAYS_INLINE int cd_simhash_scan(cd_shscratch *s, const cd_text *t, const int kind,
+                                            int mode, int word_n, int char_n) {
     Py_ssize_t i, m = 0, nw = 0, start = -1;
-    cd_hashset_clear(&s->seen);
-    cd_counter_init(&s->counter, s->counter.table);
-    for (i = 0; i <= t->length; i++) {
-        Py_UCS4 c = i < t->length ? cd_text_at(t, i) : ' ';   /* a final separator */
-        int caseless = c >= 128 && cd_is_unspaced(c);
-        int unspaced = (mode == CD_TOK_AUTO) && caseless;
+    size_t wlen = 0;
+    const int unigrams = (word_n == 1);
+    const Py_ssize_t length = t->length;
+    for (i = 0; i <= length; i++) {
+        Py_UCS4 c;
+        int caseless, unspaced, word;
+        if (i == length) c = ' ';   /* a final separator */
+        else if (kind == PyUnicode_1BYTE_KIND) c = ((const Py_UCS1 *)t->data)[i];
+        else if (kind == PyUnicode_2BYTE_KIND) c = ((const Py_UCS2 *)t->data)[i];
+        else c = ((const Py_UCS4 *)t->data)[i];
+        caseless = c >= 0x0E00 && cd_is_unspaced(c);
+        unspaced = (mode == CD_TOK_AUTO) && caseless;
         if (t->lower && !caseless) {
             if (cd_lower_special(c)) return CD_NEEDS_PY_LOWER;
             c = cd_lower(c);
         }
-        int word = !unspaced && cd_is_word(c);
+        word = !unspaced && cd_is_word(c);
         if (mode == CD_TOK_CHARS) {
             if (word) {
-                s->units[m++ % CD_MAX_NGRAM] = c;
-                if (m >= char_n && cd_emit_chars(s, m, char_n) < 0) return -1;
+                cd_push_unit(s, (size_t)m++, c);
+                if (m >= char_n) cd_emit_chars(s, (size_t)m, (size_t)char_n);
             }
             continue;
         }
         if (word) {
-            if (start < 0) start = i;
+            if (start < 0) { start = i; wlen = 0; }
+            if (unigrams) {
+                if (wlen + 4 > s->buf_cap && cd_buf_reserve(s, 2 * (wlen + 4)) < 0) return -1;
+                wlen += cd_put_utf8(s->buf + wlen, c);
+            }
         } else if (start >= 0) {
-            s->word_start[nw % CD_MAX_NGRAM] = start;
-            s->word_end[nw % CD_MAX_NGRAM] = i;
-            nw++;
+            if (unigrams) {
+                if (cd_feature(s, s->buf, wlen) < 0) return -1;
+            } else {
+                s->word_start[nw % CD_MAX_NGRAM] = start;
+                s->word_end[nw % CD_MAX_NGRAM] = i;
+                nw++;
+                if (nw >= word_n && cd_emit_words(s, t, nw, word_n) < 0) return -1;
+            }
             start = -1;
-            if (nw >= word_n && cd_emit_words(s, t, nw, word_n) < 0) return -1;
         }
         if (unspaced) {
-            s->units[m++ % CD_MAX_NGRAM] = c;
-            if (m >= char_n && cd_emit_chars(s, m, char_n) < 0) return -1;
+            cd_push_unit(s, (size_t)m++, c);
+            if (m >= char_n) cd_emit_chars(s, (size_t)m, (size_t)char_n);
         }
     }
     if (nw > 0 && nw < word_n && cd_emit_words(s, t, nw, (int)nw) < 0) return -1;
-    if (m > 0 && m < char_n && cd_emit_chars(s, m, (int)m) < 0) return -1;
+    if (m > 0 && m < char_n) cd_emit_chars(s, (size_t)m, (size_t)m);
+    return 0;
+}
+
+/* The fingerprint of a text (lower-cased while reading when t->lower); -1 on
+ * out of memory, CD_NEEDS_PY_LOWER when the text must be lower-cased by
+ * str.lower() first (then *out is untouched).  See _reference.simhash_text
+ * for the definition: word n-grams over the words, character n-grams over the
+ * character stream, the whole sequence as one feature when it is shorter
+ * than n. */
+static int cd_simhash_text(cd_shscratch *s, const cd_text *t, int mode, int word_n,
+                           int char_n, uint64_t *out) {
+    int rc;
+    cd_hashset_clear(&s->seen);
+    cd_counter_init(&s->counter, s->counter.table);
+    if (t->kind == PyUnicode_1BYTE_KIND)
+        rc = cd_simhash_scan(s, t, PyUnicode_1BYTE_KIND, mode, word_n, char_n);
+    else if (t->kind == PyUnicode_2BYTE_KIND)
+        rc = cd_simhash_scan(s, t, PyUnicode_2BYTE_KIND, mode, word_n, char_n);
+    else
+        rc = cd_simhash_scan(s, t, PyUnicode_4BYTE_KIND, mode, word_n, char_n);
+    if (rc < 0) return rc;
     *out = cd_counter_result(&s->counter);
     return 0;
 }
