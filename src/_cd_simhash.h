@@ -654,28 +654,39 @@ static void cd_leon_flush(cd_leon_run *r) {
     r->lane = 0;
 }
 
-static void cd_leon_window(cd_leon_run *r, const Py_UCS4 *ring, Py_ssize_t m, int width) {
-    unsigned char block[64];
+static inline uint32_t cd_load32le(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+/* The window made of the last `width` kept characters (their UTF-8 cached,
+ * zero-padded to 4 bytes, in utf8/ulen rings).  A window is at most 16
+ * bytes, so its padded block has data in words 0-4 and its bit length in
+ * word 14; the other words stay 0 (set once in cd_leon_text). */
+static void cd_leon_window(cd_leon_run *r, unsigned char (*utf8)[4], const unsigned char *ulen,
+                           Py_ssize_t m, int width) {
+    unsigned char b[24];
     size_t len = 0;
     Py_ssize_t k;
     int w;
-    memset(block, 0, sizeof block);
-    for (k = m - width; k < m; k++) len += cd_put_utf8(block + len, ring[k % CD_LEON_WIDTH]);
-    block[len] = 0x80;                       /* at most 16 bytes: one block */
-    block[56] = (unsigned char)(len << 3);   /* the bit length, little-endian */
-    for (w = 0; w < 16; w++)
-        r->X[w][r->lane] = (uint32_t)block[4 * w] | ((uint32_t)block[4 * w + 1] << 8) |
-                           ((uint32_t)block[4 * w + 2] << 16) |
-                           ((uint32_t)block[4 * w + 3] << 24);
+    memset(b, 0, sizeof b);
+    for (k = m - width; k < m; k++) {
+        memcpy(b + len, utf8[k % CD_LEON_WIDTH], 4);
+        len += ulen[k % CD_LEON_WIDTH];
+    }
+    b[len] = 0x80;
+    for (w = 0; w < 5; w++) r->X[w][r->lane] = cd_load32le(b + 4 * w);
+    r->X[14][r->lane] = (uint32_t)(len << 3);
     if (++r->lane == CD_MD5_LANES) cd_leon_flush(r);
 }
 
 static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
                         uint64_t *hi, uint64_t *lo) {
-    Py_UCS4 ring[CD_LEON_WIDTH];
+    unsigned char utf8[CD_LEON_WIDTH][4], ulen[CD_LEON_WIDTH];
     Py_ssize_t i, m = 0;
     cd_leon_run r;
     int j;
+    memset(r.X, 0, sizeof r.X);
     r.lane = 0;
     r.f = f;
     cd_counter_init(&r.lo, table);
@@ -687,11 +698,14 @@ static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
             c = cd_lower(c);
         }
         if (cd_leon_keep(c)) {
-            ring[m++ % CD_LEON_WIDTH] = c;
-            if (m >= CD_LEON_WIDTH) cd_leon_window(&r, ring, m, CD_LEON_WIDTH);
+            Py_ssize_t slot = m % CD_LEON_WIDTH;
+            memset(utf8[slot], 0, 4);
+            ulen[slot] = (unsigned char)cd_put_utf8(utf8[slot], c);
+            m++;
+            if (m >= CD_LEON_WIDTH) cd_leon_window(&r, utf8, ulen, m, CD_LEON_WIDTH);
         }
     }
-    if (m < CD_LEON_WIDTH) cd_leon_window(&r, ring, m, (int)m);  /* possibly empty */
+    if (m < CD_LEON_WIDTH) cd_leon_window(&r, utf8, ulen, m, (int)m);  /* possibly empty */
     cd_leon_flush(&r);
     cd_counter_flush(&r.lo);
     cd_counter_flush(&r.hi);
