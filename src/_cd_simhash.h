@@ -164,62 +164,64 @@ static inline void cd_md5_be(const uint32_t st[4], uint64_t *hi, uint64_t *lo) {
 }
 
 /* --------------------------------------------------------- accumulation */
-/* Per-bit counts of many 64-bit values, each with weight 1.  A byte of the
- * value indexes a table whose entry spreads its 8 bits over 8 byte-wide lanes
- * of a 64-bit word; 8 such words (one per byte of the value) count 64 bits
- * at once, and are flushed into the 64-bit counters before a lane could
- * overflow (every 255 values). */
-typedef struct {
-    uint64_t spread[256];
-} cd_spread_table;
-
-static inline void cd_spread_init(cd_spread_table *t) {
-    int x, b;
-    for (x = 0; x < 256; x++) {
-        uint64_t v = 0;
-        for (b = 0; b < 8; b++)
-            if (x & (1 << b)) v |= (uint64_t)1 << (8 * b);
-        t->spread[x] = v;
-    }
-}
+/* Per-bit counts of many 64-bit values, each with weight 1, without a loop
+ * over the 64 bits per value.  nib[k] holds 16 four-bit counters, lane j
+ * counting bit 4j+k: adding a value is (h >> k) & 0x1111... per word, 12
+ * operations for all 64 bits.  Before a nibble can overflow (every 15
+ * values) the nibbles move into byte counters (byte[k][0] lane i: bit 8i+k,
+ * byte[k][1] lane i: bit 8i+4+k), and before a byte can overflow (every 17
+ * nibble flushes, 255 values) the bytes move into the 64-bit counts. */
+#define CD_NIBBLES 0x1111111111111111ULL
+#define CD_LOW_NIBBLES 0x0F0F0F0F0F0F0F0FULL
 
 typedef struct {
-    const cd_spread_table *table;
-    uint64_t lanes[8];       /* lanes[byte] lane b: count of bit 8*byte+b */
-    int pending;             /* values in lanes since the last flush */
-    int64_t counts[128];     /* counts[j]: values with bit j set (128 for compat f<=128) */
+    uint64_t nib[4];
+    uint64_t byte[4][2];
+    int nib_pending;         /* values in nib since its last flush (< 15) */
+    int byte_pending;        /* nibble flushes in byte since its last flush (< 17) */
+    int64_t counts[64];      /* counts[j]: values with bit j set */
     int64_t total;           /* values added */
 } cd_counter;
 
-static inline void cd_counter_init(cd_counter *c, const cd_spread_table *t) {
+static inline void cd_counter_init(cd_counter *c) {
     memset(c, 0, sizeof *c);
-    c->table = t;
+}
+
+static inline void cd_counter_flush_bytes(cd_counter *c) {
+    int k, i;
+    for (k = 0; k < 4; k++) {
+        for (i = 0; i < 8; i++) {
+            c->counts[8 * i + k] += (int64_t)((c->byte[k][0] >> (8 * i)) & 0xff);
+            c->counts[8 * i + 4 + k] += (int64_t)((c->byte[k][1] >> (8 * i)) & 0xff);
+        }
+        c->byte[k][0] = c->byte[k][1] = 0;
+    }
+    c->byte_pending = 0;
+}
+
+static inline void cd_counter_flush_nibbles(cd_counter *c) {
+    int k;
+    for (k = 0; k < 4; k++) {
+        c->byte[k][0] += c->nib[k] & CD_LOW_NIBBLES;
+        c->byte[k][1] += (c->nib[k] >> 4) & CD_LOW_NIBBLES;
+        c->nib[k] = 0;
+    }
+    c->nib_pending = 0;
+    if (++c->byte_pending == 17) cd_counter_flush_bytes(c);
 }
 
 static inline void cd_counter_flush(cd_counter *c) {
-    int byte, b;
-    for (byte = 0; byte < 8; byte++) {
-        uint64_t v = c->lanes[byte];
-        for (b = 0; b < 8; b++)
-            c->counts[8 * byte + b] += (int64_t)((v >> (8 * b)) & 0xff);
-        c->lanes[byte] = 0;
-    }
-    c->pending = 0;
+    cd_counter_flush_nibbles(c);
+    cd_counter_flush_bytes(c);
 }
 
 static inline void cd_counter_add(cd_counter *c, uint64_t h) {
-    const uint64_t *s = c->table->spread;
-    c->lanes[0] += s[h & 0xff];
-    c->lanes[1] += s[(h >> 8) & 0xff];
-    c->lanes[2] += s[(h >> 16) & 0xff];
-    c->lanes[3] += s[(h >> 24) & 0xff];
-    c->lanes[4] += s[(h >> 32) & 0xff];
-    c->lanes[5] += s[(h >> 40) & 0xff];
-    c->lanes[6] += s[(h >> 48) & 0xff];
-    c->lanes[7] += s[(h >> 56) & 0xff];
+    c->nib[0] += h & CD_NIBBLES;
+    c->nib[1] += (h >> 1) & CD_NIBBLES;
+    c->nib[2] += (h >> 2) & CD_NIBBLES;
+    c->nib[3] += (h >> 3) & CD_NIBBLES;
     c->total++;
-    if (++c->pending == 255)
-        cd_counter_flush(c);
+    if (++c->nib_pending == 15) cd_counter_flush_nibbles(c);
 }
 
 /* Bit j of the result is set when more than half of the values have it. */
@@ -287,6 +289,25 @@ static inline int cd_is_unspaced(Py_UCS4 c) {
            (c >= 0x3400 && c <= 0x4DBF) ||     /* CJK extension A */
            (c >= 0xF900 && c <= 0xFAFF) ||     /* CJK compatibility ideographs */
            (c >= 0x20000 && c <= 0x3FFFF);     /* CJK extensions B.., planes 2-3 */
+}
+
+/* Lowercase and word-character flag of the code points below 256, from the
+ * functions above (filled once by cd_simhash_init; the lowercase of a
+ * Latin-1 character is Latin-1). */
+typedef struct {
+    uint8_t lower;
+    uint8_t word;
+} cd_latin1_class;
+
+static cd_latin1_class cd_latin1[256];
+
+static void cd_simhash_init(void) {
+    Py_UCS4 c;
+    for (c = 0; c < 256; c++) {
+        Py_UCS4 lc = cd_lower(c);
+        cd_latin1[c].lower = (uint8_t)(lc < 256 ? lc : c);
+        cd_latin1[c].word = (uint8_t)cd_is_word(c);
+    }
 }
 
 /* Code point i, lower-cased when t->lower (scripts without case skip the
@@ -382,15 +403,19 @@ typedef struct {
     Py_UCS4 units[CD_MAX_NGRAM];          /* ring: the last characters */
     unsigned char unit_utf8[CD_MAX_NGRAM][4];  /* ... their UTF-8, zero-padded */
     unsigned char unit_len[CD_MAX_NGRAM];      /* ... and its length */
+    uint32_t unit_word[CD_MAX_NGRAM];          /* ... as a little-endian word */
     Py_ssize_t word_start[CD_MAX_NGRAM];  /* ring: the last words, text[start:end] */
     Py_ssize_t word_end[CD_MAX_NGRAM];
     unsigned char *buf;                   /* UTF-8 of one feature */
     size_t buf_cap;
 } cd_shscratch;
 
-static inline int cd_shscratch_init(cd_shscratch *s, const cd_spread_table *t) {
+static int cd_buf_reserve(cd_shscratch *s, size_t n);
+
+static inline int cd_shscratch_init(cd_shscratch *s) {
     memset(s, 0, sizeof *s);
-    cd_counter_init(&s->counter, t);
+    cd_counter_init(&s->counter);
+    if (cd_buf_reserve(s, 256) < 0) return -1;
     return cd_hashset_init(&s->seen, 1024);
 }
 
@@ -430,14 +455,41 @@ static inline size_t cd_put_utf8(unsigned char *p, Py_UCS4 c) {
     return 4;
 }
 
-/* The low half of cd_murmur3_x64_128(p, n, seed 0) for n <= 16, with p
- * zero-padded to 16 bytes: the tail words are then whole loads. */
+/* The low half of cd_murmur3_x64_128(p, n, seed 0) for n < 16 (no whole
+ * block, only the tail), with p zero-padded to 16 bytes: the tail words are
+ * then whole loads. */
 static inline uint64_t cd_murmur3_short(const unsigned char *p, size_t n) {
     const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
     uint64_t h1 = 0, h2 = 0, k1 = cd_load64le(p), k2 = cd_load64le(p + 8);
     if (n > 8) { k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2; }
     if (n > 0) { k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1; }
     h1 ^= (uint64_t)n; h2 ^= (uint64_t)n;
+    h1 += h2; h2 += h1;
+    h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
+    return h1 + h2;
+}
+
+/* The UTF-8 of c as a little-endian word (first byte lowest), its length in
+ * *len. */
+static inline uint32_t cd_utf8_word(Py_UCS4 c, unsigned *len) {
+    if (c < 0x80) { *len = 1; return c; }
+    if (c < 0x800) { *len = 2; return (0xC0 | (c >> 6)) | ((0x80 | (c & 0x3F)) << 8); }
+    if (c < 0x10000) {
+        *len = 3;
+        return (0xE0 | (c >> 12)) | ((0x80 | ((c >> 6) & 0x3F)) << 8) |
+               ((0x80 | (c & 0x3F)) << 16);
+    }
+    *len = 4;
+    return (0xF0 | (c >> 18)) | ((0x80 | ((c >> 12) & 0x3F)) << 8) |
+           ((0x80 | ((c >> 6) & 0x3F)) << 16) | ((uint32_t)(0x80 | (c & 0x3F)) << 24);
+}
+
+/* cd_murmur3_short for n <= 8, the bytes given as the little-endian word k1. */
+static inline uint64_t cd_murmur3_word(uint64_t k1, size_t n) {
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = 0, h2;
+    if (n > 0) { k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 = k1; }
+    h1 ^= (uint64_t)n; h2 = (uint64_t)n;
     h1 += h2; h2 += h1;
     h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
     return h1 + h2;
@@ -450,11 +502,13 @@ static inline void cd_feature_tf(cd_shscratch *s, const unsigned char *p, size_t
     cd_counter_add(&s->counter, h1);
 }
 
-/* Count the feature p[0:n] once per document (word n-grams). */
+/* Count the feature p[0:n] once per document (word n-grams).  p has at
+ * least 16 bytes, zero after the feature when n < 16. */
 static inline int cd_feature(cd_shscratch *s, const unsigned char *p, size_t n) {
     uint64_t h1, h2;
     int r;
-    cd_murmur3_x64_128(p, n, 0, &h1, &h2);
+    if (n < 16) h1 = cd_murmur3_short(p, n);
+    else cd_murmur3_x64_128(p, n, 0, &h1, &h2);
     r = cd_hashset_add(&s->seen, h1);
     if (r > 0) cd_counter_add(&s->counter, h1);
     return r < 0 ? -1 : 0;
@@ -466,11 +520,26 @@ static inline void cd_push_unit(cd_shscratch *s, size_t m, Py_UCS4 c) {
     s->units[slot] = c;
     memset(s->unit_utf8[slot], 0, 4);
     s->unit_len[slot] = (unsigned char)cd_put_utf8(s->unit_utf8[slot], c);
+    s->unit_word[slot] = (uint32_t)s->unit_utf8[slot][0] |
+                         ((uint32_t)s->unit_utf8[slot][1] << 8) |
+                         ((uint32_t)s->unit_utf8[slot][2] << 16) |
+                         ((uint32_t)s->unit_utf8[slot][3] << 24);
 }
 
 static inline int cd_emit_chars(cd_shscratch *s, size_t m, size_t n) {
     unsigned char b[4 * CD_MAX_NGRAM + 4];
     size_t len = 0, k;
+    if (n == 2) {   /* the default: two characters of up to 4 bytes each */
+        size_t a = (m - 2) % CD_MAX_NGRAM, z = (m - 1) % CD_MAX_NGRAM;
+        len = (size_t)s->unit_len[a] + s->unit_len[z];
+        if (len <= 8) {
+            uint64_t word = (uint64_t)s->unit_word[a] |
+                            ((uint64_t)s->unit_word[z] << (8 * s->unit_len[a]));
+            cd_counter_add(&s->counter, cd_murmur3_word(word, len));
+            return 0;
+        }
+        len = 0;
+    }
     if (n <= 4) {
         /* At most 16 bytes: copy each character's zero-padded 4 bytes (the
          * next one overwrites the padding) and hash with whole-word loads. */
@@ -479,8 +548,11 @@ static inline int cd_emit_chars(cd_shscratch *s, size_t m, size_t n) {
             memcpy(b + len, s->unit_utf8[k % CD_MAX_NGRAM], 4);
             len += s->unit_len[k % CD_MAX_NGRAM];
         }
-        cd_counter_add(&s->counter, cd_murmur3_short(b, len));
-        return 0;
+        if (len < 16) {
+            cd_counter_add(&s->counter, cd_murmur3_short(b, len));
+            return 0;
+        }
+        len = 0;
     }
     for (k = m - n; k < m; k++) len += cd_put_utf8(b + len, s->units[k % CD_MAX_NGRAM]);
     cd_feature_tf(s, b, len);
@@ -494,7 +566,8 @@ static int cd_emit_words(cd_shscratch *s, const cd_text *t, Py_ssize_t nw, int n
     size_t len = 0, need = 0;
     for (k = nw - n; k < nw; k++)
         need += 4 * (size_t)(s->word_end[k % CD_MAX_NGRAM] - s->word_start[k % CD_MAX_NGRAM]) + 1;
-    if (cd_buf_reserve(s, need) < 0) return -1;
+    if (cd_buf_reserve(s, need + 16) < 0) return -1;
+    memset(s->buf, 0, 16);
     for (k = nw - n; k < nw; k++) {
         if (k > nw - n) s->buf[len++] = ' ';
         for (j = s->word_start[k % CD_MAX_NGRAM]; j < s->word_end[k % CD_MAX_NGRAM]; j++)
@@ -520,6 +593,9 @@ static CD_ALWAYS_INLINE int cd_simhash_scan(cd_shscratch *s, const cd_text *t, c
     Py_ssize_t i, m = 0, nw = 0, start = -1;
     size_t wlen = 0;
     const int unigrams = (word_n == 1);
+    const int bigrams = (mode == CD_TOK_AUTO && char_n == 2);
+    uint64_t prev_word = 0;
+    unsigned prev_len = 0;
     const Py_ssize_t length = t->length;
     for (i = 0; i <= length; i++) {
         Py_UCS4 c;
@@ -528,13 +604,19 @@ static CD_ALWAYS_INLINE int cd_simhash_scan(cd_shscratch *s, const cd_text *t, c
         else if (kind == PyUnicode_1BYTE_KIND) c = ((const Py_UCS1 *)t->data)[i];
         else if (kind == PyUnicode_2BYTE_KIND) c = ((const Py_UCS2 *)t->data)[i];
         else c = ((const Py_UCS4 *)t->data)[i];
-        caseless = c >= 0x0E00 && cd_is_unspaced(c);
-        unspaced = (mode == CD_TOK_AUTO) && caseless;
-        if (t->lower && !caseless) {
-            if (cd_lower_special(c)) return CD_NEEDS_PY_LOWER;
-            c = cd_lower(c);
+        if (c < 256) {              /* Latin-1: one table lookup */
+            caseless = unspaced = 0;
+            if (t->lower) c = cd_latin1[c].lower;
+            word = cd_latin1[c].word;
+        } else {
+            caseless = c >= 0x0E00 && cd_is_unspaced(c);
+            unspaced = (mode == CD_TOK_AUTO) && caseless;
+            if (t->lower && !caseless) {
+                if (cd_lower_special(c)) return CD_NEEDS_PY_LOWER;
+                c = cd_lower(c);
+            }
+            word = !unspaced && cd_is_word(c);
         }
-        word = !unspaced && cd_is_word(c);
         if (mode == CD_TOK_CHARS) {
             if (word) {
                 cd_push_unit(s, (size_t)m++, c);
@@ -543,7 +625,11 @@ static CD_ALWAYS_INLINE int cd_simhash_scan(cd_shscratch *s, const cd_text *t, c
             continue;
         }
         if (word) {
-            if (start < 0) { start = i; wlen = 0; }
+            if (start < 0) {
+                start = i;
+                wlen = 0;
+                if (unigrams) memset(s->buf, 0, 16);   /* see cd_feature */
+            }
             if (unigrams) {
                 if (wlen + 4 > s->buf_cap && cd_buf_reserve(s, 2 * (wlen + 4)) < 0) return -1;
                 wlen += cd_put_utf8(s->buf + wlen, c);
@@ -560,12 +646,24 @@ static CD_ALWAYS_INLINE int cd_simhash_scan(cd_shscratch *s, const cd_text *t, c
             start = -1;
         }
         if (unspaced) {
-            cd_push_unit(s, (size_t)m++, c);
-            if (m >= char_n) cd_emit_chars(s, (size_t)m, (size_t)char_n);
+            if (bigrams) {
+                /* The default: each bigram from the previous character's
+                 * UTF-8 word and this one's, in registers. */
+                unsigned len;
+                uint32_t w = cd_utf8_word(c, &len);
+                if (m++) cd_counter_add(&s->counter, cd_murmur3_word(
+                    prev_word | ((uint64_t)w << (8 * prev_len)), prev_len + len));
+                prev_word = w;
+                prev_len = len;
+            } else {
+                cd_push_unit(s, (size_t)m++, c);
+                if (m >= char_n) cd_emit_chars(s, (size_t)m, (size_t)char_n);
+            }
         }
     }
     if (nw > 0 && nw < word_n && cd_emit_words(s, t, nw, (int)nw) < 0) return -1;
-    if (m > 0 && m < char_n) cd_emit_chars(s, (size_t)m, (size_t)m);
+    if (bigrams && m == 1) cd_counter_add(&s->counter, cd_murmur3_word(prev_word, prev_len));
+    else if (m > 0 && m < char_n) cd_emit_chars(s, (size_t)m, (size_t)m);
     return 0;
 }
 
@@ -579,7 +677,7 @@ static int cd_simhash_text(cd_shscratch *s, const cd_text *t, int mode, int word
                            int char_n, uint64_t *out) {
     int rc;
     cd_hashset_clear(&s->seen);
-    cd_counter_init(&s->counter, s->counter.table);
+    cd_counter_init(&s->counter);
     if (t->kind == PyUnicode_1BYTE_KIND)
         rc = cd_simhash_scan(s, t, PyUnicode_1BYTE_KIND, mode, word_n, char_n);
     else if (t->kind == PyUnicode_2BYTE_KIND)
@@ -680,8 +778,7 @@ static void cd_leon_window(cd_leon_run *r, unsigned char (*utf8)[4], const unsig
     if (++r->lane == CD_MD5_LANES) cd_leon_flush(r);
 }
 
-static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
-                        uint64_t *hi, uint64_t *lo) {
+static int cd_leon_text(const cd_text *t, int f, uint64_t *hi, uint64_t *lo) {
     unsigned char utf8[CD_LEON_WIDTH][4], ulen[CD_LEON_WIDTH];
     Py_ssize_t i, m = 0;
     cd_leon_run r;
@@ -689,8 +786,8 @@ static int cd_leon_text(const cd_text *t, int f, const cd_spread_table *table,
     memset(r.X, 0, sizeof r.X);
     r.lane = 0;
     r.f = f;
-    cd_counter_init(&r.lo, table);
-    cd_counter_init(&r.hi, table);
+    cd_counter_init(&r.lo);
+    cd_counter_init(&r.hi);
     for (i = 0; i < t->length; i++) {
         Py_UCS4 c = cd_text_at(t, i);
         if (t->lower && !(c >= 0x4E00 && c <= 0x9FCC)) {

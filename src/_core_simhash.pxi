@@ -13,8 +13,6 @@ cdef extern from "Python.h":
     int _ukind "PyUnicode_KIND" (PyObject*)
 
 cdef extern from "_cd_simhash.h" nogil:
-    ctypedef struct cd_spread_table:
-        pass
     ctypedef struct cd_counter:
         int64_t total
     ctypedef struct cd_text:
@@ -24,17 +22,16 @@ cdef extern from "_cd_simhash.h" nogil:
         int lower
     ctypedef struct cd_shscratch:
         cd_counter counter
-    void cd_spread_init(cd_spread_table* t)
-    void cd_counter_init(cd_counter* c, const cd_spread_table* t)
+    void cd_counter_init(cd_counter* c)
     void cd_counter_add(cd_counter* c, uint64_t h)
     uint64_t cd_counter_result(cd_counter* c)
-    int cd_shscratch_init(cd_shscratch* s, const cd_spread_table* t)
+    int cd_shscratch_init(cd_shscratch* s)
+    void cd_simhash_init()
     void cd_shscratch_free(cd_shscratch* s)
     int cd_simhash_text(cd_shscratch* s, const cd_text* t, int mode, int word_n, int char_n,
                         uint64_t* out)
     void cd_md5(const unsigned char* data, size_t length, unsigned char* out)
-    int cd_leon_text(const cd_text* t, int f, const cd_spread_table* table,
-                     uint64_t* hi, uint64_t* lo)
+    int cd_leon_text(const cd_text* t, int f, uint64_t* hi, uint64_t* lo)
     Py_UCS4 cd_lower(Py_UCS4 c)
     int cd_lower_special(Py_UCS4 c)
     Py_UCS4 cd_text_at(const cd_text* t, Py_ssize_t i)
@@ -47,8 +44,8 @@ cdef extern from "_cd_simhash.h" nogil:
     const int CD_TOK_CHARS
     const int CD_MAX_NGRAM
 
-cdef cd_spread_table _SPREAD
-cd_spread_init(&_SPREAD)
+
+cd_simhash_init()
 
 TOKENIZER_AUTO = CD_TOK_AUTO
 TOKENIZER_WORDS = CD_TOK_WORDS
@@ -97,7 +94,8 @@ def simhash_text(text, int mode, int word_n, int char_n):
     cdef int rc
     _check_tokenizer(mode, word_n, char_n)
     _text_view(text, &t, "text")
-    if cd_shscratch_init(&s, &_SPREAD) < 0:
+    if cd_shscratch_init(&s) < 0:
+        cd_shscratch_free(&s)
         raise MemoryError()
     with nogil:
         rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
@@ -134,7 +132,8 @@ def simhash_texts(texts, int mode, int word_n, int char_n):
     try:
         for i in range(n):
             _text_view(texts[i], &views[i], f"texts[{i}]")
-        if cd_shscratch_init(&s, &_SPREAD) < 0:
+        if cd_shscratch_init(&s) < 0:
+            cd_shscratch_free(&s)
             raise MemoryError()
         with nogil:
             for i in range(n):
@@ -172,7 +171,7 @@ def simhash_hashes(const uint64_t[::1] hashes, weights=None):
     cdef double total = 0.0, wi
     cdef uint64_t h, out = 0
     if weights is None:
-        cd_counter_init(&c, &_SPREAD)
+        cd_counter_init(&c)
         with nogil:
             for i in range(n):
                 cd_counter_add(&c, hashes[i])
@@ -240,12 +239,12 @@ def leonsim_text(text, int f=64):
     _check_f(f)
     _text_view(text, &t, "text")
     with nogil:
-        rc = cd_leon_text(&t, f, &_SPREAD, &hi, &lo)
+        rc = cd_leon_text(&t, f, &hi, &lo)
     if rc == CD_NEEDS_PY_LOWER:
         lowered = text.lower()
         _text_view(lowered, &t, "text", 0)
         with nogil:
-            cd_leon_text(&t, f, &_SPREAD, &hi, &lo)
+            cd_leon_text(&t, f, &hi, &lo)
     return _u128(hi, lo, f)
 
 

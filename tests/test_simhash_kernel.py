@@ -161,3 +161,20 @@ def test_kernel_argument_errors(impl):
         impl.leonsim_features([b"x"], np.array([1], dtype=np.int64), 1, 64)
     with pytest.raises(UnicodeEncodeError):
         impl.leonsim_features(["\ud800"], np.array([1], dtype=np.int64), 1, 64)
+
+
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 15, 16, 17, 31, 32, 33])
+def test_feature_lengths_around_hash_blocks(impl, length):
+    # MurmurHash3 reads 16-byte blocks then a tail: features of every length
+    # near the block edges hash like hash64 of their UTF-8.
+    word = ("abcdefghij" * 4)[:length]
+    assert impl.simhash_text(word, 0, 1, 2) == impl.hash64(word)
+    assert impl.simhash_text(word + " " + word, 1, 2, 2) == impl.hash64(word + " " + word)
+    astral = "𠀀𠀁𠀂𠀃𠀄"[: max(1, length // 4)]          # 4 UTF-8 bytes each
+    for n in range(1, 6):
+        assert impl.simhash_text(astral, 0, 1, n) == reference_text(astral, 0, 1, n)
+
+
+def reference_text(text, mode, word_n, char_n):
+    from crawldedup import _reference
+    return _reference.simhash_text(text, mode, word_n, char_n)

@@ -12,9 +12,14 @@ Chinese/English pages work.  Each distinct feature counts once and is hashed
 with MurmurHash3 (:func:`crawldedup.hash64` of its UTF-8).
 
 >>> from crawldedup import simhash, hamming
->>> a = simhash("The quick brown fox jumps over the lazy dog near the river bank")
->>> b = simhash("The quick brown fox jumped over the lazy dog near the river bank")
->>> hamming(a, b) <= 3
+>>> page = ("Crawlers fetch the same article from many portals. A page that differs "
+...         "only in a counter, an advertisement or a footer is a near duplicate, and a "
+...         "crawler that recognises it saves bandwidth, storage and the time of everyone "
+...         "who reads the index later. SimHash fingerprints make that check cheap: "
+...         "similar pages get fingerprints that differ in few bits.")
+>>> hamming(simhash(page), simhash(page.replace("bandwidth", "money"))) <= 3
+True
+>>> hamming(simhash(page), simhash("An unrelated page about something else entirely.")) > 10
 True
 >>> simhash("")          # no features
 0
