@@ -15,6 +15,7 @@ from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
+from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -30,6 +31,11 @@ __all__ = [
     "hash64",
     "hash128",
     "hash_indices",
+    "hamming",
+    "hamming_many",
     "optimal_parameters",
+    "simhash",
+    "simhash_features",
+    "simhash_many",
     "__version__",
 ]

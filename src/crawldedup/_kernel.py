@@ -23,6 +23,23 @@ hash_indices = impl.hash_indices
 nbytes_for = impl.nbytes_for
 MAX_NUM_HASHES: int = impl.MAX_NUM_HASHES
 MAX_SEED: int = impl.MAX_SEED
+# simhash
+TOKENIZER_AUTO: int = impl.TOKENIZER_AUTO
+TOKENIZER_WORDS: int = impl.TOKENIZER_WORDS
+TOKENIZER_CHARS: int = impl.TOKENIZER_CHARS
+MAX_NGRAM: int = impl.MAX_NGRAM
+simhash_text = impl.simhash_text
+simhash_texts = impl.simhash_texts
+simhash_hashes = impl.simhash_hashes
+hamming_many = impl.hamming_many
+md5_digest = impl.md5_digest
+lower_text = impl.lower_text
+leonsim_text = impl.leonsim_text
+leonsim_features = impl.leonsim_features
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
+           "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
+           "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
+           "leonsim_text",
+           "leonsim_features"]

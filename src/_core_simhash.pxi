@@ -1,0 +1,294 @@
+# SimHash kernels (included at the end of _core.pyx).
+#
+# Our 64-bit SimHash over MurmurHash3 feature hashes with the text tokenizers
+# in C (no Python call per token), and the `simhash` package's MD5-based
+# fingerprints for crawldedup.compat.simhash.  Texts are lower-cased exactly
+# as str.lower() does (per code point in C, or by str.lower() itself for the
+# two code points whose lowercase depends on more than themselves).  The
+# twins are in _reference.py, section "simhash".
+
+from libc.stdint cimport int64_t
+
+cdef extern from "Python.h":
+    int _ukind "PyUnicode_KIND" (PyObject*)
+
+cdef extern from "_cd_simhash.h" nogil:
+    ctypedef struct cd_counter:
+        int64_t total
+    ctypedef struct cd_text:
+        int kind
+        const void* data
+        Py_ssize_t length
+        int lower
+    ctypedef struct cd_shscratch:
+        cd_counter counter
+    void cd_counter_init(cd_counter* c)
+    void cd_counter_add(cd_counter* c, uint64_t h)
+    uint64_t cd_counter_result(cd_counter* c)
+    int cd_shscratch_init(cd_shscratch* s)
+    void cd_simhash_init()
+    void cd_shscratch_free(cd_shscratch* s)
+    int cd_simhash_text(cd_shscratch* s, const cd_text* t, int mode, int word_n, int char_n,
+                        uint64_t* out)
+    void cd_md5(const unsigned char* data, size_t length, unsigned char* out)
+    int cd_leon_text(const cd_text* t, int f, uint64_t* hi, uint64_t* lo)
+    Py_UCS4 cd_lower(Py_UCS4 c)
+    int cd_lower_special(Py_UCS4 c)
+    Py_UCS4 cd_text_at(const cd_text* t, Py_ssize_t i)
+    const int CD_NEEDS_PY_LOWER
+    void cd_leon_features(const unsigned char* data, const int64_t* offsets,
+                          const int64_t* weights, Py_ssize_t n, int f, int64_t total,
+                          uint64_t* hi, uint64_t* lo)
+    const int CD_TOK_AUTO
+    const int CD_TOK_WORDS
+    const int CD_TOK_CHARS
+    const int CD_MAX_NGRAM
+
+
+cd_simhash_init()
+
+TOKENIZER_AUTO = CD_TOK_AUTO
+TOKENIZER_WORDS = CD_TOK_WORDS
+TOKENIZER_CHARS = CD_TOK_CHARS
+MAX_NGRAM = CD_MAX_NGRAM
+
+
+cdef int _text_view(object text, cd_text* t, str what, int lower=1) except -1:
+    if not PyUnicode_Check(text):
+        raise TypeError(f"{what} must be str, not {type(text).__name__}")
+    cd_unicode_ready(<PyObject*>text)
+    t.kind = _ukind(<PyObject*>text)
+    t.data = _unicode_data(<PyObject*>text)
+    t.length = _unicode_length(<PyObject*>text)
+    t.lower = lower
+    return 0
+
+
+def lower_text(text):
+    """text.lower(), computed one code point at a time the way the SimHash
+    kernels lower-case (str.lower() itself when the text has a code point
+    whose lowercase is not one code point on its own)."""
+    cdef cd_text t
+    cdef Py_ssize_t i
+    _text_view(text, &t, "text")
+    for i in range(t.length):
+        if cd_lower_special(cd_text_at(&t, i)):
+            return text.lower()
+    return "".join([chr(cd_lower(cd_text_at(&t, i))) for i in range(t.length)])
+
+
+cdef int _check_tokenizer(int mode, int word_n, int char_n) except -1:
+    if mode != CD_TOK_AUTO and mode != CD_TOK_WORDS and mode != CD_TOK_CHARS:
+        raise ValueError(f"mode must be TOKENIZER_AUTO, _WORDS or _CHARS, got {mode}")
+    if not (1 <= word_n <= CD_MAX_NGRAM) or not (1 <= char_n <= CD_MAX_NGRAM):
+        raise ValueError(f"n-gram sizes must be in [1, {CD_MAX_NGRAM}], got {word_n}, {char_n}")
+    return 0
+
+
+def simhash_text(text, int mode, int word_n, int char_n):
+    """64-bit SimHash of text (lower-cased as by str.lower()) with one of our
+    tokenizers; see _reference.simhash_text."""
+    cdef cd_text t
+    cdef cd_shscratch s
+    cdef uint64_t out = 0
+    cdef int rc
+    _check_tokenizer(mode, word_n, char_n)
+    _text_view(text, &t, "text")
+    if cd_shscratch_init(&s) < 0:
+        cd_shscratch_free(&s)
+        raise MemoryError()
+    with nogil:
+        rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
+    if rc == CD_NEEDS_PY_LOWER:
+        lowered = text.lower()
+        _text_view(lowered, &t, "text", 0)
+        with nogil:
+            rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
+    cd_shscratch_free(&s)
+    if rc < 0:
+        raise MemoryError()
+    return out
+
+
+def simhash_texts(texts, int mode, int word_n, int char_n):
+    """simhash_text of every str in the list texts, as a numpy uint64 array;
+    the GIL is released for the whole batch."""
+    cdef Py_ssize_t n, i
+    cdef cd_text* views
+    cdef cd_shscratch s
+    cdef uint64_t[::1] out
+    cdef int rc = 0
+    _check_tokenizer(mode, word_n, char_n)
+    if not isinstance(texts, list):
+        raise TypeError(f"texts must be a list of str, not {type(texts).__name__}")
+    n = len(texts)
+    result = _np.zeros(n, dtype=_np.uint64)
+    if n == 0:
+        return result
+    out = result
+    views = <cd_text*>PyMem_Malloc(n * sizeof(cd_text))
+    if views == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            _text_view(texts[i], &views[i], f"texts[{i}]")
+        if cd_shscratch_init(&s) < 0:
+            cd_shscratch_free(&s)
+            raise MemoryError()
+        with nogil:
+            for i in range(n):
+                rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
+                if rc == CD_NEEDS_PY_LOWER:
+                    views[i].length = -1      # redone below with str.lower()
+                    rc = 0
+                elif rc < 0:
+                    break
+        if rc == 0:
+            for i in range(n):
+                if views[i].length == -1:
+                    lowered = texts[i].lower()
+                    _text_view(lowered, &views[i], "text", 0)
+                    rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
+                    if rc < 0:
+                        break
+        cd_shscratch_free(&s)
+        if rc < 0:
+            raise MemoryError()
+    finally:
+        PyMem_Free(views)
+    return result
+
+
+def simhash_hashes(const uint64_t[::1] hashes, weights=None):
+    """SimHash of 64-bit feature hashes: bit j is set when the features with
+    bit j set carry more than half of the total weight.  weights None (each
+    feature weight 1) or a float64 array as long as hashes, summed in order."""
+    cdef Py_ssize_t n = hashes.shape[0], i
+    cdef int j
+    cdef cd_counter c
+    cdef const double[::1] w
+    cdef double sums[64]
+    cdef double total = 0.0, wi
+    cdef uint64_t h, out = 0
+    if weights is None:
+        cd_counter_init(&c)
+        with nogil:
+            for i in range(n):
+                cd_counter_add(&c, hashes[i])
+            out = cd_counter_result(&c)
+        return out
+    w = weights
+    if w.shape[0] != n:
+        raise ValueError(f"weights must have one entry per hash ({n}), got {w.shape[0]}")
+    memset(sums, 0, sizeof(sums))
+    with nogil:
+        for i in range(n):
+            h = hashes[i]
+            wi = w[i]
+            for j in range(64):
+                if (h >> j) & 1:
+                    sums[j] += wi
+            total += wi
+        for j in range(64):
+            if 2.0 * sums[j] > total:
+                out |= (<uint64_t>1) << j
+    return out
+
+
+def hamming_many(const uint64_t[::1] fps, uint64_t fp):
+    """Hamming distance between fp and each of fps, as a numpy uint8 array."""
+    cdef Py_ssize_t n = fps.shape[0], i
+    result = _np.empty(n, dtype=_np.uint8)
+    cdef uint8_t[::1] out = result
+    with nogil:
+        for i in range(n):
+            out[i] = <uint8_t>cd_popcount64(fps[i] ^ fp)
+    return result
+
+
+def md5_digest(data):
+    """MD5 (RFC 1321) of str (UTF-8) or bytes-like data: 16 bytes, equal to
+    hashlib.md5(data).digest()."""
+    cdef KeyView kv
+    cdef unsigned char out[16]
+    _key_open(data, &kv)
+    with nogil:
+        cd_md5(kv.data, <size_t>kv.size, out)
+    _key_close(&kv)
+    return (<char*>out)[:16]
+
+
+cdef object _u128(uint64_t hi, uint64_t lo, int f):
+    if f <= 64:
+        return lo
+    return cd_pylong_from_u128(lo, hi)
+
+
+cdef int _check_f(int f) except -1:
+    if f < 8 or f > 128 or f % 8:
+        raise ValueError(f"f must be a multiple of 8 in [8, 128], got {f}")
+    return 0
+
+
+def leonsim_text(text, int f=64):
+    """Simhash(text, f).value of the `simhash` package 2.1.x (default reg and
+    hashfunc)."""
+    cdef cd_text t
+    cdef uint64_t hi = 0, lo = 0
+    cdef int rc
+    _check_f(f)
+    _text_view(text, &t, "text")
+    with nogil:
+        rc = cd_leon_text(&t, f, &hi, &lo)
+    if rc == CD_NEEDS_PY_LOWER:
+        lowered = text.lower()
+        _text_view(lowered, &t, "text", 0)
+        with nogil:
+            cd_leon_text(&t, f, &hi, &lo)
+    return _u128(hi, lo, f)
+
+
+def leonsim_features(features, const int64_t[::1] weights, total, int f=64):
+    """The `simhash` package's value for the str features with integer weights
+    (total = the sum of the weights); see cd_leon_features."""
+    cdef Py_ssize_t n, i, size = 0, bound
+    cdef int64_t tot
+    cdef uint64_t hi = 0, lo = 0
+    cdef PyObject* item
+    cdef unsigned char* data = NULL
+    cdef int64_t* offsets = NULL
+    cdef Py_ssize_t written
+    _check_f(f)
+    if not isinstance(features, list):
+        raise TypeError(f"features must be a list of str, not {type(features).__name__}")
+    n = len(features)
+    if weights.shape[0] != n:
+        raise ValueError(f"weights must have one entry per feature ({n}), got {weights.shape[0]}")
+    tot = total
+    bound = 1
+    for i in range(n):
+        item = _list_item(features, i)
+        if not _is_str(item):
+            raise TypeError(f"features[{i}] must be str, not {type(<object>item).__name__}")
+        cd_unicode_ready(item)
+        bound += cd_utf8_bound(item)
+    data = <unsigned char*>PyMem_Malloc(bound)
+    offsets = <int64_t*>PyMem_Malloc((n + 1) * sizeof(int64_t))
+    try:
+        if data == NULL or offsets == NULL:
+            raise MemoryError()
+        offsets[0] = 0
+        for i in range(n):
+            item = _list_item(features, i)
+            written = cd_utf8_encode(item, data + size)
+            if written < 0:
+                PyUnicode_AsUTF8String(<object>item)  # raises UnicodeEncodeError
+                raise UnicodeError("unencodable feature")  # pragma: no cover
+            size += written
+            offsets[i + 1] = size
+        with nogil:
+            cd_leon_features(data, offsets, &weights[0] if n else NULL, n, f, tot, &hi, &lo)
+    finally:
+        PyMem_Free(data)
+        PyMem_Free(offsets)
+    return _u128(hi, lo, f)

@@ -1,0 +1,328 @@
+"""The `simhash` package (1e0ng/leonsim, 2.1.x) API with the same values, fast.
+
+Change ``from simhash import Simhash, SimhashIndex`` to
+``from crawldedup.compat.simhash import Simhash, SimhashIndex``.
+
+``Simhash(text)`` with the default ``reg`` and ``hashfunc`` and ``8 <= f <=
+128`` runs in the core (MD5 in C); feature lists with integer weights too.
+Anything else (a custom ``hashfunc`` or ``reg``, float weights, ``f`` above
+128, a subclass overriding ``_tokenize``...) takes a slower path that follows
+the package's algorithm step by step.  One deliberate difference: where the
+package under NumPy 2 raises ``OverflowError`` (a feature weight above 255 on
+its large-weight path, e.g. a text in which one 4-character window occurs
+more than 255 times), this module returns the exact weighted value, which is
+what the package computes under NumPy 1.
+
+>>> from crawldedup.compat.simhash import Simhash, SimhashIndex
+>>> Simhash("How are you? I am fine. Thanks.").value
+3419227768443824139
+>>> a, b = Simhash("How are you? I am fine. Thanks."), Simhash("How are u? I am fine. Thanks.")
+>>> a.distance(b)
+9
+>>> index = SimhashIndex([("1", a)], k=9)
+>>> index.get_near_dups(b)
+['1']
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import numbers
+import re
+from collections.abc import Iterable
+from itertools import groupby
+from typing import Any, Dict, Iterator, List, Set
+
+import numpy as np
+
+from crawldedup import _kernel
+
+__all__ = ["Simhash", "SimhashIndex"]
+
+_DEFAULT_REG = r"[\w\u4e00-\u9fcc]+"
+# Integer weights summed in the core stay far from int64 overflow below this.
+_FAST_WEIGHT_LIMIT = 1 << 31
+_FAST_MAX_FEATURES = 1 << 28
+
+
+def _hashfunc(x: bytes) -> bytes:
+    return hashlib.md5(x).digest()
+
+
+def _default_reg(reg: Any) -> bool:
+    if isinstance(reg, str):
+        return reg == _DEFAULT_REG
+    return (isinstance(reg, re.Pattern) and reg.pattern == _DEFAULT_REG
+            and reg.flags == re.UNICODE)
+
+
+def _popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+class Simhash:
+    """A SimHash fingerprint with the API and values of ``simhash.Simhash``.
+
+    ``value`` may be a str (tokenized: lower-cased, the matches of ``reg``
+    joined, 4-character windows counted, each hashed with ``hashfunc``), an
+    iterable of features (str, (str, weight) pairs, or a dict str -> weight),
+    an int (taken as the value) or another Simhash.  ``f`` is the number of
+    bits, a multiple of 8.
+    """
+
+    # Constants of the package's batched numpy summation (kept for subclasses
+    # and for the slow path, which follows it).
+    large_weight_cutoff = 50
+    batch_size = 200
+
+    def __init__(self, value: Any, f: int = 64, reg: Any = _DEFAULT_REG,
+                 hashfunc: Any = _hashfunc, log: Any = None) -> None:
+        if f % 8:
+            raise ValueError("f must be a multiple of 8")
+        self.f = f
+        self.f_bytes = f // 8
+        self.reg = reg
+        self.value: Any = None
+        self.hashfunc = hashfunc
+        if hashfunc is _hashfunc:
+            self.hashfunc_returns_int = False
+        else:
+            self.hashfunc_returns_int = isinstance(hashfunc(b"test"), numbers.Integral)
+        self.log = logging.getLogger("simhash") if log is None else log
+
+        if isinstance(value, Simhash):
+            self.value = value.value
+        elif isinstance(value, str):
+            self.build_by_text(str(value))
+        elif isinstance(value, Iterable):
+            self.build_by_features(value)
+        elif isinstance(value, numbers.Integral):
+            self.value = value
+        else:
+            raise TypeError(
+                f"value must be str, an iterable of features, an int or a Simhash, "
+                f"not {type(value).__name__} (Bad parameter with type {type(value)})")
+
+    def __eq__(self, other: Any) -> bool:
+        return self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]  # like the package: __eq__ without __hash__
+
+    # -- the fast path applies when nothing it replaces was customised
+    def _core_ok(self) -> bool:
+        cls = type(self)
+        return (self.hashfunc is _hashfunc and 8 <= self.f <= 128
+                and (cls is Simhash or (
+                    cls._sum_hashes is Simhash._sum_hashes
+                    and cls._bitarray_from_bytes is Simhash._bitarray_from_bytes
+                    and cls.large_weight_cutoff == 50 and cls.batch_size == 200)))
+
+    def _slide(self, content: str, width: int = 4) -> List[str]:
+        return [content[i:i + width] for i in range(max(len(content) - width + 1, 1))]
+
+    def _tokenize(self, content: str) -> List[str]:
+        content = content.lower()
+        content = "".join(re.findall(self.reg, content))
+        return self._slide(content)
+
+    def build_by_text(self, content: str) -> None:
+        cls = type(self)
+        if (self._core_ok() and _default_reg(self.reg)
+                and (cls is Simhash or (cls._tokenize is Simhash._tokenize
+                                        and cls._slide is Simhash._slide
+                                        and cls.build_by_features is Simhash.build_by_features))):
+            self.value = _kernel.leonsim_text(content, self.f)
+            return None
+        features = self._tokenize(content)
+        counted = {k: sum(1 for _ in g) for k, g in groupby(sorted(features))}
+        return self.build_by_features(counted)
+
+    def build_by_features(self, features: Any) -> None:
+        """``features``: str features (weight 1), (feature, weight) pairs, or a
+        dict feature -> weight."""
+        if isinstance(features, dict):
+            features = features.items()
+        if not self._core_ok():
+            return self._build_by_features_exact(features)
+        items = features if isinstance(features, list) else list(features)
+        names: List[str] = []
+        weights: List[int] = []
+        w: Any = 1
+        total = 0
+        absolute = 0
+        for item in items:
+            if isinstance(item, str):
+                name = item   # the package reuses the previous pair's weight here
+            else:
+                name, w = item
+            if type(w) is not int and type(w) is not bool or not isinstance(name, str):
+                return self._build_by_features_exact(items)
+            names.append(name)
+            weights.append(w)
+            total += w
+            absolute += abs(w)
+        if absolute >= _FAST_WEIGHT_LIMIT or len(names) >= _FAST_MAX_FEATURES:
+            return self._build_by_features_exact(items)
+        self.value = _kernel.leonsim_features(names, np.array(weights, dtype=np.int64),
+                                              total, self.f)
+        return None
+
+    def _digest(self, feature: Any) -> bytes:
+        if self.hashfunc_returns_int:
+            n = self.hashfunc(feature.encode("utf-8")) & (2 ** self.f - 1)
+            return n.to_bytes(self.f_bytes, "big")
+        return self.hashfunc(feature.encode("utf-8"))[-self.f_bytes:]
+
+    def _build_by_features_exact(self, features: Any) -> None:
+        """The package's numpy summation, step by step (custom hashfunc,
+        non-int weights, any f): batches of digests repeated weight times,
+        large or non-int weights multiplied into their own bit arrays."""
+        partial: List[Any] = []
+        batch: List[bytes] = []
+        count: Any = 0
+        w: Any = 1
+        for item in features:
+            large = False
+            if not isinstance(item, str):
+                item, w = item
+                large = w > self.large_weight_cutoff or not isinstance(w, int)
+            count += w
+            digest = self._digest(item)
+            if large:
+                bits = self._bitarray_from_bytes(digest)
+                if isinstance(w, int):  # exact, as under NumPy 1 (uint8 * int overflows on 2)
+                    bits = bits.astype(np.int64)
+                partial.append(bits * w)
+            else:
+                batch.append(digest * w)
+                if len(batch) >= self.batch_size:
+                    partial.append(self._sum_hashes(batch))
+                    batch = []
+            if len(partial) >= self.batch_size:
+                partial = [np.sum(partial, 0)]
+        if batch:
+            partial.append(self._sum_hashes(batch))
+        combined = np.sum(partial, 0)
+        self.value = int.from_bytes(np.packbits(combined > count / 2).tobytes(), "big")
+
+    def _sum_hashes(self, digests: List[bytes]) -> Any:
+        bits = self._bitarray_from_bytes(b"".join(digests))
+        return np.sum(np.reshape(bits, (-1, self.f)), 0)
+
+    @staticmethod
+    def _bitarray_from_bytes(b: bytes) -> Any:
+        return np.unpackbits(np.frombuffer(b, dtype=">B"))
+
+    def distance(self, another: "Simhash") -> int:
+        """Number of differing bits among the low f."""
+        if self.f != another.f:
+            raise AssertionError(f"distance between fingerprints of {self.f} and "
+                                 f"{another.f} bits")
+        return _popcount((self.value ^ another.value) & ((1 << self.f) - 1))
+
+
+class _Buckets:
+    """Where SimhashIndex keeps its entries: bucket key -> set of
+    "<value hex>,<obj_id>" strings, as the package does.  The index talks to
+    its storage only through these methods, so another store can replace it."""
+
+    def __init__(self) -> None:
+        self.data: Dict[str, Set[str]] = collections.defaultdict(set)
+
+    def get(self, key: str) -> Set[str]:
+        return self.data[key]  # creates an empty bucket, as the package does
+
+    def add(self, key: str, entry: str) -> None:
+        self.data[key].add(entry)
+
+    def discard(self, key: str, entry: str) -> None:
+        bucket = self.data[key]
+        if entry in bucket:
+            bucket.remove(entry)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+class SimhashIndex:
+    """Near-duplicate index with the API and results of ``simhash.SimhashIndex``.
+
+    ``objs`` is a list of (obj_id, Simhash); ``f`` the fingerprint bits; ``k``
+    the largest Hamming distance that counts as a near duplicate.  The
+    fingerprint is cut into k+1 parts (``offsets``); a near duplicate agrees
+    with the query on at least one part, so each part value is a bucket key.
+    """
+
+    def __init__(self, objs: Any, f: int = 64, k: int = 2, log: Any = None) -> None:
+        self.k = k
+        self.f = f
+        count = len(objs)
+        self.log = logging.getLogger("simhash") if log is None else log
+        self.log.info("Initializing %s data.", count)
+        self._store = _Buckets()
+        for i, q in enumerate(objs):
+            if i % 10000 == 0 or i == count - 1:
+                self.log.info("%s/%s", i + 1, count)
+            self.add(*q)
+
+    @property
+    def bucket(self) -> Dict[str, Set[str]]:
+        """The bucket key -> entries mapping (the package's attribute)."""
+        return self._store.data
+
+    def get_near_dups(self, simhash: Simhash) -> List[str]:
+        """The ids (str) of indexed fingerprints within distance k of simhash."""
+        if simhash.f != self.f:
+            raise AssertionError(f"a {simhash.f}-bit Simhash queried in a {self.f}-bit index")
+        ans = set()
+        plain = type(simhash).distance is Simhash.distance
+        mask = (1 << simhash.f) - 1
+        value = simhash.value
+        for key in self.get_keys(simhash):
+            dups = self._store.get(key)
+            self.log.debug("key:%s", key)
+            if len(dups) > 200:
+                self.log.warning("Big bucket found. key:%s, len:%s", key, len(dups))
+            for dup in dups:
+                sim2, obj_id = dup.split(",", 1)
+                if plain:
+                    d = _popcount((value ^ int(sim2, 16)) & mask)
+                else:
+                    d = simhash.distance(Simhash(int(sim2, 16), self.f))
+                if d <= self.k:
+                    ans.add(obj_id)
+        return list(ans)
+
+    def add(self, obj_id: Any, simhash: Simhash) -> None:
+        if simhash.f != self.f:
+            raise AssertionError(f"a {simhash.f}-bit Simhash added to a {self.f}-bit index")
+        entry = "%x,%s" % (simhash.value, obj_id)
+        for key in self.get_keys(simhash):
+            self._store.add(key, entry)
+
+    def delete(self, obj_id: Any, simhash: Simhash) -> None:
+        if simhash.f != self.f:
+            raise AssertionError(f"a {simhash.f}-bit Simhash deleted from a {self.f}-bit index")
+        entry = "%x,%s" % (simhash.value, obj_id)
+        for key in self.get_keys(simhash):
+            self._store.discard(key, entry)
+
+    @property
+    def offsets(self) -> List[int]:
+        """Bit offsets of the k+1 parts of a fingerprint."""
+        return [self.f // (self.k + 1) * i for i in range(self.k + 1)]
+
+    def get_keys(self, simhash: Simhash) -> Iterator[str]:
+        """Bucket keys of simhash: "<part hex>:<part index hex>"."""
+        offsets = self.offsets
+        last = len(offsets) - 1
+        for i, offset in enumerate(offsets):
+            width = (self.f if i == last else offsets[i + 1]) - offset
+            c = simhash.value >> offset & (2 ** width - 1)
+            yield "%x:%x" % (c, i)
+
+    def bucket_size(self) -> int:
+        """Number of bucket keys created so far."""
+        return len(self._store)
