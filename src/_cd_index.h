@@ -1,0 +1,925 @@
+/* Exact Hamming-distance index over 64-bit fingerprints (crawldedup.SimhashIndex).
+ *
+ * Pigeonhole principle: cut the 64 bits into k+1 blocks; two fingerprints
+ * within Hamming distance k agree exactly on at least one block.  Table t is
+ * keyed by (a prefix of) block t, so a query probes k+1 buckets and checks
+ * each candidate with xor + popcount.  A candidate is reported only by the
+ * table of the FIRST block on which it agrees with the query, so no result is
+ * seen twice and no set of seen ids is needed.
+ *
+ * The index is a few immutable sorted segments plus a small unsorted pending
+ * buffer (log-structured: segments of similar size are merged, so every entry
+ * is rebuilt O(log n) times).  A segment holds
+ *   fpd[u]      distinct fingerprints, ascending (this IS table 0: its key is
+ *               the top bits of block 0, which are the top bits of the value)
+ *   run[u+1]    start of each distinct fingerprint's run in ids[]
+ *   ids[n]      ids in (fingerprint, id) order
+ *   dead[n]     tombstones (allocated by the first remove)
+ *   idord[n]    positions sorted by id (built by the first id lookup)
+ *   off[t]      bucket offsets, 2^kb + 1 uint32 per table
+ *   tab[t]      t >= 1: the distinct fingerprints bucketed by block t, each
+ *               stored as its 64 - kb residual bits (the key bits are implied
+ *               by the bucket) in es = ceil((64 - kb) / 8) little-endian bytes.
+ * For k = 3 and 16-bit blocks that is 8 + 4 + 8 + 3 * 6 = 38 bytes per
+ * distinct fingerprint plus 1 MiB of offsets.
+ *
+ * Equal fingerprints are stored once per table (runs), so a heap of copies
+ * costs one candidate check, not one per copy.
+ *
+ * Everything here is plain C on malloc'ed arrays; the functions that run
+ * without the GIL (query, pairs) only read.  Errors: -1 = out of memory.
+ */
+#ifndef CD_INDEX_H
+#define CD_INDEX_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_cd_support.h"
+
+#define CD_IX_MAXK 8
+#define CD_IX_MAXT (CD_IX_MAXK + 1)
+#define CD_IX_PENDING 512          /* pending entries scanned linearly */
+#define CD_IX_MAX_SEGMENT 0xFFFFFFF0u
+
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#define CD_IX_HAVE_POPCNT_CLONE 1
+#endif
+/* Hot helpers are inlined into the popcnt clones, so they use the instruction. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CD_IX_INLINE static inline __attribute__((always_inline))
+#else
+#define CD_IX_INLINE static inline
+#endif
+
+typedef struct {
+    int k, T;
+    int width[CD_IX_MAXT];
+    int shift[CD_IX_MAXT];      /* block t is bits [shift, shift + width) */
+    uint64_t bmask[CD_IX_MAXT];
+} cd_ix_layout;
+
+typedef struct {
+    size_t n, u, ndead;
+    uint64_t *fpd;
+    uint32_t *run;
+    uint64_t *ids;
+    uint8_t *dead;
+    uint32_t *idord;
+    int kb[CD_IX_MAXT];         /* key bits of table t */
+    int ks[CD_IX_MAXT];         /* key shift of table t */
+    int es[CD_IX_MAXT];         /* residual bytes of table t (t >= 1) */
+    uint32_t *off[CD_IX_MAXT];
+    uint8_t *tab[CD_IX_MAXT];
+} cd_seg;
+
+typedef struct {
+    cd_ix_layout L;
+    cd_seg **segs;
+    size_t nsegs, capsegs;
+    uint64_t *pfp, *pid;
+    size_t pn, pcap;
+    size_t live;
+} cd_ix;
+
+/* Growing result buffer: (a, b, d) triples; a unused for queries. */
+typedef struct {
+    uint64_t *a, *b;
+    uint8_t *d;
+    size_t n, cap;
+    int oom;
+    int want_a;
+} cd_ix_out;
+
+static inline uint64_t cd_ix_low(int bits) {
+    return bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
+}
+
+static void cd_ix_layout_init(cd_ix_layout *L, int k) {
+    int T = k + 1, t, top = 64;
+    L->k = k;
+    L->T = T;
+    for (t = 0; t < T; t++) {
+        int w = 64 / T + (t < 64 % T ? 1 : 0);
+        top -= w;
+        L->width[t] = w;
+        L->shift[t] = top;
+        L->bmask[t] = cd_ix_low(w) << top;
+    }
+}
+
+/* ------------------------------------------------------------ output */
+
+static inline void cd_ix_push(cd_ix_out *o, uint64_t a, uint64_t b, int d) {
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        uint64_t *nb = (uint64_t *)realloc(o->b, cap * sizeof(uint64_t));
+        uint8_t *nd;
+        if (!nb) { o->oom = 1; return; }
+        o->b = nb;
+        nd = (uint8_t *)realloc(o->d, cap);
+        if (!nd) { o->oom = 1; return; }
+        o->d = nd;
+        if (o->want_a) {
+            uint64_t *na = (uint64_t *)realloc(o->a, cap * sizeof(uint64_t));
+            if (!na) { o->oom = 1; return; }
+            o->a = na;
+        }
+        o->cap = cap;
+    }
+    if (o->want_a) o->a[o->n] = a;
+    o->b[o->n] = b;
+    o->d[o->n] = (uint8_t)d;
+    o->n++;
+}
+
+static void cd_ix_out_free(cd_ix_out *o) {
+    free(o->a); free(o->b); free(o->d);
+    o->a = o->b = NULL; o->d = NULL; o->n = o->cap = 0;
+}
+
+/* ------------------------------------------------------------ residuals */
+
+static inline uint64_t cd_ix_key(uint64_t fp, int ks, int kb) {
+    return (fp >> ks) & cd_ix_low(kb);
+}
+
+static inline uint64_t cd_ix_resid(uint64_t fp, int ks, int kb) {
+    uint64_t hi = (ks + kb >= 64) ? 0 : (fp >> (ks + kb)) << ks;
+    return hi | (fp & cd_ix_low(ks));
+}
+
+static inline uint64_t cd_ix_unresid(uint64_t r, uint64_t key, int ks, int kb) {
+    uint64_t hi = (ks + kb >= 64) ? 0 : (r >> ks) << (ks + kb);
+    return hi | (key << ks) | (r & cd_ix_low(ks));
+}
+
+static inline uint64_t cd_ix_load_res(const uint8_t *p, uint64_t mask) {
+    return cd_load64le(p) & mask;
+}
+
+static inline void cd_ix_store_res(uint8_t *p, uint64_t r, int es) {
+    int j;
+    for (j = 0; j < es; j++) p[j] = (uint8_t)(r >> (8 * j));
+}
+
+/* ------------------------------------------------------------ sorting */
+
+typedef struct { uint64_t fp, id; } cd_ix_pair;
+
+/* LSD radix sort of pairs by fp (bytes where all keys agree are skipped),
+ * then each run of equal fp sorted by id. */
+static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
+    size_t (*cnt)[256];
+    cd_ix_pair *tmp, *src = p, *dst;
+    size_t i, r;
+    int b;
+    if (m < 2) return 0;
+    cnt = (size_t (*)[256])calloc(8, sizeof(*cnt));
+    tmp = (cd_ix_pair *)malloc(m * sizeof(cd_ix_pair));
+    if (!cnt || !tmp) { free(cnt); free(tmp); return -1; }
+    for (i = 0; i < m; i++) {
+        uint64_t v = p[i].fp;
+        for (b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
+    }
+    dst = tmp;
+    for (b = 0; b < 8; b++) {
+        size_t sum = 0, c;
+        int skip = 0;
+        for (c = 0; c < 256; c++) {
+            size_t x = cnt[b][c];
+            if (x == m) { skip = 1; break; }
+            cnt[b][c] = sum;
+            sum += x;
+        }
+        if (skip) continue;
+        for (i = 0; i < m; i++) {
+            size_t pos = cnt[b][(src[i].fp >> (8 * b)) & 255]++;
+            dst[pos] = src[i];
+        }
+        { cd_ix_pair *t = src; src = dst; dst = t; }
+    }
+    if (src != p) memcpy(p, src, m * sizeof(cd_ix_pair));
+    free(tmp);
+    free(cnt);
+    /* runs of equal fp by id: insertion sort for short runs, heap sort else */
+    for (i = 0; i < m; i = r) {
+        size_t len;
+        r = i + 1;
+        while (r < m && p[r].fp == p[i].fp) r++;
+        len = r - i;
+        if (len < 2) continue;
+        if (len <= 32) {
+            size_t x, y;
+            for (x = i + 1; x < r; x++) {
+                uint64_t v = p[x].id;
+                for (y = x; y > i && p[y - 1].id > v; y--) p[y].id = p[y - 1].id;
+                p[y].id = v;
+            }
+        } else {
+            /* heap sort of the ids of p[i..r) */
+            size_t n = len, start, end, root, child;
+            cd_ix_pair *h = p + i;
+            for (start = n / 2; start-- > 0;) {
+                root = start;
+                while ((child = 2 * root + 1) < n) {
+                    if (child + 1 < n && h[child].id < h[child + 1].id) child++;
+                    if (h[root].id >= h[child].id) break;
+                    { uint64_t t = h[root].id; h[root].id = h[child].id; h[child].id = t; }
+                    root = child;
+                }
+            }
+            for (end = n; end-- > 1;) {
+                { uint64_t t = h[0].id; h[0].id = h[end].id; h[end].id = t; }
+                root = 0;
+                while ((child = 2 * root + 1) < end) {
+                    if (child + 1 < end && h[child].id < h[child + 1].id) child++;
+                    if (h[root].id >= h[child].id) break;
+                    { uint64_t t = h[root].id; h[root].id = h[child].id; h[child].id = t; }
+                    root = child;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Sort positions 0..n-1 by ids[pos] (LSD radix on the 8 id bytes). */
+static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, size_t n) {
+    uint32_t *a = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    uint32_t *t = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    size_t (*cnt)[256] = (size_t (*)[256])calloc(8, sizeof(*cnt));
+    uint32_t *src, *dst;
+    size_t i;
+    int b;
+    if (!a || !t || !cnt) { free(a); free(t); free(cnt); return NULL; }
+    for (i = 0; i < n; i++) {
+        uint64_t v = ids[i];
+        a[i] = (uint32_t)i;
+        for (b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
+    }
+    src = a; dst = t;
+    for (b = 0; b < 8; b++) {
+        size_t sum = 0, c;
+        int skip = 0;
+        for (c = 0; c < 256; c++) {
+            size_t x = cnt[b][c];
+            if (x == n) { skip = 1; break; }
+            cnt[b][c] = sum;
+            sum += x;
+        }
+        if (skip) continue;
+        for (i = 0; i < n; i++) {
+            uint32_t pos = src[i];
+            dst[cnt[b][(ids[pos] >> (8 * b)) & 255]++] = pos;
+        }
+        { uint32_t *x = src; src = dst; dst = x; }
+    }
+    free(cnt);
+    free(dst);
+    return src;
+}
+
+/* ------------------------------------------------------------ segments */
+
+static void cd_seg_free(cd_seg *s) {
+    int t;
+    if (!s) return;
+    free(s->fpd); free(s->run); free(s->ids); free(s->dead); free(s->idord);
+    for (t = 0; t < CD_IX_MAXT; t++) { free(s->off[t]); free(s->tab[t]); }
+    free(s);
+}
+
+static size_t cd_seg_nbytes(const cd_seg *s, const cd_ix_layout *L) {
+    size_t b = sizeof(cd_seg) + s->u * 8 + (s->u + 1) * 4 + s->n * 8;
+    int t;
+    if (s->dead) b += s->n;
+    if (s->idord) b += s->n * 4;
+    for (t = 0; t < L->T; t++) {
+        b += (((size_t)1 << s->kb[t]) + 1) * 4;
+        if (t > 0) b += s->u * (size_t)s->es[t] + 8;
+    }
+    return b;
+}
+
+static int cd_ix_floor_log2(size_t x) {
+    int r = 0;
+    while (x > 1) { x >>= 1; r++; }
+    return r;
+}
+
+/* Build a segment from m sorted-or-not pairs (p is sorted in place). */
+static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
+    cd_seg *s;
+    size_t i, u, j;
+    int t, kbits;
+    if (m > CD_IX_MAX_SEGMENT) return NULL;
+    if (cd_ix_sort_pairs(p, m) != 0) return NULL;
+    s = (cd_seg *)calloc(1, sizeof(cd_seg));
+    if (!s) return NULL;
+    s->n = m;
+    u = 0;
+    for (i = 0; i < m; i++) if (i == 0 || p[i].fp != p[i - 1].fp) u++;
+    s->u = u;
+    s->fpd = (uint64_t *)malloc((u ? u : 1) * 8);
+    s->run = (uint32_t *)malloc((u + 1) * 4);
+    s->ids = (uint64_t *)malloc((m ? m : 1) * 8);
+    if (!s->fpd || !s->run || !s->ids) goto fail;
+    for (i = 0, j = 0; i < m; i++) {
+        if (i == 0 || p[i].fp != p[i - 1].fp) { s->fpd[j] = p[i].fp; s->run[j] = (uint32_t)i; j++; }
+        s->ids[i] = p[i].id;
+    }
+    s->run[u] = (uint32_t)m;
+    /* key bits: 8 to 16 distinct fingerprints per bucket, at most the block */
+    kbits = cd_ix_floor_log2(u) - 3;
+    if (kbits < 1) kbits = 1;
+    if (kbits > 24) kbits = 24;
+    for (t = 0; t < L->T; t++) {
+        int kb = kbits < L->width[t] ? kbits : L->width[t];
+        int ks = L->shift[t] + L->width[t] - kb;
+        size_t nb = (size_t)1 << kb, c;
+        uint32_t *off;
+        s->kb[t] = kb;
+        s->ks[t] = ks;
+        s->es[t] = (64 - kb + 7) / 8;
+        off = s->off[t] = (uint32_t *)calloc(nb + 1, 4);
+        if (!off) goto fail;
+        for (i = 0; i < u; i++) off[cd_ix_key(s->fpd[i], ks, kb) + 1]++;
+        for (c = 0; c < nb; c++) off[c + 1] += off[c];
+        if (t > 0) {
+            int es = s->es[t];
+            uint32_t *fill = (uint32_t *)malloc(nb * 4);
+            uint8_t *tab = s->tab[t] = (uint8_t *)calloc(u * (size_t)es + 8, 1);
+            if (!fill || !tab) { free(fill); goto fail; }
+            memcpy(fill, off, nb * 4);
+            for (i = 0; i < u; i++) {
+                uint64_t fp = s->fpd[i];
+                uint32_t pos = fill[cd_ix_key(fp, ks, kb)]++;
+                cd_ix_store_res(tab + (size_t)pos * es, cd_ix_resid(fp, ks, kb), es);
+            }
+            free(fill);
+        }
+    }
+    return s;
+fail:
+    cd_seg_free(s);
+    return NULL;
+}
+
+static int cd_seg_ensure_idord(cd_seg *s) {
+    if (s->idord || s->n == 0) return 0;
+    s->idord = cd_ix_sort_by_id(s->ids, s->n);
+    return s->idord ? 0 : -1;
+}
+
+/* Position of a live entry with this id, or -1.  idord must exist. */
+static long long cd_seg_find_id(const cd_seg *s, uint64_t id) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ids[s->idord[mid]] < id) lo = mid + 1; else hi = mid;
+    }
+    for (; lo < s->n && s->ids[s->idord[lo]] == id; lo++) {
+        uint32_t pos = s->idord[lo];
+        if (!s->dead || !s->dead[pos]) return (long long)pos;
+    }
+    return -1;
+}
+
+/* Index of fp in fpd (it must be there). */
+CD_IX_INLINE size_t cd_seg_find_fp(const cd_seg *s, uint64_t fp) {
+    uint64_t key = cd_ix_key(fp, s->ks[0], s->kb[0]);
+    size_t lo = s->off[0][key], hi = s->off[0][key + 1];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->fpd[mid] < fp) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+CD_IX_INLINE void cd_seg_emit(const cd_seg *s, size_t u, int d, cd_ix_out *o) {
+    uint32_t j, end = s->run[u + 1];
+    for (j = s->run[u]; j < end; j++)
+        if (!s->dead || !s->dead[j]) cd_ix_push(o, 0, s->ids[j], d);
+}
+
+/* Is t the first block on which x and y agree? */
+CD_IX_INLINE int cd_ix_first_block(const cd_ix_layout *L, uint64_t diff, int t) {
+    int s;
+    if (diff & L->bmask[t]) return 0;
+    for (s = 0; s < t; s++) if (!(diff & L->bmask[s])) return 0;
+    return 1;
+}
+
+#define CD_IX_SEG_QUERY_BODY                                                          \
+    const cd_ix_layout *L_ = L;                                                       \
+    int t_, T_ = L_->T;                                                               \
+    for (t_ = 0; t_ < T_; t_++) {                                                     \
+        int ks_ = s->ks[t_], kb_ = s->kb[t_];                                         \
+        uint64_t key_ = cd_ix_key(q, ks_, kb_);                                       \
+        size_t lo_ = s->off[t_][key_], hi_ = s->off[t_][key_ + 1], i_;                \
+        if (t_ == 0) {                                                                \
+            const uint64_t *f_ = s->fpd;                                              \
+            for (i_ = lo_; i_ < hi_; i_++) {                                          \
+                uint64_t diff_ = f_[i_] ^ q;                                          \
+                int d_ = cd_popcount64(diff_);                                        \
+                if (d_ <= k && !(diff_ & L_->bmask[0])) CD_IX_HIT(i_, 1, d_);           \
+            }                                                                         \
+        } else {                                                                      \
+            int es_ = s->es[t_];                                                      \
+            uint64_t rmask_ = cd_ix_low(64 - kb_);                                    \
+            uint64_t rq_ = cd_ix_resid(q, ks_, kb_);                                  \
+            const uint8_t *b_ = s->tab[t_] + lo_ * (size_t)es_;                       \
+            for (i_ = lo_; i_ < hi_; i_++, b_ += es_) {                               \
+                uint64_t r_ = cd_ix_load_res(b_, rmask_);                             \
+                int d_ = cd_popcount64(r_ ^ rq_);                                     \
+                if (d_ <= k) {                                                        \
+                    uint64_t F_ = cd_ix_unresid(r_, key_, ks_, kb_);                  \
+                    if (cd_ix_first_block(L_, F_ ^ q, t_))                            \
+                        CD_IX_HIT(F_, 0, d_);                                         \
+                }                                                                     \
+            }                                                                         \
+        }                                                                             \
+    }
+
+/* ------------------------------------------------------------ the index */
+
+static void cd_ix_init(cd_ix *ix, int k) {
+    memset(ix, 0, sizeof(*ix));
+    cd_ix_layout_init(&ix->L, k);
+}
+
+static void cd_ix_clear(cd_ix *ix) {
+    size_t i;
+    for (i = 0; i < ix->nsegs; i++) cd_seg_free(ix->segs[i]);
+    free(ix->segs);
+    free(ix->pfp);
+    free(ix->pid);
+    ix->segs = NULL;
+    ix->pfp = ix->pid = NULL;
+    ix->nsegs = ix->capsegs = ix->pn = ix->pcap = ix->live = 0;
+}
+
+static size_t cd_ix_nbytes(const cd_ix *ix) {
+    size_t b = sizeof(cd_ix) + ix->pcap * 16 + ix->capsegs * sizeof(void *), i;
+    for (i = 0; i < ix->nsegs; i++) b += cd_seg_nbytes(ix->segs[i], &ix->L);
+    return b;
+}
+
+/* Append the live entries of a segment to p (p has room). */
+static size_t cd_seg_gather(const cd_seg *s, cd_ix_pair *p) {
+    size_t u, c = 0;
+    for (u = 0; u < s->u; u++) {
+        uint32_t j;
+        for (j = s->run[u]; j < s->run[u + 1]; j++)
+            if (!s->dead || !s->dead[j]) { p[c].fp = s->fpd[u]; p[c].id = s->ids[j]; c++; }
+    }
+    return c;
+}
+
+static size_t cd_seg_live(const cd_seg *s) { return s->n - s->ndead; }
+
+/* Replace segments [from, nsegs) and, if with_pending, the pending buffer by
+ * one segment built from their live entries plus extra[0..m).  On failure
+ * nothing changes. */
+static int cd_ix_rebuild(cd_ix *ix, size_t from, int with_pending,
+                         const uint64_t *xfp, const uint64_t *xid, size_t m) {
+    size_t total = m, c = 0, i;
+    cd_ix_pair *p;
+    cd_seg *s;
+    for (i = from; i < ix->nsegs; i++) total += cd_seg_live(ix->segs[i]);
+    if (with_pending) total += ix->pn;
+    if (total > CD_IX_MAX_SEGMENT) return -1;
+    p = (cd_ix_pair *)malloc((total ? total : 1) * sizeof(cd_ix_pair));
+    if (!p) return -1;
+    for (i = from; i < ix->nsegs; i++) c += cd_seg_gather(ix->segs[i], p + c);
+    if (with_pending)
+        for (i = 0; i < ix->pn; i++) { p[c].fp = ix->pfp[i]; p[c].id = ix->pid[i]; c++; }
+    for (i = 0; i < m; i++) { p[c].fp = xfp[i]; p[c].id = xid[i]; c++; }
+    if (ix->capsegs < from + 1) {
+        cd_seg **ns = (cd_seg **)realloc(ix->segs, (from + 8) * sizeof(cd_seg *));
+        if (!ns) { free(p); return -1; }
+        ix->segs = ns;
+        ix->capsegs = from + 8;
+    }
+    s = total ? cd_seg_build(&ix->L, p, total) : NULL;
+    free(p);
+    if (total && !s) return -1;
+    for (i = from; i < ix->nsegs; i++) cd_seg_free(ix->segs[i]);
+    ix->nsegs = from;
+    if (s) ix->segs[ix->nsegs++] = s;
+    if (with_pending) ix->pn = 0;
+    ix->live += m;
+    return 0;
+}
+
+/* Merge trailing segments while the last is at least half the one before. */
+static int cd_ix_settle(cd_ix *ix) {
+    while (ix->nsegs >= 2) {
+        size_t a = cd_seg_live(ix->segs[ix->nsegs - 2]);
+        size_t b = cd_seg_live(ix->segs[ix->nsegs - 1]);
+        if (2 * b < a) break;
+        if (cd_ix_rebuild(ix, ix->nsegs - 2, 0, NULL, NULL, 0) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Fold everything into one segment without tombstones. */
+static int cd_ix_compact(cd_ix *ix) {
+    if (ix->pn == 0 && ix->nsegs <= 1 && (ix->nsegs == 0 || ix->segs[0]->ndead == 0))
+        return 0;
+    return cd_ix_rebuild(ix, 0, 1, NULL, NULL, 0);
+}
+
+/* Is id present?  1 yes, 0 no, -1 out of memory. */
+static int cd_ix_contains(cd_ix *ix, uint64_t id) {
+    size_t i;
+    for (i = 0; i < ix->pn; i++) if (ix->pid[i] == id) return 1;
+    for (i = 0; i < ix->nsegs; i++) {
+        if (cd_seg_ensure_idord(ix->segs[i]) != 0) return -1;
+        if (cd_seg_find_id(ix->segs[i], id) >= 0) return 1;
+    }
+    return 0;
+}
+
+/* Add m entries.  0 ok, -1 out of memory, -2 an id is already present or
+ * repeated (*bad = that id).  All or nothing. */
+static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, size_t m,
+                          uint64_t *bad) {
+    size_t i;
+    if (m == 0) return 0;
+    if (m == 1) {
+        int r = cd_ix_contains(ix, ids[0]);
+        if (r < 0) return -1;
+        if (r) { *bad = ids[0]; return -2; }
+    } else {
+        /* sorted copy of the new ids: repeats within the batch, then a
+         * merge walk (big segments) or binary searches (small batch) */
+        uint32_t *ord = cd_ix_sort_by_id(ids, m);
+        size_t sidx;
+        if (!ord) return -1;
+        for (i = 1; i < m; i++)
+            if (ids[ord[i]] == ids[ord[i - 1]]) { *bad = ids[ord[i]]; free(ord); return -2; }
+        for (i = 0; i < ix->pn; i++) {
+            size_t lo = 0, hi = m;
+            uint64_t v = ix->pid[i];
+            while (lo < hi) { size_t mid = lo + (hi - lo) / 2; if (ids[ord[mid]] < v) lo = mid + 1; else hi = mid; }
+            if (lo < m && ids[ord[lo]] == v) { *bad = v; free(ord); return -2; }
+        }
+        for (sidx = 0; sidx < ix->nsegs; sidx++) {
+            cd_seg *s = ix->segs[sidx];
+            if (cd_seg_ensure_idord(s) != 0) { free(ord); return -1; }
+            if ((double)m * 24.0 < (double)s->n) {
+                for (i = 0; i < m; i++)
+                    if (cd_seg_find_id(s, ids[i]) >= 0) { *bad = ids[i]; free(ord); return -2; }
+            } else {
+                size_t a = 0, b = 0;
+                while (a < m && b < s->n) {
+                    uint64_t x = ids[ord[a]];
+                    uint32_t pos = s->idord[b];
+                    uint64_t y = s->ids[pos];
+                    if (x < y) a++;
+                    else if (y < x) b++;
+                    else if (s->dead && s->dead[pos]) b++;
+                    else { *bad = x; free(ord); return -2; }
+                }
+            }
+        }
+        free(ord);
+    }
+    if (ix->pn + m <= CD_IX_PENDING) {
+        if (ix->pn + m > ix->pcap) {
+            size_t cap = ix->pcap ? ix->pcap : 16;
+            uint64_t *a, *b;
+            while (cap < ix->pn + m) cap *= 2;
+            a = (uint64_t *)realloc(ix->pfp, cap * 8);
+            if (!a) return -1;
+            ix->pfp = a;
+            b = (uint64_t *)realloc(ix->pid, cap * 8);
+            if (!b) return -1;
+            ix->pid = b;
+            ix->pcap = cap;
+        }
+        memcpy(ix->pfp + ix->pn, fps, m * 8);
+        memcpy(ix->pid + ix->pn, ids, m * 8);
+        ix->pn += m;
+        ix->live += m;
+        return 0;
+    }
+    if (cd_ix_rebuild(ix, ix->nsegs, 1, fps, ids, m) != 0) return -1;
+    /* the pending buffer's memory goes once it is folded in */
+    free(ix->pfp); free(ix->pid);
+    ix->pfp = ix->pid = NULL;
+    ix->pcap = 0;
+    cd_ix_settle(ix);  /* a failed merge leaves a valid index */
+    return 0;
+}
+
+/* Remove an id: 1 removed, 0 absent, -1 out of memory. */
+static int cd_ix_remove(cd_ix *ix, uint64_t id) {
+    size_t i;
+    for (i = 0; i < ix->pn; i++) {
+        if (ix->pid[i] == id) {
+            ix->pn--;
+            ix->pfp[i] = ix->pfp[ix->pn];
+            ix->pid[i] = ix->pid[ix->pn];
+            ix->live--;
+            return 1;
+        }
+    }
+    for (i = 0; i < ix->nsegs; i++) {
+        cd_seg *s = ix->segs[i];
+        long long pos;
+        if (cd_seg_ensure_idord(s) != 0) return -1;
+        pos = cd_seg_find_id(s, id);
+        if (pos < 0) continue;
+        if (!s->dead) {
+            s->dead = (uint8_t *)calloc(s->n, 1);
+            if (!s->dead) return -1;
+        }
+        s->dead[pos] = 1;
+        s->ndead++;
+        ix->live--;
+        /* compaction: a segment more than half tombstones is rebuilt (or
+         * dropped); a failed rebuild only postpones it */
+        if (2 * s->ndead > s->n) {
+            if (s->ndead == s->n) {
+                size_t j;
+                cd_seg_free(s);
+                for (j = i + 1; j < ix->nsegs; j++) ix->segs[j - 1] = ix->segs[j];
+                ix->nsegs--;
+            } else {
+                size_t live = cd_seg_live(s);
+                cd_ix_pair *p = (cd_ix_pair *)malloc(live * sizeof(cd_ix_pair));
+                if (p) {
+                    cd_seg *ns;
+                    cd_seg_gather(s, p);
+                    ns = cd_seg_build(&ix->L, p, live);
+                    free(p);
+                    if (ns) { cd_seg_free(s); ix->segs[i] = ns; }
+                }
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Sort o's entries [from, o->n) by (d, id). */
+static void cd_ix_sort_slice(cd_ix_out *o, size_t from) {
+    size_t x, y;
+    for (x = from + 1; x < o->n; x++) {
+        uint64_t b = o->b[x];
+        uint8_t d = o->d[x];
+        for (y = x; y > from && (o->d[y - 1] > d || (o->d[y - 1] == d && o->b[y - 1] > b)); y--) {
+            o->b[y] = o->b[y - 1];
+            o->d[y] = o->d[y - 1];
+        }
+        o->b[y] = b;
+        o->d[y] = d;
+    }
+}
+
+static void cd_ix_sort_big(cd_ix_out *o, size_t from);
+
+/* Big result lists: sort (d, id) keys with qsort on a packed copy. */
+typedef struct { uint8_t d; uint64_t id; } cd_ix_di;
+static int cd_ix_cmp_di(const void *a, const void *b) {
+    const cd_ix_di *x = (const cd_ix_di *)a, *y = (const cd_ix_di *)b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+static void cd_ix_sort_big(cd_ix_out *o, size_t from) {
+    size_t n = o->n - from, i;
+    cd_ix_di *t = (cd_ix_di *)malloc(n * sizeof(cd_ix_di));
+    if (!t) { cd_ix_sort_slice(o, from); return; }
+    for (i = 0; i < n; i++) { t[i].d = o->d[from + i]; t[i].id = o->b[from + i]; }
+    qsort(t, n, sizeof(cd_ix_di), cd_ix_cmp_di);
+    for (i = 0; i < n; i++) { o->d[from + i] = t[i].d; o->b[from + i] = t[i].id; }
+    free(t);
+}
+
+
+/* A candidate within k: x = distinct index (resolved) or fingerprint (to be
+ * looked up in table 0) or, for the pending buffer, the id. */
+typedef struct { uint64_t x; uint32_t q; uint16_t seg; uint8_t d; uint8_t resolved; } cd_ix_hit;
+#define CD_IX_PENDING_SEG 0xFFFF
+
+typedef struct { cd_ix_hit *h; size_t n, cap; int oom; } cd_ix_hits;
+
+static inline void cd_ix_hits_push(cd_ix_hits *H, uint64_t x, uint32_t q, size_t seg, int d,
+                                   int resolved) {
+    if (H->n == H->cap) {
+        size_t cap = H->cap ? H->cap * 2 : 256;
+        cd_ix_hit *nh = (cd_ix_hit *)realloc(H->h, cap * sizeof(cd_ix_hit));
+        if (!nh) { H->oom = 1; return; }
+        H->h = nh;
+        H->cap = cap;
+    }
+    H->h[H->n].x = x;
+    H->h[H->n].q = q;
+    H->h[H->n].seg = (uint16_t)seg;
+    H->h[H->n].d = (uint8_t)d;
+    H->h[H->n].resolved = (uint8_t)resolved;
+    H->n++;
+}
+
+/* Batch query: offsets[m+1].  Queries go in blocks: first every bucket of
+ * the block's queries is scanned (bucket offsets and lines prefetched a few
+ * queries ahead) and the candidates within k are noted; then the candidates'
+ * distinct entries, runs and ids are looked up in passes over the block, each
+ * pass prefetching what the next one reads, so the cache misses of a block's
+ * results overlap instead of forming one chain per result. */
+#define CD_IX_AHEAD 8
+#define CD_IX_BLOCK 64
+CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, size_t m,
+                                        int64_t *offsets, cd_ix_out *o) {
+    size_t i, b0, h;
+    int t;
+    const cd_ix_layout *L = &ix->L;
+    int k = L->k;
+    const cd_seg *s0 = ix->nsegs ? ix->segs[0] : NULL;
+    cd_ix_hits H;
+    memset(&H, 0, sizeof(H));
+    for (b0 = 0; b0 < m; b0 += CD_IX_BLOCK) {
+        size_t b1 = b0 + CD_IX_BLOCK < m ? b0 + CD_IX_BLOCK : m;
+        H.n = 0;
+        /* pass 1: scan buckets, note candidates */
+        for (i = b0; i < b1; i++) {
+            uint64_t q = qs[i];
+            size_t si;
+            if (s0) {
+                if (i + 2 * CD_IX_AHEAD < m) {
+                    uint64_t q2 = qs[i + 2 * CD_IX_AHEAD];
+                    for (t = 0; t < L->T; t++)
+                        cd_prefetch(s0->off[t] + cd_ix_key(q2, s0->ks[t], s0->kb[t]));
+                }
+                if (i + CD_IX_AHEAD < m) {
+                    uint64_t q1 = qs[i + CD_IX_AHEAD];
+                    for (t = 0; t < L->T; t++) {
+                        const uint32_t *op = s0->off[t] + cd_ix_key(q1, s0->ks[t], s0->kb[t]);
+                        const uint8_t *a, *z;
+                        if (t == 0) { a = (const uint8_t *)(s0->fpd + op[0]); z = (const uint8_t *)(s0->fpd + op[1]); }
+                        else { a = s0->tab[t] + (size_t)op[0] * s0->es[t]; z = s0->tab[t] + (size_t)op[1] * s0->es[t]; }
+                        /* the bucket's lines, at most four */
+                        cd_prefetch(a);
+                        if (z - a > 64) cd_prefetch(a + 64);
+                        if (z - a > 128) cd_prefetch(a + 128);
+                        if (z - a > 192) cd_prefetch(a + 192);
+                    }
+                }
+            }
+            for (si = 0; si < ix->nsegs; si++) {
+                const cd_seg *s = ix->segs[si];
+#define CD_IX_HIT(x_, res_, d_hit_) do {                                               \
+                    cd_ix_hits_push(&H, (x_), (uint32_t)(i - b0), si, (d_hit_), (res_));\
+                    if (res_) cd_prefetch(s->run + (x_));                             \
+                    else cd_prefetch(s->off[0] + cd_ix_key((x_), s->ks[0], s->kb[0]));\
+                } while (0)
+                CD_IX_SEG_QUERY_BODY
+#undef CD_IX_HIT
+            }
+            for (si = 0; si < ix->pn; si++) {
+                int d = cd_popcount64(ix->pfp[si] ^ q);
+                if (d <= k) cd_ix_hits_push(&H, ix->pid[si], (uint32_t)(i - b0), CD_IX_PENDING_SEG, d, 1);
+            }
+        }
+        if (H.oom) { o->oom = 1; break; }
+        /* pass 2: fingerprints found by tables >= 1 -> distinct index */
+        for (h = 0; h < H.n; h++) {
+            cd_ix_hit *x = H.h + h;
+            if (!x->resolved) {
+                const cd_seg *s = ix->segs[x->seg];
+                uint64_t key = cd_ix_key(x->x, s->ks[0], s->kb[0]);
+                cd_prefetch(s->fpd + s->off[0][key]);
+            }
+        }
+        for (h = 0; h < H.n; h++) {
+            cd_ix_hit *x = H.h + h;
+            if (!x->resolved) {
+                const cd_seg *s = ix->segs[x->seg];
+                x->x = cd_seg_find_fp(s, x->x);
+                x->resolved = 1;
+                cd_prefetch(s->run + x->x);
+            }
+        }
+        /* pass 3: runs -> prefetch the ids */
+        for (h = 0; h < H.n; h++) {
+            cd_ix_hit *x = H.h + h;
+            if (x->seg != CD_IX_PENDING_SEG) {
+                const cd_seg *s = ix->segs[x->seg];
+                cd_prefetch(s->ids + s->run[x->x]);
+            }
+        }
+        /* pass 4: results in query order, each query's sorted */
+        h = 0;
+        for (i = b0; i < b1; i++) {
+            size_t from = o->n;
+            offsets[i] = (int64_t)from;
+            for (; h < H.n && H.h[h].q == i - b0; h++) {
+                cd_ix_hit *x = H.h + h;
+                if (x->seg == CD_IX_PENDING_SEG) cd_ix_push(o, 0, x->x, x->d);
+                else cd_seg_emit(ix->segs[x->seg], (size_t)x->x, x->d, o);
+            }
+            if (o->n - from > 64) cd_ix_sort_big(o, from);
+            else if (o->n - from > 1) cd_ix_sort_slice(o, from);
+        }
+        if (o->oom) break;
+    }
+    free(H.h);
+    offsets[m] = (int64_t)o->n;
+}
+
+#ifdef CD_IX_HAVE_POPCNT_CLONE
+__attribute__((target("popcnt")))
+static void cd_ix_query_many_popcnt(const cd_ix *ix, const uint64_t *qs, size_t m,
+                                    int64_t *offsets, cd_ix_out *o) {
+    cd_ix_query_many_impl(ix, qs, m, offsets, o);
+}
+#endif
+
+static void cd_ix_query_many(const cd_ix *ix, const uint64_t *qs, size_t m,
+                             int64_t *offsets, cd_ix_out *o) {
+#ifdef CD_IX_HAVE_POPCNT_CLONE
+    if (__builtin_cpu_supports("popcnt")) { cd_ix_query_many_popcnt(ix, qs, m, offsets, o); return; }
+#endif
+    cd_ix_query_many_impl(ix, qs, m, offsets, o);
+}
+
+/* Self-join of a compacted index (one segment, no tombstones, no pending):
+ * every pair of entries within k, as (smaller id, larger id, d). */
+CD_IX_INLINE void cd_ix_pair_ids(const cd_seg *s, size_t u, size_t v, int d, cd_ix_out *o) {
+    uint32_t a, b;
+    for (a = s->run[u]; a < s->run[u + 1]; a++)
+        for (b = s->run[v]; b < s->run[v + 1]; b++) {
+            uint64_t x = s->ids[a], y = s->ids[b];
+            if (x < y) cd_ix_push(o, x, y, d); else cd_ix_push(o, y, x, d);
+        }
+}
+
+CD_IX_INLINE void cd_ix_pairs_impl(const cd_ix *ix, cd_ix_out *o) {
+    const cd_ix_layout *L = &ix->L;
+    const cd_seg *s;
+    int k = L->k, t;
+    size_t u;
+    if (ix->nsegs != 1) return;
+    s = ix->segs[0];
+    for (u = 0; u < s->u && !o->oom; u++) {
+        uint64_t q = s->fpd[u];
+        uint32_t a, b;
+        for (a = s->run[u]; a < s->run[u + 1]; a++)
+            for (b = a + 1; b < s->run[u + 1]; b++) cd_ix_push(o, s->ids[a], s->ids[b], 0);
+        for (t = 0; t < L->T; t++) {
+            int ks = s->ks[t], kb = s->kb[t];
+            uint64_t key = cd_ix_key(q, ks, kb);
+            size_t lo = s->off[t][key], hi = s->off[t][key + 1], i;
+            if (t == 0) {
+                for (i = u + 1; i < hi; i++) {
+                    uint64_t diff = s->fpd[i] ^ q;
+                    int d = cd_popcount64(diff);
+                    if (d <= k && !(diff & L->bmask[0])) cd_ix_pair_ids(s, u, i, d, o);
+                }
+            } else {
+                int es = s->es[t];
+                uint64_t rmask = cd_ix_low(64 - kb), rq = cd_ix_resid(q, ks, kb);
+                const uint8_t *bp = s->tab[t] + lo * (size_t)es;
+                for (i = lo; i < hi; i++, bp += es) {
+                    uint64_t r = cd_ix_load_res(bp, rmask);
+                    int d = cd_popcount64(r ^ rq);
+                    if (d <= k) {
+                        uint64_t F = cd_ix_unresid(r, key, ks, kb);
+                        if (F > q && cd_ix_first_block(L, F ^ q, t))
+                            cd_ix_pair_ids(s, u, cd_seg_find_fp(s, F), d, o);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#ifdef CD_IX_HAVE_POPCNT_CLONE
+__attribute__((target("popcnt")))
+static void cd_ix_pairs_popcnt(const cd_ix *ix, cd_ix_out *o) { cd_ix_pairs_impl(ix, o); }
+#endif
+
+static void cd_ix_pairs(const cd_ix *ix, cd_ix_out *o) {
+#ifdef CD_IX_HAVE_POPCNT_CLONE
+    if (__builtin_cpu_supports("popcnt")) { cd_ix_pairs_popcnt(ix, o); return; }
+#endif
+    cd_ix_pairs_impl(ix, o);
+}
+
+/* Live entries in (fp, id) order, for a compacted index: fps[n], ids[n]. */
+static void cd_ix_export(const cd_ix *ix, uint64_t *fps, uint64_t *ids) {
+    size_t u, c = 0;
+    const cd_seg *s;
+    if (ix->nsegs != 1) return;
+    s = ix->segs[0];
+    for (u = 0; u < s->u; u++) {
+        uint32_t j;
+        for (j = s->run[u]; j < s->run[u + 1]; j++) { fps[c] = s->fpd[u]; ids[c] = s->ids[j]; c++; }
+    }
+}
+
+#endif
