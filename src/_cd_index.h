@@ -544,35 +544,38 @@ static int cd_ix_contains(cd_ix *ix, uint64_t id) {
 }
 
 /* Add m entries.  0 ok, -1 out of memory, -2 an id is already present or
- * repeated (*bad = that id).  All or nothing. */
+ * repeated (*bad = the smallest such id).  All or nothing. */
 static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, size_t m,
                           uint64_t *bad) {
     size_t i;
+    int found = 0;
+    uint64_t worst = 0;
+#define CD_IX_BAD(v_) do { uint64_t w_ = (v_); if (!found || w_ < worst) worst = w_; found = 1; } while (0)
     if (m == 0) return 0;
     if (m == 1) {
         int r = cd_ix_contains(ix, ids[0]);
         if (r < 0) return -1;
-        if (r) { *bad = ids[0]; return -2; }
+        if (r) CD_IX_BAD(ids[0]);
     } else {
         /* sorted copy of the new ids: repeats within the batch, then a
-         * merge walk (big segments) or binary searches (small batch) */
+         * merge walk (big batches) or binary searches (small ones) */
         uint32_t *ord = cd_ix_sort_by_id(ids, m);
         size_t sidx;
         if (!ord) return -1;
         for (i = 1; i < m; i++)
-            if (ids[ord[i]] == ids[ord[i - 1]]) { *bad = ids[ord[i]]; free(ord); return -2; }
+            if (ids[ord[i]] == ids[ord[i - 1]]) { CD_IX_BAD(ids[ord[i]]); break; }
         for (i = 0; i < ix->pn; i++) {
             size_t lo = 0, hi = m;
             uint64_t v = ix->pid[i];
             while (lo < hi) { size_t mid = lo + (hi - lo) / 2; if (ids[ord[mid]] < v) lo = mid + 1; else hi = mid; }
-            if (lo < m && ids[ord[lo]] == v) { *bad = v; free(ord); return -2; }
+            if (lo < m && ids[ord[lo]] == v) CD_IX_BAD(v);
         }
         for (sidx = 0; sidx < ix->nsegs; sidx++) {
             cd_seg *s = ix->segs[sidx];
             if (cd_seg_ensure_idord(s) != 0) { free(ord); return -1; }
             if ((double)m * 24.0 < (double)s->n) {
                 for (i = 0; i < m; i++)
-                    if (cd_seg_find_id(s, ids[i]) >= 0) { *bad = ids[i]; free(ord); return -2; }
+                    if (cd_seg_find_id(s, ids[i]) >= 0) CD_IX_BAD(ids[i]);
             } else {
                 size_t a = 0, b = 0;
                 while (a < m && b < s->n) {
@@ -582,12 +585,14 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
                     if (x < y) a++;
                     else if (y < x) b++;
                     else if (s->dead && s->dead[pos]) b++;
-                    else { *bad = x; free(ord); return -2; }
+                    else { CD_IX_BAD(x); break; }
                 }
             }
         }
         free(ord);
     }
+#undef CD_IX_BAD
+    if (found) { *bad = worst; return -2; }
     if (ix->pn + m <= CD_IX_PENDING) {
         if (ix->pn + m > ix->pcap) {
             size_t cap = ix->pcap ? ix->pcap : 16;

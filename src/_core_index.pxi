@@ -79,7 +79,9 @@ cdef class HammingIndex:
     cdef cd_ix _ix
     cdef Py_ssize_t _readers
 
-    def __cinit__(self, int k=3):
+    def __cinit__(self, k=3):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"an integer is required for k, not {type(k).__name__}")
         if k < 0 or k > CD_IX_MAXK:
             raise ValueError(f"k must be in [0, {CD_IX_MAXK}], got {k}")
         cd_ix_init(&self._ix, k)

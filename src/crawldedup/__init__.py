@@ -15,6 +15,7 @@ from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
+from crawldedup.index import SimhashIndex
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -24,6 +25,7 @@ __all__ = [
     "BloomFilter",
     "RotatingBloomFilter",
     "ScalableBloomFilter",
+    "SimhashIndex",
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",

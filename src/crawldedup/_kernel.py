@@ -23,6 +23,8 @@ hash_indices = impl.hash_indices
 nbytes_for = impl.nbytes_for
 MAX_NUM_HASHES: int = impl.MAX_NUM_HASHES
 MAX_SEED: int = impl.MAX_SEED
+HammingIndex = impl.HammingIndex
+MAX_HAMMING_K: int = impl.MAX_HAMMING_K
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED", "HammingIndex", "MAX_HAMMING_K"]
