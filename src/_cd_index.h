@@ -863,44 +863,64 @@ CD_IX_INLINE void cd_ix_pair_ids(const cd_seg *s, size_t u, size_t v, int d, cd_
         }
 }
 
+/* The join goes bucket by bucket, table by table: every pair within k
+ * agrees on some block, so it shares a bucket of that block's table, and it
+ * is reported only from the table of its first agreeing block.  Buckets are
+ * read in memory order (no random access except to turn a found pair's
+ * fingerprints into runs of ids).  A bucket of b distinct fingerprints costs
+ * b * (b - 1) / 2 checks. */
 CD_IX_INLINE void cd_ix_pairs_impl(const cd_ix *ix, cd_ix_out *o) {
     const cd_ix_layout *L = &ix->L;
     const cd_seg *s;
     int k = L->k, t;
-    size_t u;
+    size_t u, maxb = 0;
+    uint64_t *F;
     if (ix->nsegs != 1) return;
     s = ix->segs[0];
+    /* equal fingerprints: the pairs inside each run */
     for (u = 0; u < s->u && !o->oom; u++) {
-        uint64_t q = s->fpd[u];
         uint32_t a, b;
         for (a = s->run[u]; a < s->run[u + 1]; a++)
             for (b = a + 1; b < s->run[u + 1]; b++) cd_ix_push(o, s->ids[a], s->ids[b], 0);
-        for (t = 0; t < L->T; t++) {
-            int ks = s->ks[t], kb = s->kb[t];
-            uint64_t key = cd_ix_key(q, ks, kb);
-            size_t lo = s->off[t][key], hi = s->off[t][key + 1], i;
+    }
+    for (t = 0; t < L->T; t++) {
+        size_t nb = (size_t)1 << s->kb[t], c;
+        for (c = 0; c < nb; c++) {
+            size_t w = s->off[t][c + 1] - s->off[t][c];
+            if (w > maxb) maxb = w;
+        }
+    }
+    F = (uint64_t *)malloc((maxb ? maxb : 1) * sizeof(uint64_t));
+    if (!F) { o->oom = 1; return; }
+    for (t = 0; t < L->T && !o->oom; t++) {
+        int ks = s->ks[t], kb = s->kb[t], es = s->es[t];
+        size_t nb = (size_t)1 << kb, c;
+        uint64_t rmask = cd_ix_low(64 - kb), bm = L->bmask[t];
+        for (c = 0; c < nb && !o->oom; c++) {
+            size_t lo = s->off[t][c], w = s->off[t][c + 1] - lo, x, y;
+            if (w < 2) continue;
             if (t == 0) {
-                for (i = u + 1; i < hi; i++) {
-                    uint64_t diff = s->fpd[i] ^ q;
-                    int d = cd_popcount64(diff);
-                    if (d <= k && !(diff & L->bmask[0])) cd_ix_pair_ids(s, u, i, d, o);
-                }
+                memcpy(F, s->fpd + lo, w * sizeof(uint64_t));
             } else {
-                int es = s->es[t];
-                uint64_t rmask = cd_ix_low(64 - kb), rq = cd_ix_resid(q, ks, kb);
                 const uint8_t *bp = s->tab[t] + lo * (size_t)es;
-                for (i = lo; i < hi; i++, bp += es) {
-                    uint64_t r = cd_ix_load_res(bp, rmask);
-                    int d = cd_popcount64(r ^ rq);
-                    if (d <= k) {
-                        uint64_t F = cd_ix_unresid(r, key, ks, kb);
-                        if (F > q && cd_ix_first_block(L, F ^ q, t))
-                            cd_ix_pair_ids(s, u, cd_seg_find_fp(s, F), d, o);
+                for (x = 0; x < w; x++, bp += es)
+                    F[x] = cd_ix_unresid(cd_ix_load_res(bp, rmask), c, ks, kb);
+            }
+            for (x = 0; x + 1 < w; x++) {
+                uint64_t fx = F[x];
+                for (y = x + 1; y < w; y++) {
+                    uint64_t diff = fx ^ F[y];
+                    int d = cd_popcount64(diff);
+                    if (d <= k && !(diff & bm) && cd_ix_first_block(L, diff, t)) {
+                        size_t ux = t == 0 ? lo + x : cd_seg_find_fp(s, fx);
+                        size_t uy = t == 0 ? lo + y : cd_seg_find_fp(s, F[y]);
+                        cd_ix_pair_ids(s, ux, uy, d, o);
                     }
                 }
             }
         }
     }
+    free(F);
 }
 
 #ifdef CD_IX_HAVE_POPCNT_CLONE
