@@ -63,8 +63,9 @@ typedef struct {
 typedef struct {
     size_t n, u, ndead;
     uint64_t *fpd;
-    uint32_t *run;
-    uint64_t *ids;
+    uint32_t *run;              /* NULL when every fingerprint is distinct */
+    uint64_t *ids;              /* ids, or ids32 when every id < 2^32 */
+    uint32_t *ids32;
     uint8_t *dead;
     uint32_t *idord;
     int kb[CD_IX_MAXT];         /* key bits of table t */
@@ -73,6 +74,9 @@ typedef struct {
     uint32_t *off[CD_IX_MAXT];
     uint8_t *tab[CD_IX_MAXT];
 } cd_seg;
+
+#define CD_RUN(s_, u_) ((s_)->run ? (s_)->run[u_] : (uint32_t)(u_))
+#define CD_ID(s_, j_) ((s_)->ids32 ? (uint64_t)(s_)->ids32[j_] : (s_)->ids[j_])
 
 typedef struct {
     cd_ix_layout L;
@@ -246,7 +250,8 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
 }
 
 /* Sort positions 0..n-1 by ids[pos] (LSD radix on the 8 id bytes). */
-static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, size_t n) {
+static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, size_t n) {
+#define CD_IX_KEY_AT(pos_) (ids ? ids[pos_] : (uint64_t)ids32[pos_])
     uint32_t *a = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
     uint32_t *t = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
     size_t (*cnt)[256] = (size_t (*)[256])calloc(8, sizeof(*cnt));
@@ -255,7 +260,7 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, size_t n) {
     int b;
     if (!a || !t || !cnt) { free(a); free(t); free(cnt); return NULL; }
     for (i = 0; i < n; i++) {
-        uint64_t v = ids[i];
+        uint64_t v = CD_IX_KEY_AT(i);
         a[i] = (uint32_t)i;
         for (b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
     }
@@ -272,13 +277,14 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, size_t n) {
         if (skip) continue;
         for (i = 0; i < n; i++) {
             uint32_t pos = src[i];
-            dst[cnt[b][(ids[pos] >> (8 * b)) & 255]++] = pos;
+            dst[cnt[b][(CD_IX_KEY_AT(pos) >> (8 * b)) & 255]++] = pos;
         }
         { uint32_t *x = src; src = dst; dst = x; }
     }
     free(cnt);
     free(dst);
     return src;
+#undef CD_IX_KEY_AT
 }
 
 /* ------------------------------------------------------------ segments */
@@ -286,13 +292,14 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, size_t n) {
 static void cd_seg_free(cd_seg *s) {
     int t;
     if (!s) return;
-    free(s->fpd); free(s->run); free(s->ids); free(s->dead); free(s->idord);
+    free(s->fpd); free(s->run); free(s->ids); free(s->ids32); free(s->dead); free(s->idord);
     for (t = 0; t < CD_IX_MAXT; t++) { free(s->off[t]); free(s->tab[t]); }
     free(s);
 }
 
 static size_t cd_seg_nbytes(const cd_seg *s, const cd_ix_layout *L) {
-    size_t b = sizeof(cd_seg) + s->u * 8 + (s->u + 1) * 4 + s->n * 8;
+    size_t b = sizeof(cd_seg) + s->u * 8 + (s->run ? (s->u + 1) * 4 : 0)
+               + s->n * (s->ids32 ? 4 : 8);
     int t;
     if (s->dead) b += s->n;
     if (s->idord) b += s->n * 4;
@@ -323,14 +330,32 @@ static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
     for (i = 0; i < m; i++) if (i == 0 || p[i].fp != p[i - 1].fp) u++;
     s->u = u;
     s->fpd = (uint64_t *)malloc((u ? u : 1) * 8);
-    s->run = (uint32_t *)malloc((u + 1) * 4);
-    s->ids = (uint64_t *)malloc((m ? m : 1) * 8);
-    if (!s->fpd || !s->run || !s->ids) goto fail;
-    for (i = 0, j = 0; i < m; i++) {
-        if (i == 0 || p[i].fp != p[i - 1].fp) { s->fpd[j] = p[i].fp; s->run[j] = (uint32_t)i; j++; }
-        s->ids[i] = p[i].id;
+    if (!s->fpd) goto fail;
+    {
+        uint64_t maxid = 0;
+        for (i = 0; i < m; i++) if (p[i].id > maxid) maxid = p[i].id;
+        if (maxid <= 0xFFFFFFFFu) {
+            s->ids32 = (uint32_t *)malloc((m ? m : 1) * 4);
+            if (!s->ids32) goto fail;
+            for (i = 0; i < m; i++) s->ids32[i] = (uint32_t)p[i].id;
+        } else {
+            s->ids = (uint64_t *)malloc((m ? m : 1) * 8);
+            if (!s->ids) goto fail;
+            for (i = 0; i < m; i++) s->ids[i] = p[i].id;
+        }
     }
-    s->run[u] = (uint32_t)m;
+    if (u < m) {
+        s->run = (uint32_t *)malloc((u + 1) * 4);
+        if (!s->run) goto fail;
+    }
+    for (i = 0, j = 0; i < m; i++) {
+        if (i == 0 || p[i].fp != p[i - 1].fp) {
+            s->fpd[j] = p[i].fp;
+            if (s->run) s->run[j] = (uint32_t)i;
+            j++;
+        }
+    }
+    if (s->run) s->run[u] = (uint32_t)m;
     /* key bits: 8 to 16 distinct fingerprints per bucket, at most the block */
     kbits = cd_ix_floor_log2(u) - 3;
     if (kbits < 1) kbits = 1;
@@ -369,7 +394,7 @@ fail:
 
 static int cd_seg_ensure_idord(cd_seg *s) {
     if (s->idord || s->n == 0) return 0;
-    s->idord = cd_ix_sort_by_id(s->ids, s->n);
+    s->idord = cd_ix_sort_by_id(s->ids, s->ids32, s->n);
     return s->idord ? 0 : -1;
 }
 
@@ -378,9 +403,9 @@ static long long cd_seg_find_id(const cd_seg *s, uint64_t id) {
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->ids[s->idord[mid]] < id) lo = mid + 1; else hi = mid;
+        if (CD_ID(s, s->idord[mid]) < id) lo = mid + 1; else hi = mid;
     }
-    for (; lo < s->n && s->ids[s->idord[lo]] == id; lo++) {
+    for (; lo < s->n && CD_ID(s, s->idord[lo]) == id; lo++) {
         uint32_t pos = s->idord[lo];
         if (!s->dead || !s->dead[pos]) return (long long)pos;
     }
@@ -399,9 +424,9 @@ CD_IX_INLINE size_t cd_seg_find_fp(const cd_seg *s, uint64_t fp) {
 }
 
 CD_IX_INLINE void cd_seg_emit(const cd_seg *s, size_t u, int d, cd_ix_out *o) {
-    uint32_t j, end = s->run[u + 1];
-    for (j = s->run[u]; j < end; j++)
-        if (!s->dead || !s->dead[j]) cd_ix_push(o, 0, s->ids[j], d);
+    uint32_t j, end = CD_RUN(s, u + 1);
+    for (j = CD_RUN(s, u); j < end; j++)
+        if (!s->dead || !s->dead[j]) cd_ix_push(o, 0, CD_ID(s, j), d);
 }
 
 /* Is t the first block on which x and y agree? */
@@ -472,8 +497,8 @@ static size_t cd_seg_gather(const cd_seg *s, cd_ix_pair *p) {
     size_t u, c = 0;
     for (u = 0; u < s->u; u++) {
         uint32_t j;
-        for (j = s->run[u]; j < s->run[u + 1]; j++)
-            if (!s->dead || !s->dead[j]) { p[c].fp = s->fpd[u]; p[c].id = s->ids[j]; c++; }
+        for (j = CD_RUN(s, u); j < CD_RUN(s, u + 1); j++)
+            if (!s->dead || !s->dead[j]) { p[c].fp = s->fpd[u]; p[c].id = CD_ID(s, j); c++; }
     }
     return c;
 }
@@ -559,7 +584,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
     } else {
         /* sorted copy of the new ids: repeats within the batch, then a
          * merge walk (big batches) or binary searches (small ones) */
-        uint32_t *ord = cd_ix_sort_by_id(ids, m);
+        uint32_t *ord = cd_ix_sort_by_id(ids, NULL, m);
         size_t sidx;
         if (!ord) return -1;
         for (i = 1; i < m; i++)
@@ -581,7 +606,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
                 while (a < m && b < s->n) {
                     uint64_t x = ids[ord[a]];
                     uint32_t pos = s->idord[b];
-                    uint64_t y = s->ids[pos];
+                    uint64_t y = CD_ID(s, pos);
                     if (x < y) a++;
                     else if (y < x) b++;
                     else if (s->dead && s->dead[pos]) b++;
@@ -779,7 +804,7 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
                 const cd_seg *s = ix->segs[si];
 #define CD_IX_HIT(x_, res_, d_hit_) do {                                               \
                     cd_ix_hits_push(&H, (x_), (uint32_t)(i - b0), si, (d_hit_), (res_));\
-                    if (res_) cd_prefetch(s->run + (x_));                             \
+                    if (res_) { if (s->run) cd_prefetch(s->run + (x_)); }             \
                     else cd_prefetch(s->off[0] + cd_ix_key((x_), s->ks[0], s->kb[0]));\
                 } while (0)
                 CD_IX_SEG_QUERY_BODY
@@ -806,7 +831,7 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
                 const cd_seg *s = ix->segs[x->seg];
                 x->x = cd_seg_find_fp(s, x->x);
                 x->resolved = 1;
-                cd_prefetch(s->run + x->x);
+                if (s->run) cd_prefetch(s->run + x->x);
             }
         }
         /* pass 3: runs -> prefetch the ids */
@@ -814,7 +839,8 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
             cd_ix_hit *x = H.h + h;
             if (x->seg != CD_IX_PENDING_SEG) {
                 const cd_seg *s = ix->segs[x->seg];
-                cd_prefetch(s->ids + s->run[x->x]);
+                uint32_t r0 = CD_RUN(s, x->x);
+                if (s->ids32) cd_prefetch(s->ids32 + r0); else cd_prefetch(s->ids + r0);
             }
         }
         /* pass 4: results in query order, each query's sorted */
@@ -856,9 +882,9 @@ static void cd_ix_query_many(const cd_ix *ix, const uint64_t *qs, size_t m,
  * every pair of entries within k, as (smaller id, larger id, d). */
 CD_IX_INLINE void cd_ix_pair_ids(const cd_seg *s, size_t u, size_t v, int d, cd_ix_out *o) {
     uint32_t a, b;
-    for (a = s->run[u]; a < s->run[u + 1]; a++)
-        for (b = s->run[v]; b < s->run[v + 1]; b++) {
-            uint64_t x = s->ids[a], y = s->ids[b];
+    for (a = CD_RUN(s, u); a < CD_RUN(s, u + 1); a++)
+        for (b = CD_RUN(s, v); b < CD_RUN(s, v + 1); b++) {
+            uint64_t x = CD_ID(s, a), y = CD_ID(s, b);
             if (x < y) cd_ix_push(o, x, y, d); else cd_ix_push(o, y, x, d);
         }
 }
@@ -880,8 +906,8 @@ CD_IX_INLINE void cd_ix_pairs_impl(const cd_ix *ix, cd_ix_out *o) {
     /* equal fingerprints: the pairs inside each run */
     for (u = 0; u < s->u && !o->oom; u++) {
         uint32_t a, b;
-        for (a = s->run[u]; a < s->run[u + 1]; a++)
-            for (b = a + 1; b < s->run[u + 1]; b++) cd_ix_push(o, s->ids[a], s->ids[b], 0);
+        for (a = CD_RUN(s, u); a < CD_RUN(s, u + 1); a++)
+            for (b = a + 1; b < CD_RUN(s, u + 1); b++) cd_ix_push(o, CD_ID(s, a), CD_ID(s, b), 0);
     }
     for (t = 0; t < L->T; t++) {
         size_t nb = (size_t)1 << s->kb[t], c;
@@ -943,7 +969,7 @@ static void cd_ix_export(const cd_ix *ix, uint64_t *fps, uint64_t *ids) {
     s = ix->segs[0];
     for (u = 0; u < s->u; u++) {
         uint32_t j;
-        for (j = s->run[u]; j < s->run[u + 1]; j++) { fps[c] = s->fpd[u]; ids[c] = s->ids[j]; c++; }
+        for (j = CD_RUN(s, u); j < CD_RUN(s, u + 1); j++) { fps[c] = s->fpd[u]; ids[c] = CD_ID(s, j); c++; }
     }
 }
 
