@@ -889,76 +889,182 @@ CD_IX_INLINE void cd_ix_pair_ids(const cd_seg *s, size_t u, size_t v, int d, cd_
         }
 }
 
-/* The join goes bucket by bucket, table by table: every pair within k
+/* Self-join.  It goes bucket by bucket, table by table: every pair within k
  * agrees on some block, so it shares a bucket of that block's table, and it
  * is reported only from the table of its first agreeing block.  Buckets are
  * read in memory order (no random access except to turn a found pair's
- * fingerprints into runs of ids).  A bucket of b distinct fingerprints costs
- * b * (b - 1) / 2 checks. */
-CD_IX_INLINE void cd_ix_pairs_impl(const cd_ix *ix, cd_ix_out *o) {
-    const cd_ix_layout *L = &ix->L;
-    const cd_seg *s;
-    int k = L->k, t;
-    size_t u, maxb = 0;
-    uint64_t *F;
-    if (ix->nsegs != 1) return;
-    s = ix->segs[0];
-    /* equal fingerprints: the pairs inside each run */
-    for (u = 0; u < s->u && !o->oom; u++) {
-        uint32_t a, b;
-        for (a = CD_RUN(s, u); a < CD_RUN(s, u + 1); a++)
-            for (b = a + 1; b < CD_RUN(s, u + 1); b++) cd_ix_push(o, CD_ID(s, a), CD_ID(s, b), 0);
-    }
-    for (t = 0; t < L->T; t++) {
-        size_t nb = (size_t)1 << s->kb[t], c;
-        for (c = 0; c < nb; c++) {
-            size_t w = s->off[t][c + 1] - s->off[t][c];
-            if (w > maxb) maxb = w;
-        }
-    }
-    F = (uint64_t *)malloc((maxb ? maxb : 1) * sizeof(uint64_t));
-    if (!F) { o->oom = 1; return; }
-    for (t = 0; t < L->T && !o->oom; t++) {
-        int ks = s->ks[t], kb = s->kb[t], es = s->es[t];
-        size_t nb = (size_t)1 << kb, c;
-        uint64_t rmask = cd_ix_low(64 - kb), bm = L->bmask[t];
-        for (c = 0; c < nb && !o->oom; c++) {
-            size_t lo = s->off[t][c], w = s->off[t][c + 1] - lo, x, y;
-            if (w < 2) continue;
-            if (t == 0) {
-                memcpy(F, s->fpd + lo, w * sizeof(uint64_t));
-            } else {
-                const uint8_t *bp = s->tab[t] + lo * (size_t)es;
-                for (x = 0; x < w; x++, bp += es)
-                    F[x] = cd_ix_unresid(cd_ix_load_res(bp, rmask), c, ks, kb);
-            }
-            for (x = 0; x + 1 < w; x++) {
-                uint64_t fx = F[x];
-                for (y = x + 1; y < w; y++) {
-                    uint64_t diff = fx ^ F[y];
-                    int d = cd_popcount64(diff);
-                    if (d <= k && !(diff & bm) && cd_ix_first_block(L, diff, t)) {
-                        size_t ux = t == 0 ? lo + x : cd_seg_find_fp(s, fx);
-                        size_t uy = t == 0 ? lo + y : cd_seg_find_fp(s, F[y]);
-                        cd_ix_pair_ids(s, ux, uy, d, o);
-                    }
-                }
-            }
-        }
-    }
-    free(F);
+ * fingerprints into runs of ids).
+ *
+ * A bucket of b distinct fingerprints costs b * (b - 1) / 2 checks when b is
+ * small.  A bigger one (skewed data: many fingerprints sharing a block but
+ * not within k of each other) is joined recursively: its fingerprints, with
+ * their bits permuted so that the bits on which they differ are spread over
+ * all blocks and lead each block (a permutation of the bits keeps every
+ * Hamming distance), become a temporary segment with its own k + 1 tables,
+ * whose join yields the bucket's pairs; the pairs are then kept only if t is
+ * their first agreeing block in the outer layout.  Each level splits a big
+ * bucket by bits that its members do not all share; after CD_IX_JOIN_DEPTH
+ * levels the plain quadratic scan is the fallback. */
+#define CD_IX_JOIN_SMALL 1024
+#define CD_IX_JOIN_DEPTH 4
+
+typedef struct cd_ix_join_ctx cd_ix_join_ctx;
+typedef void (*cd_ix_pair_cb)(cd_ix_join_ctx *c, size_t ux, size_t uy, int d);
+struct cd_ix_join_ctx {
+    cd_ix_pair_cb cb;
+    const cd_ix_layout *L;
+    const cd_seg *s;            /* the segment this context's pairs index */
+    cd_ix_join_ctx *parent;     /* nested join: the outer bucket's context */
+    const uint64_t *F;          /* nested join: the outer bucket's fingerprints */
+    size_t lo;                  /* nested join: the outer bucket's start */
+    int t;                      /* nested join: the outer bucket's table */
+    cd_ix_out *o;
+};
+
+static void cd_ix_top_emit(cd_ix_join_ctx *c, size_t ux, size_t uy, int d) {
+    cd_ix_pair_ids(c->s, ux, uy, d, c->o);
 }
 
+static void cd_ix_sub_emit(cd_ix_join_ctx *c, size_t ux, size_t uy, int d) {
+    cd_ix_join_ctx *P = c->parent;
+    size_t x = (size_t)CD_ID(c->s, CD_RUN(c->s, ux)), y = (size_t)CD_ID(c->s, CD_RUN(c->s, uy));
+    uint64_t fx = c->F[x], fy = c->F[y];
+    if (!cd_ix_first_block(c->L, fx ^ fy, c->t)) return;
+    P->cb(P, c->t == 0 ? c->lo + x : cd_seg_find_fp(P->s, fx),
+          c->t == 0 ? c->lo + y : cd_seg_find_fp(P->s, fy), d);
+}
+
+/* A bit permutation for a nested join of a big bucket whose members vary
+ * only in the bits of V: the varying bits are dealt round-robin to the k + 1
+ * blocks, each block filled from its top bit down (its key bits vary), the
+ * constant bits fill the rest.  Applied with one table per input byte. */
+static void cd_ix_perm_tables(const cd_ix_layout *L, uint64_t V, uint64_t (*tabs)[256]) {
+    int pos[64], next[CD_IX_MAXT], t = 0, i, j, b;
+    for (j = 0; j < L->T; j++) next[j] = L->shift[j] + L->width[j] - 1;
+    for (i = 63; i >= 0; i--) {
+        if (!((V >> i) & 1)) continue;
+        while (next[t] < L->shift[t]) t = (t + 1) % L->T;
+        pos[i] = next[t]--;
+        t = (t + 1) % L->T;
+    }
+    t = 0;
+    for (i = 63; i >= 0; i--) {
+        if ((V >> i) & 1) continue;
+        while (next[t] < L->shift[t]) t++;
+        pos[i] = next[t]--;
+    }
+    for (j = 0; j < 8; j++)
+        for (b = 0; b < 256; b++) {
+            uint64_t v = 0;
+            int bit;
+            for (bit = 0; bit < 8; bit++)
+                if ((b >> bit) & 1) v |= (uint64_t)1 << pos[8 * j + bit];
+            tabs[j][b] = v;
+        }
+}
+
+static inline uint64_t cd_ix_permute(uint64_t x, const uint64_t (*tabs)[256]) {
+    return tabs[0][x & 255] | tabs[1][(x >> 8) & 255] | tabs[2][(x >> 16) & 255]
+         | tabs[3][(x >> 24) & 255] | tabs[4][(x >> 32) & 255] | tabs[5][(x >> 40) & 255]
+         | tabs[6][(x >> 48) & 255] | tabs[7][(x >> 56) & 255];
+}
+
+#define CD_IX_JOIN_DEF(NAME, ATTR)                                                     \
+ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {                 \
+    const cd_ix_layout *L = c->L;                                                      \
+    int k = L->k, t;                                                                   \
+    size_t maxb = 0;                                                                   \
+    uint64_t *F;                                                                       \
+    for (t = 0; t < L->T; t++) {                                                       \
+        size_t nb = (size_t)1 << s->kb[t], cc;                                         \
+        for (cc = 0; cc < nb; cc++) {                                                  \
+            size_t w = s->off[t][cc + 1] - s->off[t][cc];                              \
+            if (w > maxb) maxb = w;                                                    \
+        }                                                                              \
+    }                                                                                  \
+    F = (uint64_t *)malloc((maxb ? maxb : 1) * sizeof(uint64_t));                      \
+    if (!F) { c->o->oom = 1; return; }                                                 \
+    for (t = 0; t < L->T && !c->o->oom; t++) {                                         \
+        int ks = s->ks[t], kb = s->kb[t], es = s->es[t];                               \
+        size_t nb = (size_t)1 << kb, cc;                                               \
+        uint64_t rmask = cd_ix_low(64 - kb), bm = L->bmask[t];                         \
+        for (cc = 0; cc < nb && !c->o->oom; cc++) {                                    \
+            size_t lo = s->off[t][cc], w = s->off[t][cc + 1] - lo, x, y;               \
+            if (w < 2) continue;                                                       \
+            if (t == 0) {                                                              \
+                memcpy(F, s->fpd + lo, w * sizeof(uint64_t));                          \
+            } else {                                                                   \
+                const uint8_t *bp = s->tab[t] + lo * (size_t)es;                       \
+                for (x = 0; x < w; x++, bp += es)                                      \
+                    F[x] = cd_ix_unresid(cd_ix_load_res(bp, rmask), cc, ks, kb);       \
+            }                                                                          \
+            if (w > CD_IX_JOIN_SMALL && depth < CD_IX_JOIN_DEPTH) {                    \
+                cd_ix_pair *p = (cd_ix_pair *)malloc(w * sizeof(cd_ix_pair));          \
+                uint64_t (*tabs)[256] = (uint64_t (*)[256])malloc(8 * sizeof(*tabs));  \
+                uint64_t V = 0;                                                        \
+                cd_seg *sub;                                                           \
+                cd_ix_join_ctx c2;                                                     \
+                if (!p || !tabs) { free(p); free(tabs); c->o->oom = 1; break; }        \
+                for (x = 1; x < w; x++) V |= F[x] ^ F[0];                              \
+                cd_ix_perm_tables(L, V, tabs);                                         \
+                for (x = 0; x < w; x++) {                                              \
+                    p[x].fp = cd_ix_permute(F[x], (const uint64_t (*)[256])tabs);      \
+                    p[x].id = x;                                                       \
+                }                                                                      \
+                free(tabs);                                                            \
+                sub = cd_seg_build(L, p, w);                                           \
+                free(p);                                                               \
+                if (!sub) { c->o->oom = 1; break; }                                    \
+                c2.cb = cd_ix_sub_emit; c2.L = L; c2.s = sub; c2.parent = c;           \
+                c2.F = F; c2.lo = lo; c2.t = t; c2.o = c->o;                           \
+                NAME(sub, depth + 1, &c2);                                             \
+                cd_seg_free(sub);                                                      \
+                continue;                                                              \
+            }                                                                          \
+            for (x = 0; x + 1 < w; x++) {                                              \
+                uint64_t fx = F[x];                                                    \
+                for (y = x + 1; y < w; y++) {                                          \
+                    uint64_t diff = fx ^ F[y];                                         \
+                    int d = cd_popcount64(diff);                                       \
+                    if (d <= k && !(diff & bm) && cd_ix_first_block(L, diff, t))       \
+                        c->cb(c, t == 0 ? lo + x : cd_seg_find_fp(s, fx),              \
+                              t == 0 ? lo + y : cd_seg_find_fp(s, F[y]), d);           \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+    free(F);                                                                           \
+}
+
+CD_IX_JOIN_DEF(cd_ix_join_plain, )
 #ifdef CD_IX_HAVE_POPCNT_CLONE
-__attribute__((target("popcnt")))
-static void cd_ix_pairs_popcnt(const cd_ix *ix, cd_ix_out *o) { cd_ix_pairs_impl(ix, o); }
+CD_IX_JOIN_DEF(cd_ix_join_popcnt, __attribute__((target("popcnt"))))
 #endif
 
 static void cd_ix_pairs(const cd_ix *ix, cd_ix_out *o) {
+    const cd_seg *s;
+    cd_ix_join_ctx c;
+    size_t u;
+    if (ix->nsegs != 1) return;
+    s = ix->segs[0];
+    /* equal fingerprints: the pairs inside each run */
+    if (s->run)
+        for (u = 0; u < s->u && !o->oom; u++) {
+            uint32_t a, b;
+            for (a = CD_RUN(s, u); a < CD_RUN(s, u + 1); a++)
+                for (b = a + 1; b < CD_RUN(s, u + 1); b++)
+                    cd_ix_push(o, CD_ID(s, a), CD_ID(s, b), 0);
+        }
+    if (ix->L.k == 0) return;   /* distinct fingerprints are never within 0 */
+    memset(&c, 0, sizeof(c));
+    c.cb = cd_ix_top_emit;
+    c.L = &ix->L;
+    c.s = s;
+    c.o = o;
 #ifdef CD_IX_HAVE_POPCNT_CLONE
-    if (__builtin_cpu_supports("popcnt")) { cd_ix_pairs_popcnt(ix, o); return; }
+    if (__builtin_cpu_supports("popcnt")) { cd_ix_join_popcnt(s, 0, &c); return; }
 #endif
-    cd_ix_pairs_impl(ix, o);
+    cd_ix_join_plain(s, 0, &c);
 }
 
 /* Live entries in (fp, id) order, for a compacted index: fps[n], ids[n]. */

@@ -412,3 +412,27 @@ def test_query_many_releases_the_gil(core):
     for r in results:
         for a, b in zip(r, expect):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("k,shared", [(1, 16), (2, 21), (3, 16), (3, 40), (5, 11), (8, 30)])
+def test_big_shared_block_buckets_join_recursively(core, k, shared):
+    """Thousands of fingerprints sharing their top bits (one huge bucket, no
+    pairs between most of them): pairs() splits the bucket recursively and
+    still finds exactly the brute-force pairs."""
+    rng = np.random.default_rng(k * 100 + shared)
+    n = 3000
+    top = int(rng.integers(0, 1 << 63)) >> (64 - shared) << (64 - shared)
+    rest = rng.integers(0, 1 << (64 - shared), n, dtype=np.uint64) if shared > 0 else None
+    fps = np.uint64(top) | rest
+    for i in range(1, n, 4):     # planted near-duplicates inside the bucket
+        f = int(fps[rng.integers(0, i)])
+        for b in rng.choice(64 - shared, size=int(rng.integers(0, k + 2)), replace=False):
+            f ^= 1 << int(b)
+        fps[i] = f
+    ids = (np.arange(n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(12345)) % np.uint64(1 << 40) \
+        if k % 2 else np.arange(n, dtype=np.uint64)   # 64-bit and 32-bit id storage
+    ix = core.HammingIndex(k)
+    ix.add_many(fps, ids)
+    assert got_pairs(ix) == brute_pairs(fps, ids, k)
+    for q in fps[:20].tolist():
+        assert ix.query(q) == brute_query(fps, ids, q, k)
