@@ -30,6 +30,7 @@ Usage::
     pip install --target /tmp/seomoz simhash-pybind
     python benchmarks/compare_index.py --seomoz-path /tmp/seomoz
     python benchmarks/compare_index.py --quick     # n = 100,000, smoke run
+    python benchmarks/compare_index.py --skew      # crawldedup on skewed data
 
 Writes compare_index.md and compare_index.json to --out (default
 benchmarks/results/ next to this script).
@@ -319,6 +320,54 @@ def seomoz_find_all(path: Optional[str], n: int, k: int, reps: int) -> Dict[str,
     return json.loads(r.stdout)
 
 
+def skew(n: int) -> str:
+    """Skewed data: how query and pairs() costs grow (crawldedup only)."""
+    import crawldedup
+    rng = np.random.default_rng(SEED)
+    top = np.uint64(0xABCD) << np.uint64(48)
+    cases = [
+        ("random (baseline)", fingerprints(n)),
+        ("100 copies of each of n/100 fingerprints",
+         np.repeat(fingerprints(n // 100), 100)),
+        ("all share the top 16 bits (one block), random below",
+         top | rng.integers(0, 1 << 48, n, dtype=np.uint64)),
+        ("cluster: all within 3 bits of one fingerprint (output-bound)",
+         None),
+    ]
+    lines = [f"Skewed data, n = {n:,}, k = 3 (crawldedup SimhashIndex):", "",
+             "| data | build s | us/query (batch of 1,000) | results/query | pairs() s | pairs |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for label, fps in cases:
+        if fps is None:
+            m = min(n, 5_000)
+            base = int(fingerprints(1)[0])
+            fps = np.full(m, base, dtype=np.uint64)
+            for i in range(m):
+                for b in rng.choice(64, size=int(rng.integers(0, 4)), replace=False):
+                    fps[i] ^= np.uint64(1 << int(b))
+            label += f" (n = {m:,})"
+        ix = crawldedup.SimhashIndex(3)
+        t0 = perf()
+        ix.add_many(np.arange(len(fps), dtype=np.uint64), fps)
+        build = perf() - t0
+        qs = fps[rng.integers(0, len(fps), 1000)] ^ np.uint64(1 << 5)
+        if "share" in label:
+            qs = top | rng.integers(0, 1 << 48, 1000, dtype=np.uint64)
+        t0 = perf()
+        offsets, _, _ = ix.query_many(qs)
+        qt = (perf() - t0) / len(qs) * 1e6
+        per = offsets[-1] / len(qs)
+        if "copies" in label and n > 100_000:
+            lines.append(f"| {label} | {build:.3f} | {qt:,.1f} | {per:,.1f} | (skipped: "
+                         f"{len(fps) // 100 * 4950:,} pairs) | - |")
+            continue
+        t0 = perf()
+        a, _, _ = ix._core.pairs()
+        pt = perf() - t0
+        lines.append(f"| {label} | {build:.3f} | {qt:,.1f} | {per:,.1f} | {pt:.3f} | {len(a):,} |")
+    return "\n".join(lines) + "\n"
+
+
 def run_worker(name: str, args) -> Dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--n", str(args.n),
            "--queries", str(args.queries), "--k", str(args.k), "--reps", str(args.reps)]
@@ -348,6 +397,8 @@ def main(argv=None) -> int:
     ap.add_argument("--leonsim-n", type=int, default=0, help="n for the slow simhash peer")
     ap.add_argument("--seomoz-path", help="folder holding simhash-pybind's `simhash`")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--skew", action="store_true",
+                    help="only measure crawldedup on skewed data (writes compare_index_skew.md)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
@@ -357,6 +408,11 @@ def main(argv=None) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.skew:
+        text = skew(args.n)
+        print(text)
+        (out / "compare_index_skew.md").write_text(text)
+        return 0
     t_start = perf()
     expected = truth(args.n, args.queries, args.k, out)
     rows = []

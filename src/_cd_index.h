@@ -969,6 +969,21 @@ static inline uint64_t cd_ix_permute(uint64_t x, const uint64_t (*tabs)[256]) {
          | tabs[6][(x >> 48) & 255] | tabs[7][(x >> 56) & 255];
 }
 
+/* Is a nested segment over a bucket of w worth joining?  Its buckets' pair
+ * counts must add up to well under the w * (w - 1) / 2 of scanning. */
+static int cd_seg_splits(const cd_ix_layout *L, const cd_seg *s, size_t w) {
+    double cost = 0, direct = (double)w * (double)(w - 1) / 2;
+    int t;
+    for (t = 0; t < L->T; t++) {
+        size_t nb = (size_t)1 << s->kb[t], c;
+        for (c = 0; c < nb; c++) {
+            double b = (double)(s->off[t][c + 1] - s->off[t][c]);
+            cost += b * (b - 1) / 2;
+        }
+    }
+    return cost * 4 < direct;
+}
+
 #define CD_IX_JOIN_DEF(NAME, ATTR)                                                     \
 ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {                 \
     const cd_ix_layout *L = c->L;                                                      \
@@ -1015,12 +1030,19 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
                 sub = cd_seg_build(L, p, w);                                           \
                 free(p);                                                               \
                 if (!sub) { c->o->oom = 1; break; }                                    \
+                if (!cd_seg_splits(L, sub, w)) {                                       \
+                    /* the members agree on too much (a tight cluster): the  */        \
+                    /* nested tables would not be smaller, scan the bucket   */        \
+                    cd_seg_free(sub);                                                  \
+                    goto scan_##NAME;                                                  \
+                }                                                                      \
                 c2.cb = cd_ix_sub_emit; c2.L = L; c2.s = sub; c2.parent = c;           \
                 c2.F = F; c2.lo = lo; c2.t = t; c2.o = c->o;                           \
                 NAME(sub, depth + 1, &c2);                                             \
                 cd_seg_free(sub);                                                      \
                 continue;                                                              \
             }                                                                          \
+        scan_##NAME:                                                                   \
             for (x = 0; x + 1 < w; x++) {                                              \
                 uint64_t fx = F[x];                                                    \
                 for (y = x + 1; y < w; y++) {                                          \

@@ -238,8 +238,7 @@ cdef class HammingIndex:
         finally:
             self._readers -= 1
             cd_ix_out_free(&o)
-        order = _np.lexsort((b, a))
-        return a[order], b[order], d[order]
+        return _ix_sort_pairs(a, b, d)
 
     def items(self):
         """(fps, ids) uint64 arrays of every entry in (fingerprint, id) order.
@@ -251,6 +250,18 @@ cdef class HammingIndex:
         if n:
             cd_ix_export(&self._ix, <uint64_t*>_np_data(fps), <uint64_t*>_np_data(ids))
         return fps, ids
+
+
+def _ix_sort_pairs(a, b, d):
+    """(a, b, d) ordered by (a, b): one sort of packed 64-bit keys when the
+    ids fit in 30 bits (distances fit in 4), else a lexsort."""
+    if len(a) and int(a.max()) < (1 << 30) and int(b.max()) < (1 << 30):
+        key = (a << _np.uint64(34)) | (b << _np.uint64(4)) | d.astype(_np.uint64)
+        key.sort()
+        return (key >> _np.uint64(34), (key >> _np.uint64(4)) & _np.uint64((1 << 30) - 1),
+                (key & _np.uint64(15)).astype(_np.uint8))
+    order = _np.lexsort((b, a))
+    return a[order], b[order], d[order]
 
 
 cdef inline size_t _np_data(arr) except 0:
