@@ -26,6 +26,7 @@ cdef extern from "_cd_index.h" nogil:
         int oom
         int want_a
     int CD_IX_MAXK
+    unsigned int CD_IX_MAX_SEGMENT
     void cd_ix_init(cd_ix* ix, int k)
     void cd_ix_clear(cd_ix* ix)
     size_t cd_ix_nbytes(const cd_ix* ix)
@@ -130,6 +131,8 @@ cdef class HammingIndex:
         cdef uint64_t i = _ix_u64(id, "id")
         cdef uint64_t bad = 0
         self._writable()
+        if self._ix.live >= CD_IX_MAX_SEGMENT:
+            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
         r = cd_ix_add_many(&self._ix, &f, &i, 1, &bad)
         if r == -2:
             raise ValueError(f"id {bad} is already in the index")
@@ -146,6 +149,8 @@ cdef class HammingIndex:
         if f.shape[0] != i.shape[0]:
             raise ValueError(f"fps and ids differ in length: {f.shape[0]} and {i.shape[0]}")
         self._writable()
+        if <size_t>f.shape[0] > CD_IX_MAX_SEGMENT - self._ix.live:
+            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
         if f.shape[0] == 0:
             return
         # Holds the GIL: no search may run while the segments change.
