@@ -10,23 +10,26 @@
  * The index is a few immutable sorted segments plus a small unsorted pending
  * buffer (log-structured: segments of similar size are merged, so every entry
  * is rebuilt O(log n) times).  A segment holds
- *   fpd[u]      distinct fingerprints, ascending (this IS table 0: its key is
- *               the top bits of block 0, which are the top bits of the value)
- *   run[u+1]    start of each distinct fingerprint's run in ids[]
- *   ids[n]      ids in (fingerprint, id) order
+ *   tab[t]      table t: the distinct fingerprints bucketed by (the top kb
+ *               bits of) block t, each stored as its 64 - kb residual bits
+ *               (the key bits are implied by the bucket) in
+ *               es = ceil((64 - kb) / 8) little-endian bytes.  Table 0's key
+ *               is the top of the value, so table 0 lists the distinct
+ *               fingerprints in ascending order: its position u is "the
+ *               distinct index" that run[] and the results use.
+ *   off[t]      bucket offsets, 2^kb + 1 uint32 per table
+ *   run[u+1]    start of each distinct fingerprint's run in ids[] (NULL when
+ *               every fingerprint is distinct: run[u] = u)
+ *   ids[n]      ids in (fingerprint, id) order, 32-bit when they all fit
  *   dead[n]     tombstones (allocated by the first remove)
  *   idord[n]    positions sorted by id (built by the first id lookup)
- *   off[t]      bucket offsets, 2^kb + 1 uint32 per table
- *   tab[t]      t >= 1: the distinct fingerprints bucketed by block t, each
- *               stored as its 64 - kb residual bits (the key bits are implied
- *               by the bucket) in es = ceil((64 - kb) / 8) little-endian bytes.
- * For k = 3 and 16-bit blocks that is 8 + 4 + 8 + 3 * 6 = 38 bytes per
+ * For k = 3, 16-bit blocks and 32-bit ids that is 4 * 6 + 4 = 28 bytes per
  * distinct fingerprint plus 1 MiB of offsets.
  *
  * Equal fingerprints are stored once per table (runs), so a heap of copies
  * costs one candidate check, not one per copy.
  *
- * Everything here is plain C on malloc'ed arrays; the functions that run
+ * Everything here is plain C on flat arrays; the functions that run
  * without the GIL (query, pairs) only read.  Errors: -1 = out of memory.
  */
 #ifndef CD_INDEX_H
@@ -62,7 +65,6 @@ typedef struct {
 
 typedef struct {
     size_t n, u, ndead;
-    uint64_t *fpd;
     uint32_t *run;              /* NULL when every fingerprint is distinct */
     uint64_t *ids;              /* ids, or ids32 when every id < 2^32 */
     uint32_t *ids32;
@@ -111,6 +113,52 @@ static void cd_ix_layout_init(cd_ix_layout *L, int k) {
         L->shift[t] = top;
         L->bmask[t] = cd_ix_low(w) << top;
     }
+}
+
+
+/* ------------------------------------------------------------ big arrays */
+
+/* Arrays of a segment and the temporaries of building one.  From 1 MiB on
+ * they are private anonymous mappings, returned to the system when freed:
+ * through malloc, a freed build temporary would often stay in the heap
+ * (glibc raises its mapping threshold after the first big free) and count
+ * against the process for as long as the index lives.  A 16-byte header
+ * keeps the size; zeroed on request (mappings always are). */
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define CD_IX_HAVE_MMAP 1
+#endif
+#define CD_IX_MAP_FROM ((size_t)1 << 20)
+
+static void *cd_ix_alloc(size_t n, int zero) {
+    size_t total = n + 16;
+    unsigned char *h;
+    if (total < n) return NULL;
+#ifdef CD_IX_HAVE_MMAP
+    if (total >= CD_IX_MAP_FROM) {
+        void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        h = (unsigned char *)m;
+        ((size_t *)h)[0] = total;
+        ((size_t *)h)[1] = 1;
+        return h + 16;
+    }
+#endif
+    h = (unsigned char *)(zero ? calloc(1, total) : malloc(total));
+    if (!h) return NULL;
+    ((size_t *)h)[0] = total;
+    ((size_t *)h)[1] = 0;
+    return h + 16;
+}
+
+static void cd_ix_release(void *q) {
+    unsigned char *h;
+    if (!q) return;
+    h = (unsigned char *)q - 16;
+#ifdef CD_IX_HAVE_MMAP
+    if (((size_t *)h)[1]) { munmap(h, ((size_t *)h)[0]); return; }
+#endif
+    free(h);
 }
 
 /* ------------------------------------------------------------ output */
@@ -181,8 +229,8 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
     int b;
     if (m < 2) return 0;
     cnt = (size_t (*)[256])calloc(8, sizeof(*cnt));
-    tmp = (cd_ix_pair *)malloc(m * sizeof(cd_ix_pair));
-    if (!cnt || !tmp) { free(cnt); free(tmp); return -1; }
+    tmp = (cd_ix_pair *)cd_ix_alloc(m * sizeof(cd_ix_pair), 0);
+    if (!cnt || !tmp) { free(cnt); cd_ix_release(tmp); return -1; }
     for (i = 0; i < m; i++) {
         uint64_t v = p[i].fp;
         for (b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
@@ -205,7 +253,7 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
         { cd_ix_pair *t = src; src = dst; dst = t; }
     }
     if (src != p) memcpy(p, src, m * sizeof(cd_ix_pair));
-    free(tmp);
+    cd_ix_release(tmp);
     free(cnt);
     /* runs of equal fp by id: insertion sort for short runs, heap sort else */
     for (i = 0; i < m; i = r) {
@@ -252,13 +300,13 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
 /* Sort positions 0..n-1 by ids[pos] (LSD radix on the 8 id bytes). */
 static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, size_t n) {
 #define CD_IX_KEY_AT(pos_) (ids ? ids[pos_] : (uint64_t)ids32[pos_])
-    uint32_t *a = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
-    uint32_t *t = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    uint32_t *a = (uint32_t *)cd_ix_alloc((n ? n : 1) * sizeof(uint32_t), 0);
+    uint32_t *t = (uint32_t *)cd_ix_alloc((n ? n : 1) * sizeof(uint32_t), 0);
     size_t (*cnt)[256] = (size_t (*)[256])calloc(8, sizeof(*cnt));
     uint32_t *src, *dst;
     size_t i;
     int b;
-    if (!a || !t || !cnt) { free(a); free(t); free(cnt); return NULL; }
+    if (!a || !t || !cnt) { cd_ix_release(a); cd_ix_release(t); free(cnt); return NULL; }
     for (i = 0; i < n; i++) {
         uint64_t v = CD_IX_KEY_AT(i);
         a[i] = (uint32_t)i;
@@ -282,7 +330,7 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, si
         { uint32_t *x = src; src = dst; dst = x; }
     }
     free(cnt);
-    free(dst);
+    cd_ix_release(dst);
     return src;
 #undef CD_IX_KEY_AT
 }
@@ -292,20 +340,21 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, si
 static void cd_seg_free(cd_seg *s) {
     int t;
     if (!s) return;
-    free(s->fpd); free(s->run); free(s->ids); free(s->ids32); free(s->dead); free(s->idord);
-    for (t = 0; t < CD_IX_MAXT; t++) { free(s->off[t]); free(s->tab[t]); }
+    cd_ix_release(s->run); cd_ix_release(s->ids); cd_ix_release(s->ids32);
+    cd_ix_release(s->dead); cd_ix_release(s->idord);
+    for (t = 0; t < CD_IX_MAXT; t++) { cd_ix_release(s->off[t]); cd_ix_release(s->tab[t]); }
     free(s);
 }
 
 static size_t cd_seg_nbytes(const cd_seg *s, const cd_ix_layout *L) {
-    size_t b = sizeof(cd_seg) + s->u * 8 + (s->run ? (s->u + 1) * 4 : 0)
+    size_t b = sizeof(cd_seg) + (s->run ? (s->u + 1) * 4 : 0)
                + s->n * (s->ids32 ? 4 : 8);
     int t;
     if (s->dead) b += s->n;
     if (s->idord) b += s->n * 4;
     for (t = 0; t < L->T; t++) {
         b += (((size_t)1 << s->kb[t]) + 1) * 4;
-        if (t > 0) b += s->u * (size_t)s->es[t] + 8;
+        b += s->u * (size_t)s->es[t] + 8;
     }
     return b;
 }
@@ -319,6 +368,7 @@ static int cd_ix_floor_log2(size_t x) {
 /* Build a segment from m sorted-or-not pairs (p is sorted in place). */
 static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
     cd_seg *s;
+    uint64_t *fpd = NULL;
     size_t i, u, j;
     int t, kbits;
     if (m > CD_IX_MAX_SEGMENT) return NULL;
@@ -329,28 +379,28 @@ static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
     u = 0;
     for (i = 0; i < m; i++) if (i == 0 || p[i].fp != p[i - 1].fp) u++;
     s->u = u;
-    s->fpd = (uint64_t *)malloc((u ? u : 1) * 8);
-    if (!s->fpd) goto fail;
+    fpd = (uint64_t *)cd_ix_alloc((u ? u : 1) * 8, 0);
+    if (!fpd) goto fail;
     {
         uint64_t maxid = 0;
         for (i = 0; i < m; i++) if (p[i].id > maxid) maxid = p[i].id;
         if (maxid <= 0xFFFFFFFFu) {
-            s->ids32 = (uint32_t *)malloc((m ? m : 1) * 4);
+            s->ids32 = (uint32_t *)cd_ix_alloc((m ? m : 1) * 4, 0);
             if (!s->ids32) goto fail;
             for (i = 0; i < m; i++) s->ids32[i] = (uint32_t)p[i].id;
         } else {
-            s->ids = (uint64_t *)malloc((m ? m : 1) * 8);
+            s->ids = (uint64_t *)cd_ix_alloc((m ? m : 1) * 8, 0);
             if (!s->ids) goto fail;
             for (i = 0; i < m; i++) s->ids[i] = p[i].id;
         }
     }
     if (u < m) {
-        s->run = (uint32_t *)malloc((u + 1) * 4);
+        s->run = (uint32_t *)cd_ix_alloc((u + 1) * 4, 0);
         if (!s->run) goto fail;
     }
     for (i = 0, j = 0; i < m; i++) {
         if (i == 0 || p[i].fp != p[i - 1].fp) {
-            s->fpd[j] = p[i].fp;
+            fpd[j] = p[i].fp;
             if (s->run) s->run[j] = (uint32_t)i;
             j++;
         }
@@ -368,26 +418,28 @@ static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
         s->kb[t] = kb;
         s->ks[t] = ks;
         s->es[t] = (64 - kb + 7) / 8;
-        off = s->off[t] = (uint32_t *)calloc(nb + 1, 4);
+        off = s->off[t] = (uint32_t *)cd_ix_alloc((nb + 1) * 4, 1);
         if (!off) goto fail;
-        for (i = 0; i < u; i++) off[cd_ix_key(s->fpd[i], ks, kb) + 1]++;
+        for (i = 0; i < u; i++) off[cd_ix_key(fpd[i], ks, kb) + 1]++;
         for (c = 0; c < nb; c++) off[c + 1] += off[c];
-        if (t > 0) {
+        {
             int es = s->es[t];
             uint32_t *fill = (uint32_t *)malloc(nb * 4);
-            uint8_t *tab = s->tab[t] = (uint8_t *)calloc(u * (size_t)es + 8, 1);
+            uint8_t *tab = s->tab[t] = (uint8_t *)cd_ix_alloc(u * (size_t)es + 8, 1);
             if (!fill || !tab) { free(fill); goto fail; }
             memcpy(fill, off, nb * 4);
             for (i = 0; i < u; i++) {
-                uint64_t fp = s->fpd[i];
+                uint64_t fp = fpd[i];
                 uint32_t pos = fill[cd_ix_key(fp, ks, kb)]++;
                 cd_ix_store_res(tab + (size_t)pos * es, cd_ix_resid(fp, ks, kb), es);
             }
             free(fill);
         }
     }
+    cd_ix_release(fpd);
     return s;
 fail:
+    cd_ix_release(fpd);
     cd_seg_free(s);
     return NULL;
 }
@@ -412,13 +464,33 @@ static long long cd_seg_find_id(const cd_seg *s, uint64_t id) {
     return -1;
 }
 
-/* Index of fp in fpd (it must be there). */
+/* Distinct fingerprint i of table 0, whose bucket is key. */
+static inline uint64_t cd_seg_fp0(const cd_seg *s, size_t i, uint64_t key) {
+    return cd_ix_unresid(cd_ix_load_res(s->tab[0] + i * (size_t)s->es[0], cd_ix_low(64 - s->kb[0])),
+                         key, s->ks[0], s->kb[0]);
+}
+
+/* Every distinct fingerprint in ascending order: u its index, fp its value. */
+#define CD_SEG_FOR_EACH(s_, u_, fp_, BODY) do {                                       \
+        size_t nb0_ = (size_t)1 << (s_)->kb[0], c0_;                                  \
+        size_t u_ = 0;                                                                \
+        for (c0_ = 0; c0_ < nb0_; c0_++)                                              \
+            for (; u_ < (s_)->off[0][c0_ + 1]; u_++) {                                \
+                uint64_t fp_ = cd_seg_fp0((s_), u_, c0_);                             \
+                BODY                                                                  \
+            }                                                                         \
+    } while (0)
+
+/* Index of fp in table 0 (it must be there): a binary search of its bucket,
+ * whose residuals are in ascending order (table 0's key is the top bits). */
 CD_IX_INLINE size_t cd_seg_find_fp(const cd_seg *s, uint64_t fp) {
-    uint64_t key = cd_ix_key(fp, s->ks[0], s->kb[0]);
+    int ks = s->ks[0], kb = s->kb[0], es = s->es[0];
+    uint64_t key = cd_ix_key(fp, ks, kb), r = cd_ix_resid(fp, ks, kb), mask = cd_ix_low(64 - kb);
     size_t lo = s->off[0][key], hi = s->off[0][key + 1];
+    const uint8_t *tab = s->tab[0];
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->fpd[mid] < fp) lo = mid + 1; else hi = mid;
+        if (cd_ix_load_res(tab + mid * (size_t)es, mask) < r) lo = mid + 1; else hi = mid;
     }
     return lo;
 }
@@ -444,25 +516,18 @@ CD_IX_INLINE int cd_ix_first_block(const cd_ix_layout *L, uint64_t diff, int t) 
         int ks_ = s->ks[t_], kb_ = s->kb[t_];                                         \
         uint64_t key_ = cd_ix_key(q, ks_, kb_);                                       \
         size_t lo_ = s->off[t_][key_], hi_ = s->off[t_][key_ + 1], i_;                \
-        if (t_ == 0) {                                                                \
-            const uint64_t *f_ = s->fpd;                                              \
-            for (i_ = lo_; i_ < hi_; i_++) {                                          \
-                uint64_t diff_ = f_[i_] ^ q;                                          \
-                int d_ = cd_popcount64(diff_);                                        \
-                if (d_ <= k && !(diff_ & L_->bmask[0])) CD_IX_HIT(i_, 1, d_);           \
-            }                                                                         \
-        } else {                                                                      \
-            int es_ = s->es[t_];                                                      \
-            uint64_t rmask_ = cd_ix_low(64 - kb_);                                    \
-            uint64_t rq_ = cd_ix_resid(q, ks_, kb_);                                  \
-            const uint8_t *b_ = s->tab[t_] + lo_ * (size_t)es_;                       \
-            for (i_ = lo_; i_ < hi_; i_++, b_ += es_) {                               \
-                uint64_t r_ = cd_ix_load_res(b_, rmask_);                             \
-                int d_ = cd_popcount64(r_ ^ rq_);                                     \
-                if (d_ <= k) {                                                        \
-                    uint64_t F_ = cd_ix_unresid(r_, key_, ks_, kb_);                  \
-                    if (cd_ix_first_block(L_, F_ ^ q, t_))                            \
-                        CD_IX_HIT(F_, 0, d_);                                         \
+        int es_ = s->es[t_];                                                          \
+        uint64_t rmask_ = cd_ix_low(64 - kb_);                                        \
+        uint64_t rq_ = cd_ix_resid(q, ks_, kb_);                                      \
+        const uint8_t *b_ = s->tab[t_] + lo_ * (size_t)es_;                           \
+        for (i_ = lo_; i_ < hi_; i_++, b_ += es_) {                                   \
+            uint64_t r_ = cd_ix_load_res(b_, rmask_);                                 \
+            int d_ = cd_popcount64(r_ ^ rq_);                                         \
+            if (d_ <= k) {                                                            \
+                uint64_t F_ = cd_ix_unresid(r_, key_, ks_, kb_);                      \
+                if (cd_ix_first_block(L_, F_ ^ q, t_)) {                              \
+                    if (t_ == 0) CD_IX_HIT(i_, 1, d_);                                \
+                    else CD_IX_HIT(F_, 0, d_);                                        \
                 }                                                                     \
             }                                                                         \
         }                                                                             \
@@ -494,12 +559,12 @@ static size_t cd_ix_nbytes(const cd_ix *ix) {
 
 /* Append the live entries of a segment to p (p has room). */
 static size_t cd_seg_gather(const cd_seg *s, cd_ix_pair *p) {
-    size_t u, c = 0;
-    for (u = 0; u < s->u; u++) {
+    size_t c = 0;
+    CD_SEG_FOR_EACH(s, u, fp, {
         uint32_t j;
         for (j = CD_RUN(s, u); j < CD_RUN(s, u + 1); j++)
-            if (!s->dead || !s->dead[j]) { p[c].fp = s->fpd[u]; p[c].id = CD_ID(s, j); c++; }
-    }
+            if (!s->dead || !s->dead[j]) { p[c].fp = fp; p[c].id = CD_ID(s, j); c++; }
+    });
     return c;
 }
 
@@ -516,7 +581,7 @@ static int cd_ix_rebuild(cd_ix *ix, size_t from, int with_pending,
     for (i = from; i < ix->nsegs; i++) total += cd_seg_live(ix->segs[i]);
     if (with_pending) total += ix->pn;
     if (total > CD_IX_MAX_SEGMENT) return -1;
-    p = (cd_ix_pair *)malloc((total ? total : 1) * sizeof(cd_ix_pair));
+    p = (cd_ix_pair *)cd_ix_alloc((total ? total : 1) * sizeof(cd_ix_pair), 0);
     if (!p) return -1;
     for (i = from; i < ix->nsegs; i++) c += cd_seg_gather(ix->segs[i], p + c);
     if (with_pending)
@@ -524,12 +589,12 @@ static int cd_ix_rebuild(cd_ix *ix, size_t from, int with_pending,
     for (i = 0; i < m; i++) { p[c].fp = xfp[i]; p[c].id = xid[i]; c++; }
     if (ix->capsegs < from + 1) {
         cd_seg **ns = (cd_seg **)realloc(ix->segs, (from + 8) * sizeof(cd_seg *));
-        if (!ns) { free(p); return -1; }
+        if (!ns) { cd_ix_release(p); return -1; }
         ix->segs = ns;
         ix->capsegs = from + 8;
     }
     s = total ? cd_seg_build(&ix->L, p, total) : NULL;
-    free(p);
+    cd_ix_release(p);
     if (total && !s) return -1;
     for (i = from; i < ix->nsegs; i++) cd_seg_free(ix->segs[i]);
     ix->nsegs = from;
@@ -597,7 +662,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
         }
         for (sidx = 0; sidx < ix->nsegs; sidx++) {
             cd_seg *s = ix->segs[sidx];
-            if (cd_seg_ensure_idord(s) != 0) { free(ord); return -1; }
+            if (cd_seg_ensure_idord(s) != 0) { cd_ix_release(ord); return -1; }
             if ((double)m * 24.0 < (double)s->n) {
                 for (i = 0; i < m; i++)
                     if (cd_seg_find_id(s, ids[i]) >= 0) CD_IX_BAD(ids[i]);
@@ -614,7 +679,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
                 }
             }
         }
-        free(ord);
+        cd_ix_release(ord);
     }
 #undef CD_IX_BAD
     if (found) { *bad = worst; return -2; }
@@ -665,7 +730,7 @@ static int cd_ix_remove(cd_ix *ix, uint64_t id) {
         pos = cd_seg_find_id(s, id);
         if (pos < 0) continue;
         if (!s->dead) {
-            s->dead = (uint8_t *)calloc(s->n, 1);
+            s->dead = (uint8_t *)cd_ix_alloc(s->n, 1);
             if (!s->dead) return -1;
         }
         s->dead[pos] = 1;
@@ -681,12 +746,12 @@ static int cd_ix_remove(cd_ix *ix, uint64_t id) {
                 ix->nsegs--;
             } else {
                 size_t live = cd_seg_live(s);
-                cd_ix_pair *p = (cd_ix_pair *)malloc(live * sizeof(cd_ix_pair));
+                cd_ix_pair *p = (cd_ix_pair *)cd_ix_alloc(live * sizeof(cd_ix_pair), 0);
                 if (p) {
                     cd_seg *ns;
                     cd_seg_gather(s, p);
                     ns = cd_seg_build(&ix->L, p, live);
-                    free(p);
+                    cd_ix_release(p);
                     if (ns) { cd_seg_free(s); ix->segs[i] = ns; }
                 }
             }
@@ -790,8 +855,8 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
                     for (t = 0; t < L->T; t++) {
                         const uint32_t *op = s0->off[t] + cd_ix_key(q1, s0->ks[t], s0->kb[t]);
                         const uint8_t *a, *z;
-                        if (t == 0) { a = (const uint8_t *)(s0->fpd + op[0]); z = (const uint8_t *)(s0->fpd + op[1]); }
-                        else { a = s0->tab[t] + (size_t)op[0] * s0->es[t]; z = s0->tab[t] + (size_t)op[1] * s0->es[t]; }
+                        a = s0->tab[t] + (size_t)op[0] * s0->es[t];
+                        z = s0->tab[t] + (size_t)op[1] * s0->es[t];
                         /* the bucket's lines, at most four */
                         cd_prefetch(a);
                         if (z - a > 64) cd_prefetch(a + 64);
@@ -822,7 +887,7 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
             if (!x->resolved) {
                 const cd_seg *s = ix->segs[x->seg];
                 uint64_t key = cd_ix_key(x->x, s->ks[0], s->kb[0]);
-                cd_prefetch(s->fpd + s->off[0][key]);
+                cd_prefetch(s->tab[0] + (size_t)s->off[0][key] * s->es[0]);
             }
         }
         for (h = 0; h < H.n; h++) {
@@ -1006,20 +1071,18 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
         for (cc = 0; cc < nb && !c->o->oom; cc++) {                                    \
             size_t lo = s->off[t][cc], w = s->off[t][cc + 1] - lo, x, y;               \
             if (w < 2) continue;                                                       \
-            if (t == 0) {                                                              \
-                memcpy(F, s->fpd + lo, w * sizeof(uint64_t));                          \
-            } else {                                                                   \
+            {                                                                          \
                 const uint8_t *bp = s->tab[t] + lo * (size_t)es;                       \
                 for (x = 0; x < w; x++, bp += es)                                      \
                     F[x] = cd_ix_unresid(cd_ix_load_res(bp, rmask), cc, ks, kb);       \
             }                                                                          \
             if (w > CD_IX_JOIN_SMALL && depth < CD_IX_JOIN_DEPTH) {                    \
-                cd_ix_pair *p = (cd_ix_pair *)malloc(w * sizeof(cd_ix_pair));          \
+                cd_ix_pair *p = (cd_ix_pair *)cd_ix_alloc(w * sizeof(cd_ix_pair), 0);  \
                 uint64_t (*tabs)[256] = (uint64_t (*)[256])malloc(8 * sizeof(*tabs));  \
                 uint64_t V = 0;                                                        \
                 cd_seg *sub;                                                           \
                 cd_ix_join_ctx c2;                                                     \
-                if (!p || !tabs) { free(p); free(tabs); c->o->oom = 1; break; }        \
+                if (!p || !tabs) { cd_ix_release(p); free(tabs); c->o->oom = 1; break; } \
                 for (x = 1; x < w; x++) V |= F[x] ^ F[0];                              \
                 cd_ix_perm_tables(L, V, tabs);                                         \
                 for (x = 0; x < w; x++) {                                              \
@@ -1028,7 +1091,7 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
                 }                                                                      \
                 free(tabs);                                                            \
                 sub = cd_seg_build(L, p, w);                                           \
-                free(p);                                                               \
+                cd_ix_release(p);                                                      \
                 if (!sub) { c->o->oom = 1; break; }                                    \
                 if (!cd_seg_splits(L, sub, w)) {                                       \
                     /* the members agree on too much (a tight cluster): the  */        \
@@ -1091,14 +1154,14 @@ static void cd_ix_pairs(const cd_ix *ix, cd_ix_out *o) {
 
 /* Live entries in (fp, id) order, for a compacted index: fps[n], ids[n]. */
 static void cd_ix_export(const cd_ix *ix, uint64_t *fps, uint64_t *ids) {
-    size_t u, c = 0;
+    size_t c = 0;
     const cd_seg *s;
     if (ix->nsegs != 1) return;
     s = ix->segs[0];
-    for (u = 0; u < s->u; u++) {
+    CD_SEG_FOR_EACH(s, u, fp, {
         uint32_t j;
-        for (j = CD_RUN(s, u); j < CD_RUN(s, u + 1); j++) { fps[c] = s->fpd[u]; ids[c] = CD_ID(s, j); c++; }
-    }
+        for (j = CD_RUN(s, u); j < CD_RUN(s, u + 1); j++) { fps[c] = fp; ids[c] = CD_ID(s, j); c++; }
+    });
 }
 
 #endif
