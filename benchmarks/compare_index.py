@@ -315,6 +315,46 @@ def worker(name: str, n: int, q: int, k: int, reps: int) -> Dict[str, Any]:
     return out
 
 
+def interleaved(n: int, q: int, k: int, rounds: int, leonsim_q: int) -> Dict[str, Any]:
+    """Query timings of crawldedup, faiss MultiHash and the simhash package
+    taken in turns, round after round, in one process: on a shared machine
+    the load then weighs on every peer alike, and the median of the
+    per-round ratios is steadier than ratios of timings taken minutes apart."""
+    fps, qs = fingerprints(n), queries(q, n)
+    qlist = qs.tolist()
+    peers: Dict[str, Any] = {}
+    for cls in (Crawldedup, FaissMultiHash, Leonsim):
+        try:
+            p = cls()
+            p.build(fps)
+            peers[cls.name] = p
+        except Exception as exc:  # not installed
+            print(f"  interleaved: {cls.name} skipped ({exc})", file=sys.stderr)
+    me = peers.get(Crawldedup.name)
+    timings: Dict[str, List[float]] = {}
+
+    def timed(key, fn, count):
+        gc.collect()
+        t0 = perf()
+        fn()
+        timings.setdefault(key, []).append((perf() - t0) / count * 1e6)
+    for _ in range(rounds):
+        if me is not None:
+            timed("crawldedup batch alone", lambda: me.query_batch_raw(qs, k), q)
+            timed("crawldedup batch + slices", lambda: me.query_batch(qs, k), q)
+            timed("crawldedup one call each", lambda: [me.query(v, k) for v in qlist], q)
+        fm = peers.get(FaissMultiHash.name)
+        if fm is not None:
+            timed("faiss batch alone", lambda: fm.query_batch_raw(qs, k), q)
+            timed("faiss batch + slices", lambda: fm.query_batch(qs, k), q)
+            timed("faiss one call each", lambda: [fm.query(v, k) for v in qlist], q)
+        ls = peers.get(Leonsim.name)
+        if ls is not None:
+            sub = qlist[:leonsim_q]
+            timed("simhash get_near_dups", lambda: [ls.query(v, k) for v in sub], len(sub))
+    return {key: v for key, v in timings.items()}
+
+
 def seomoz_find_all(path: Optional[str], n: int, k: int, reps: int) -> Dict[str, Any]:
     code = (
         "import sys, time, json, statistics\n"
@@ -414,6 +454,11 @@ def main(argv=None) -> int:
     ap.add_argument("--leonsim-n", type=int, default=0, help="n for the slow simhash peer")
     ap.add_argument("--seomoz-path", help="folder holding simhash-pybind's `simhash`")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of the interleaved query timings (0: skip them)")
+    ap.add_argument("--leonsim-queries", type=int, default=2000,
+                    help="queries per interleaved round for the slow simhash peer")
+    ap.add_argument("--interleaved-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--skew", action="store_true",
                     help="only measure crawldedup on skewed data (writes compare_index_skew.md)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -422,6 +467,10 @@ def main(argv=None) -> int:
         args.n, args.queries = 100_000, 2_000
     if args.worker:
         print(json.dumps(worker(args.worker, args.n, args.queries, args.k, args.reps)))
+        return 0
+    if args.interleaved_worker:
+        print(json.dumps(interleaved(args.n, args.queries, args.k, args.rounds,
+                                     args.leonsim_queries)))
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -453,6 +502,17 @@ def main(argv=None) -> int:
     if not args.only or "simhash-pybind".startswith(args.only.split(",")[0]) or "seomoz" in args.only:
         seomoz = seomoz_find_all(args.seomoz_path, args.n, args.k, args.reps)
         print("  simhash-pybind find_all", json.dumps(seomoz), flush=True)
+
+    inter = None
+    if args.rounds and not args.only:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--interleaved-worker",
+               "--n", str(args.n), "--queries", str(args.queries), "--k", str(args.k),
+               "--rounds", str(args.rounds), "--leonsim-queries", str(args.leonsim_queries)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 0:
+            inter = json.loads(r.stdout.strip().splitlines()[-1])
+        else:
+            print("  interleaved timings failed:", (r.stderr.strip().splitlines() or ["?"])[-1])
 
     by = {r["peer"]: r for r in rows}
     me = by.get(Crawldedup.name, {})
@@ -515,6 +575,37 @@ def main(argv=None) -> int:
     if me.get("recall") is not None:
         lines.append(f"- crawldedup recall {me['recall']:.4f}, precision {me['precision']:.4f}"
                      " against numpy brute force (target 1.0)")
+    if inter:
+        lines += ["", f"Interleaved query timings ({args.rounds} rounds in one process, the peers "
+                  "timed in turns within each round; us/query, median of the rounds; ratio = "
+                  "median over rounds of peer / crawldedup):", "",
+                  "| measurement | us/query | per-round values |", "|---|---:|---|"]
+        for key, vals in inter.items():
+            lines.append(f"| {key} | {statistics.median(vals):,.3f} | "
+                         + ", ".join(f"{v:,.3f}" for v in vals) + " |")
+
+        def iratio(a, b):
+            if a not in inter or b not in inter:
+                return None
+            return statistics.median(x / y for x, y in zip(inter[a], inter[b]))
+        lines += [""]
+        for label, a, b, target in [
+                ("faiss batch alone / crawldedup batch alone", "faiss batch alone",
+                 "crawldedup batch alone", 10),
+                ("faiss batch + slices / crawldedup batch + slices", "faiss batch + slices",
+                 "crawldedup batch + slices", 10),
+                ("simhash get_near_dups / crawldedup batch alone", "simhash get_near_dups",
+                 "crawldedup batch alone", 1000),
+                ("simhash get_near_dups / crawldedup batch + slices", "simhash get_near_dups",
+                 "crawldedup batch + slices", 1000),
+                ("faiss one call each / crawldedup one call each", "faiss one call each",
+                 "crawldedup one call each", None),
+                ("simhash get_near_dups / crawldedup one call each", "simhash get_near_dups",
+                 "crawldedup one call each", None)]:
+            v = iratio(a, b)
+            mark = "" if target is None or v is None else (
+                f" (target >= {target}x: " + ("met)" if v >= target else "MISSED)"))
+            lines.append(f"- {label}: {fmt(v, 1)}x{mark}")
     lines += ["", f"pairs() over all {args.n:,} fingerprints (self-join, k = {args.k}):", ""]
     if me.get("pairs_s") is not None:
         lines.append(f"- crawldedup SimhashIndex.pairs(): {me['pairs_s']:.3f} s, "
@@ -533,6 +624,7 @@ def main(argv=None) -> int:
     print(text)
     (out / "compare_index.md").write_text(text)
     (out / "compare_index.json").write_text(json.dumps({"rows": rows, "seomoz": seomoz,
+                                                        "interleaved": inter,
                                                         "args": vars(args)}, indent=1))
     return 0
 
