@@ -63,7 +63,8 @@ typedef struct {
     uint64_t bmask[CD_IX_MAXT];
 } cd_ix_layout;
 
-typedef struct {
+struct cd_sub_s;
+typedef struct cd_seg_s {
     size_t n, u, ndead;
     uint32_t *run;              /* NULL when every fingerprint is distinct */
     uint64_t *ids;              /* ids, or ids32 when every id < 2^32 */
@@ -75,7 +76,21 @@ typedef struct {
     int es[CD_IX_MAXT];         /* residual bytes of table t (t >= 1) */
     uint32_t *off[CD_IX_MAXT];
     uint8_t *tab[CD_IX_MAXT];
+    struct cd_sub_s *subs[CD_IX_MAXT];  /* nested indexes of big buckets, by key */
+    size_t nsubs[CD_IX_MAXT];
 } cd_seg;
+
+/* A bucket much bigger than the rest (skewed data) gets a nested segment over
+ * its fingerprints, bit-permuted so that the bits they differ in lead every
+ * block; queries that land in it search the nested segment instead of
+ * scanning the bucket. */
+typedef struct cd_sub_s {
+    uint64_t key;
+    cd_seg *seg;
+    uint64_t (*tabs)[256];
+} cd_sub;
+#define CD_IX_SUB_MIN 2048
+#define CD_IX_SUB_DEPTH 2
 
 #define CD_RUN(s_, u_) ((s_)->run ? (s_)->run[u_] : (uint32_t)(u_))
 #define CD_ID(s_, j_) ((s_)->ids32 ? (uint64_t)(s_)->ids32[j_] : (s_)->ids[j_])
@@ -335,6 +350,56 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, si
 #undef CD_IX_KEY_AT
 }
 
+/* A bit permutation for a nested join of a big bucket whose members vary
+ * only in the bits of V: the varying bits are dealt round-robin to the k + 1
+ * blocks, each block filled from its top bit down (its key bits vary), the
+ * constant bits fill the rest.  Applied with one table per input byte. */
+static void cd_ix_perm_tables(const cd_ix_layout *L, uint64_t V, uint64_t (*tabs)[256]) {
+    int pos[64], next[CD_IX_MAXT], t = 0, i, j, b;
+    for (j = 0; j < L->T; j++) next[j] = L->shift[j] + L->width[j] - 1;
+    for (i = 63; i >= 0; i--) {
+        if (!((V >> i) & 1)) continue;
+        while (next[t] < L->shift[t]) t = (t + 1) % L->T;
+        pos[i] = next[t]--;
+        t = (t + 1) % L->T;
+    }
+    t = 0;
+    for (i = 63; i >= 0; i--) {
+        if ((V >> i) & 1) continue;
+        while (next[t] < L->shift[t]) t++;
+        pos[i] = next[t]--;
+    }
+    for (j = 0; j < 8; j++)
+        for (b = 0; b < 256; b++) {
+            uint64_t v = 0;
+            int bit;
+            for (bit = 0; bit < 8; bit++)
+                if ((b >> bit) & 1) v |= (uint64_t)1 << pos[8 * j + bit];
+            tabs[j][b] = v;
+        }
+}
+
+static inline uint64_t cd_ix_permute(uint64_t x, const uint64_t (*tabs)[256]) {
+    return tabs[0][x & 255] | tabs[1][(x >> 8) & 255] | tabs[2][(x >> 16) & 255]
+         | tabs[3][(x >> 24) & 255] | tabs[4][(x >> 32) & 255] | tabs[5][(x >> 40) & 255]
+         | tabs[6][(x >> 48) & 255] | tabs[7][(x >> 56) & 255];
+}
+
+/* Is a nested segment over a bucket of w worth joining?  Its buckets' pair
+ * counts must add up to well under the w * (w - 1) / 2 of scanning. */
+static int cd_seg_splits(const cd_ix_layout *L, const cd_seg *s, size_t w) {
+    double cost = 0, direct = (double)w * (double)(w - 1) / 2;
+    int t;
+    for (t = 0; t < L->T; t++) {
+        size_t nb = (size_t)1 << s->kb[t], c;
+        for (c = 0; c < nb; c++) {
+            double b = (double)(s->off[t][c + 1] - s->off[t][c]);
+            cost += b * (b - 1) / 2;
+        }
+    }
+    return cost * 4 < direct;
+}
+
 /* ------------------------------------------------------------ segments */
 
 static void cd_seg_free(cd_seg *s) {
@@ -342,7 +407,13 @@ static void cd_seg_free(cd_seg *s) {
     if (!s) return;
     cd_ix_release(s->run); cd_ix_release(s->ids); cd_ix_release(s->ids32);
     cd_ix_release(s->dead); cd_ix_release(s->idord);
-    for (t = 0; t < CD_IX_MAXT; t++) { cd_ix_release(s->off[t]); cd_ix_release(s->tab[t]); }
+    for (t = 0; t < CD_IX_MAXT; t++) {
+        size_t i;
+        cd_ix_release(s->off[t]);
+        cd_ix_release(s->tab[t]);
+        for (i = 0; i < s->nsubs[t]; i++) { cd_seg_free(s->subs[t][i].seg); free(s->subs[t][i].tabs); }
+        free(s->subs[t]);
+    }
     free(s);
 }
 
@@ -355,6 +426,11 @@ static size_t cd_seg_nbytes(const cd_seg *s, const cd_ix_layout *L) {
     for (t = 0; t < L->T; t++) {
         b += (((size_t)1 << s->kb[t]) + 1) * 4;
         b += s->u * (size_t)s->es[t] + 8;
+        {
+            size_t i;
+            for (i = 0; i < s->nsubs[t]; i++)
+                b += sizeof(cd_sub) + 8 * 256 * 8 + cd_seg_nbytes(s->subs[t][i].seg, L);
+        }
     }
     return b;
 }
@@ -366,7 +442,10 @@ static int cd_ix_floor_log2(size_t x) {
 }
 
 /* Build a segment from m sorted-or-not pairs (p is sorted in place). */
-static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
+static void cd_seg_free(cd_seg *s);
+static int cd_seg_add_subs(const cd_ix_layout *L, cd_seg *s, int depth);
+
+static cd_seg *cd_seg_build_d(const cd_ix_layout *L, cd_ix_pair *p, size_t m, int depth) {
     cd_seg *s;
     uint64_t *fpd = NULL;
     size_t i, u, j;
@@ -437,11 +516,65 @@ static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
         }
     }
     cd_ix_release(fpd);
+    fpd = NULL;
+    if (depth < CD_IX_SUB_DEPTH && cd_seg_add_subs(L, s, depth) != 0) goto fail;
     return s;
 fail:
     cd_ix_release(fpd);
     cd_seg_free(s);
     return NULL;
+}
+
+static cd_seg *cd_seg_build(const cd_ix_layout *L, cd_ix_pair *p, size_t m) {
+    return cd_seg_build_d(L, p, m, 0);
+}
+
+/* Nested segments for the buckets of s that hold more than CD_IX_SUB_MIN
+ * fingerprints and 32 times the average (see cd_sub). */
+static int cd_seg_add_subs(const cd_ix_layout *L, cd_seg *s, int depth) {
+    int t;
+    for (t = 0; t < L->T; t++) {
+        int kb = s->kb[t], ks = s->ks[t], es = s->es[t];
+        size_t nb = (size_t)1 << kb, c, count = 0, x;
+        size_t thresh = CD_IX_SUB_MIN, avg = s->u >> kb;
+        uint64_t mask = cd_ix_low(64 - kb);
+        if (32 * (avg + 1) > thresh) thresh = 32 * (avg + 1);
+        for (c = 0; c < nb; c++) if (s->off[t][c + 1] - s->off[t][c] > thresh) count++;
+        if (!count) continue;
+        s->subs[t] = (cd_sub *)calloc(count, sizeof(cd_sub));
+        if (!s->subs[t]) return -1;
+        for (c = 0; c < nb; c++) {
+            size_t lo = s->off[t][c], w = s->off[t][c + 1] - lo;
+            uint64_t V = 0, *F;
+            cd_ix_pair *p;
+            uint64_t (*tabs)[256];
+            cd_seg *sub;
+            if (w <= thresh) continue;
+            F = (uint64_t *)cd_ix_alloc(w * sizeof(uint64_t), 0);
+            p = (cd_ix_pair *)cd_ix_alloc(w * sizeof(cd_ix_pair), 0);
+            tabs = (uint64_t (*)[256])malloc(8 * sizeof(*tabs));
+            if (!F || !p || !tabs) { cd_ix_release(F); cd_ix_release(p); free(tabs); return -1; }
+            for (x = 0; x < w; x++) {
+                F[x] = cd_ix_unresid(cd_ix_load_res(s->tab[t] + (lo + x) * (size_t)es, mask), c, ks, kb);
+                V |= F[x] ^ F[0];
+            }
+            cd_ix_perm_tables(L, V, tabs);
+            for (x = 0; x < w; x++) {
+                p[x].fp = cd_ix_permute(F[x], (const uint64_t (*)[256])tabs);
+                p[x].id = x;
+            }
+            cd_ix_release(F);
+            sub = cd_seg_build_d(L, p, w, depth + 1);
+            cd_ix_release(p);
+            if (!sub) { free(tabs); return -1; }
+            if (!cd_seg_splits(L, sub, w)) { cd_seg_free(sub); free(tabs); continue; }
+            s->subs[t][s->nsubs[t]].key = c;
+            s->subs[t][s->nsubs[t]].seg = sub;
+            s->subs[t][s->nsubs[t]].tabs = tabs;
+            s->nsubs[t]++;
+        }
+    }
+    return 0;
 }
 
 static int cd_seg_ensure_idord(cd_seg *s) {
@@ -509,6 +642,82 @@ CD_IX_INLINE int cd_ix_first_block(const cd_ix_layout *L, uint64_t diff, int t) 
     return 1;
 }
 
+/* (distinct index, distance) results of a nested search. */
+typedef struct { uint64_t *u; uint8_t *d; size_t n, cap; int oom; } cd_ix_ud;
+
+static void cd_ix_ud_push(cd_ix_ud *b, uint64_t u, int d) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        uint64_t *nu = (uint64_t *)realloc(b->u, cap * sizeof(uint64_t));
+        uint8_t *nd;
+        if (!nu) { b->oom = 1; return; }
+        b->u = nu;
+        nd = (uint8_t *)realloc(b->d, cap);
+        if (!nd) { b->oom = 1; return; }
+        b->d = nd;
+        b->cap = cap;
+    }
+    b->u[b->n] = u;
+    b->d[b->n] = (uint8_t)d;
+    b->n++;
+}
+
+static const cd_sub *cd_seg_find_sub(const cd_seg *s, int t, uint64_t key) {
+    size_t lo = 0, hi = s->nsubs[t];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->subs[t][mid].key < key) lo = mid + 1; else hi = mid;
+    }
+    return lo < s->nsubs[t] && s->subs[t][lo].key == key ? &s->subs[t][lo] : NULL;
+}
+
+static void cd_seg_sub_search(const cd_ix_layout *L, const cd_seg *s, const cd_sub *sb, int t,
+                              size_t lo, uint64_t key, uint64_t q, cd_ix_ud *out);
+
+/* Every distinct fingerprint of s within k of q, as (distinct index, d). */
+static void cd_seg_search(const cd_ix_layout *L, const cd_seg *s, uint64_t q, cd_ix_ud *out) {
+    int t, k = L->k;
+    for (t = 0; t < L->T; t++) {
+        int ks = s->ks[t], kb = s->kb[t], es = s->es[t];
+        uint64_t key = cd_ix_key(q, ks, kb), mask = cd_ix_low(64 - kb), rq = cd_ix_resid(q, ks, kb);
+        size_t lo = s->off[t][key], hi = s->off[t][key + 1], i;
+        const cd_sub *sb = s->nsubs[t] ? cd_seg_find_sub(s, t, key) : NULL;
+        if (sb) { cd_seg_sub_search(L, s, sb, t, lo, key, q, out); continue; }
+        for (i = lo; i < hi; i++) {
+            uint64_t r = cd_ix_load_res(s->tab[t] + i * (size_t)es, mask);
+            int d = cd_popcount64(r ^ rq);
+            if (d <= k) {
+                uint64_t F = cd_ix_unresid(r, key, ks, kb);
+                if (cd_ix_first_block(L, F ^ q, t))
+                    cd_ix_ud_push(out, t == 0 ? i : cd_seg_find_fp(s, F), d);
+            }
+        }
+    }
+}
+
+/* The results of bucket key of table t (starting at lo) through its nested
+ * segment: the nested search runs on the permuted query, its results are
+ * positions in the bucket, kept if t is their first agreeing block. */
+static void cd_seg_sub_search(const cd_ix_layout *L, const cd_seg *s, const cd_sub *sb, int t,
+                              size_t lo, uint64_t key, uint64_t q, cd_ix_ud *out) {
+    cd_ix_ud inner;
+    size_t i;
+    int ks = s->ks[t], kb = s->kb[t], es = s->es[t];
+    uint64_t mask = cd_ix_low(64 - kb);
+    memset(&inner, 0, sizeof(inner));
+    cd_seg_search(L, sb->seg, cd_ix_permute(q, (const uint64_t (*)[256])sb->tabs), &inner);
+    for (i = 0; i < inner.n; i++) {
+        size_t x = (size_t)CD_ID(sb->seg, CD_RUN(sb->seg, inner.u[i]));
+        uint64_t F = cd_ix_unresid(cd_ix_load_res(s->tab[t] + (lo + x) * (size_t)es, mask),
+                                   key, ks, kb);
+        if (cd_ix_first_block(L, F ^ q, t))
+            cd_ix_ud_push(out, t == 0 ? lo + x : cd_seg_find_fp(s, F), inner.d[i]);
+    }
+    if (inner.oom) out->oom = 1;
+    free(inner.u);
+    free(inner.d);
+}
+
 #define CD_IX_SEG_QUERY_BODY                                                          \
     const cd_ix_layout *L_ = L;                                                       \
     int t_, T_ = L_->T;                                                               \
@@ -517,6 +726,16 @@ CD_IX_INLINE int cd_ix_first_block(const cd_ix_layout *L, uint64_t diff, int t) 
         uint64_t key_ = cd_ix_key(q, ks_, kb_);                                       \
         size_t lo_ = s->off[t_][key_], hi_ = s->off[t_][key_ + 1], i_;                \
         int es_ = s->es[t_];                                                          \
+        if (s->nsubs[t_]) {                                                           \
+            const cd_sub *sb_ = cd_seg_find_sub(s, t_, key_);                         \
+            if (sb_) {                                                                \
+                UD.n = 0;                                                             \
+                cd_seg_sub_search(L_, s, sb_, t_, lo_, key_, q, &UD);                 \
+                if (UD.oom) H.oom = 1;                                                \
+                for (i_ = 0; i_ < UD.n; i_++) CD_IX_HIT(UD.u[i_], 1, UD.d[i_]);       \
+                continue;                                                             \
+            }                                                                         \
+        }                                                                             \
         uint64_t rmask_ = cd_ix_low(64 - kb_);                                        \
         uint64_t rq_ = cd_ix_resid(q, ks_, kb_);                                      \
         const uint8_t *b_ = s->tab[t_] + lo_ * (size_t)es_;                           \
@@ -836,7 +1055,9 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
     int k = L->k;
     const cd_seg *s0 = ix->nsegs ? ix->segs[0] : NULL;
     cd_ix_hits H;
+    cd_ix_ud UD;
     memset(&H, 0, sizeof(H));
+    memset(&UD, 0, sizeof(UD));
     for (b0 = 0; b0 < m; b0 += CD_IX_BLOCK) {
         size_t b1 = b0 + CD_IX_BLOCK < m ? b0 + CD_IX_BLOCK : m;
         H.n = 0;
@@ -924,6 +1145,8 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
         if (o->oom) break;
     }
     free(H.h);
+    free(UD.u);
+    free(UD.d);
     offsets[m] = (int64_t)o->n;
 }
 
@@ -999,56 +1222,6 @@ static void cd_ix_sub_emit(cd_ix_join_ctx *c, size_t ux, size_t uy, int d) {
           c->t == 0 ? c->lo + y : cd_seg_find_fp(P->s, fy), d);
 }
 
-/* A bit permutation for a nested join of a big bucket whose members vary
- * only in the bits of V: the varying bits are dealt round-robin to the k + 1
- * blocks, each block filled from its top bit down (its key bits vary), the
- * constant bits fill the rest.  Applied with one table per input byte. */
-static void cd_ix_perm_tables(const cd_ix_layout *L, uint64_t V, uint64_t (*tabs)[256]) {
-    int pos[64], next[CD_IX_MAXT], t = 0, i, j, b;
-    for (j = 0; j < L->T; j++) next[j] = L->shift[j] + L->width[j] - 1;
-    for (i = 63; i >= 0; i--) {
-        if (!((V >> i) & 1)) continue;
-        while (next[t] < L->shift[t]) t = (t + 1) % L->T;
-        pos[i] = next[t]--;
-        t = (t + 1) % L->T;
-    }
-    t = 0;
-    for (i = 63; i >= 0; i--) {
-        if ((V >> i) & 1) continue;
-        while (next[t] < L->shift[t]) t++;
-        pos[i] = next[t]--;
-    }
-    for (j = 0; j < 8; j++)
-        for (b = 0; b < 256; b++) {
-            uint64_t v = 0;
-            int bit;
-            for (bit = 0; bit < 8; bit++)
-                if ((b >> bit) & 1) v |= (uint64_t)1 << pos[8 * j + bit];
-            tabs[j][b] = v;
-        }
-}
-
-static inline uint64_t cd_ix_permute(uint64_t x, const uint64_t (*tabs)[256]) {
-    return tabs[0][x & 255] | tabs[1][(x >> 8) & 255] | tabs[2][(x >> 16) & 255]
-         | tabs[3][(x >> 24) & 255] | tabs[4][(x >> 32) & 255] | tabs[5][(x >> 40) & 255]
-         | tabs[6][(x >> 48) & 255] | tabs[7][(x >> 56) & 255];
-}
-
-/* Is a nested segment over a bucket of w worth joining?  Its buckets' pair
- * counts must add up to well under the w * (w - 1) / 2 of scanning. */
-static int cd_seg_splits(const cd_ix_layout *L, const cd_seg *s, size_t w) {
-    double cost = 0, direct = (double)w * (double)(w - 1) / 2;
-    int t;
-    for (t = 0; t < L->T; t++) {
-        size_t nb = (size_t)1 << s->kb[t], c;
-        for (c = 0; c < nb; c++) {
-            double b = (double)(s->off[t][c + 1] - s->off[t][c]);
-            cost += b * (b - 1) / 2;
-        }
-    }
-    return cost * 4 < direct;
-}
-
 #define CD_IX_JOIN_DEF(NAME, ATTR)                                                     \
 ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {                 \
     const cd_ix_layout *L = c->L;                                                      \
@@ -1090,7 +1263,7 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
                     p[x].id = x;                                                       \
                 }                                                                      \
                 free(tabs);                                                            \
-                sub = cd_seg_build(L, p, w);                                           \
+                sub = cd_seg_build_d(L, p, w, CD_IX_SUB_DEPTH);                        \
                 cd_ix_release(p);                                                      \
                 if (!sub) { c->o->oom = 1; break; }                                    \
                 if (!cd_seg_splits(L, sub, w)) {                                       \

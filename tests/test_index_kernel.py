@@ -434,5 +434,21 @@ def test_big_shared_block_buckets_join_recursively(core, k, shared):
     ix = core.HammingIndex(k)
     ix.add_many(fps, ids)
     assert got_pairs(ix) == brute_pairs(fps, ids, k)
-    for q in fps[:20].tolist():
-        assert ix.query(q) == brute_query(fps, ids, q, k)
+    # queries landing in the big bucket go through its nested segment
+    qs = np.concatenate([fps[:40], queries_for(rng, fps, k, 60),
+                         np.uint64(top) | rng.integers(0, 1 << (64 - shared), 40, dtype=np.uint64)])
+    got = csr_lists(ix.query_many(qs))
+    for j, q in enumerate(qs.tolist()):
+        assert got[j] == brute_query(fps, ids, q, k)
+    assert ix.query(int(qs[0])) == got[0]
+    # with tombstones, and after compaction
+    gone = ids[::7].tolist()
+    for i in gone:
+        assert ix.remove(i)
+    keep = np.ones(n, dtype=bool)
+    keep[::7] = False
+    for index_state in ("tombstones", "compacted"):
+        got = csr_lists(ix.query_many(qs))
+        for j, q in enumerate(qs.tolist()):
+            assert got[j] == brute_query(fps[keep], ids[keep], q, k), index_state
+        ix.compact()
