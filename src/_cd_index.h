@@ -1066,6 +1066,15 @@ CD_IX_INLINE void cd_ix_query_many_impl(const cd_ix *ix, const uint64_t *qs, siz
             uint64_t q = qs[i];
             size_t si;
             if (s0) {
+                if (i < CD_IX_AHEAD) {
+                    /* not prefetched by an earlier query: this query's
+                     * offsets, then its buckets, all tables at once */
+                    for (t = 0; t < L->T; t++)
+                        cd_prefetch(s0->off[t] + cd_ix_key(q, s0->ks[t], s0->kb[t]));
+                    for (t = 0; t < L->T; t++)
+                        cd_prefetch(s0->tab[t] + (size_t)s0->off[t][cd_ix_key(q, s0->ks[t], s0->kb[t])]
+                                                 * s0->es[t]);
+                }
                 if (i + 2 * CD_IX_AHEAD < m) {
                     uint64_t q2 = qs[i + 2 * CD_IX_AHEAD];
                     for (t = 0; t < L->T; t++)

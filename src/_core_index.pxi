@@ -46,7 +46,9 @@ MAX_HAMMING_K = 8
 
 cdef inline uint64_t _ix_u64(object v, str name) except? 0:
     """A Python int in [0, 2**64) as uint64, else TypeError/ValueError."""
-    if isinstance(v, bool) or not isinstance(v, int):
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    if not isinstance(v, int):
         try:
             v = v.__index__()
         except AttributeError:

@@ -74,6 +74,10 @@ def test_argument_checks():
         ix.add(1, -1)
     with pytest.raises(TypeError, match="fp must be an int"):
         ix.query(1.5)
+    with pytest.raises(TypeError, match="fp must be an int"):
+        ix.near_dup(True)
+    with pytest.raises(ValueError, match="fp must be in"):
+        ix.query(-1)
     with pytest.raises(TypeError, match="unhashable"):
         ix.add([1], 5)
     with pytest.raises(ValueError, match="differ in length"):

@@ -340,6 +340,10 @@ def test_bad_arguments(impl):
         ix.add("x", 0)
     with pytest.raises(TypeError, match="id must be an int"):
         ix.add(1, 2.5)
+    with pytest.raises(TypeError, match="fp must be an int, not bool"):
+        ix.add(True, 1)
+    with pytest.raises(TypeError, match="fp must be an int, not bool"):
+        ix.query(False)
     with pytest.raises(TypeError, match="unsigned 64-bit"):
         ix.add_many(np.array([1.0]), np.array([1], dtype=np.uint64))
     with pytest.raises(ValueError, match="differ in length"):

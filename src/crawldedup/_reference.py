@@ -438,7 +438,9 @@ MAX_HAMMING_K = 8
 
 
 def _ix_u64(v: object, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    if not isinstance(v, int):
         index = getattr(v, "__index__", None)
         if index is None:
             raise TypeError(f"{name} must be an int, not {type(v).__name__}")

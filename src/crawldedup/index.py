@@ -260,7 +260,7 @@ class SimhashIndex:
         """[(id, distance)] of every stored fingerprint within k of fp, by
         distance, then id (for object ids: the order they were added; int ids
         present when the first object id arrived come first, by value)."""
-        res = self._core.query(_check_fp(fp))
+        res = self._core.query(fp)  # checks fp: TypeError / ValueError naming it
         if self._ids is None:
             return res
         names = self._names
@@ -268,7 +268,7 @@ class SimhashIndex:
 
     def near_dup(self, fp: int) -> bool:
         """True if some stored fingerprint is within k of fp."""
-        return bool(self._core.query(_check_fp(fp)))
+        return bool(self._core.query(fp))
 
     def query_many(self, fps: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Search many fingerprints at once (without the GIL).
