@@ -935,3 +935,4 @@ def nbytes_for(num_bits):
     """Bytes of storage for num_bits bits: whole 8-byte words."""
     return ((num_bits + 63) // 64) * 8
 include "_core_simhash.pxi"
+include "_core_index.pxi"

@@ -16,6 +16,7 @@ from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
+from crawldedup.index import SimhashIndex
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -25,6 +26,7 @@ __all__ = [
     "BloomFilter",
     "RotatingBloomFilter",
     "ScalableBloomFilter",
+    "SimhashIndex",
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",

@@ -43,3 +43,8 @@ __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "h
            "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
            "leonsim_text",
            "leonsim_features"]
+HammingIndex = impl.HammingIndex
+MAX_HAMMING_K: int = impl.MAX_HAMMING_K
+
+__all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED", "HammingIndex", "MAX_HAMMING_K"]

@@ -1,0 +1,276 @@
+# ---------------------------------------------------------------- Hamming index
+#
+# Exact near-duplicate search over 64-bit fingerprints (crawldedup.SimhashIndex
+# wraps it).  The data structure and its search live in _cd_index.h; this is
+# the Python face: argument checks needed for memory safety, numpy in and out,
+# the GIL released for batch queries and the self-join.  The pure-Python twin
+# is HammingIndex in crawldedup/_reference.py.
+
+from libc.stdint cimport int64_t
+
+cdef extern from "_cd_index.h" nogil:
+    ctypedef struct cd_ix_layout:
+        int k
+        int T
+    ctypedef struct cd_ix:
+        cd_ix_layout L
+        size_t nsegs
+        size_t pn
+        size_t live
+    ctypedef struct cd_ix_out:
+        uint64_t* a
+        uint64_t* b
+        uint8_t* d
+        size_t n
+        size_t cap
+        int oom
+        int want_a
+    int CD_IX_MAXK
+    unsigned int CD_IX_MAX_SEGMENT
+    void cd_ix_init(cd_ix* ix, int k)
+    void cd_ix_clear(cd_ix* ix)
+    size_t cd_ix_nbytes(const cd_ix* ix)
+    int cd_ix_compact(cd_ix* ix)
+    int cd_ix_contains(cd_ix* ix, uint64_t id)
+    int cd_ix_add_many(cd_ix* ix, const uint64_t* fps, const uint64_t* ids, size_t m,
+                       uint64_t* bad)
+    int cd_ix_remove(cd_ix* ix, uint64_t id)
+    void cd_ix_query_many(const cd_ix* ix, const uint64_t* qs, size_t m, int64_t* offsets,
+                          cd_ix_out* o)
+    void cd_ix_pairs(const cd_ix* ix, cd_ix_out* o)
+    void cd_ix_export(const cd_ix* ix, uint64_t* fps, uint64_t* ids)
+    void cd_ix_out_free(cd_ix_out* o)
+
+MAX_HAMMING_K = 8
+
+
+cdef inline uint64_t _ix_u64(object v, str name) except? 0:
+    """A Python int in [0, 2**64) as uint64, else TypeError/ValueError."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    if not isinstance(v, int):
+        try:
+            v = v.__index__()
+        except AttributeError:
+            raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
+    if v < 0 or v > 0xFFFFFFFFFFFFFFFF:
+        raise ValueError(f"{name} must be in [0, 2**64), got {v}")
+    return <uint64_t>v
+
+
+def _ix_u64_array(a, str name):
+    arr = _np.asarray(a)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype != _np.uint64:
+        if arr.size == 0:
+            arr = arr.astype(_np.uint64)
+        elif arr.dtype.kind == "i" and (arr >= 0).all():
+            arr = arr.astype(_np.uint64)
+        elif arr.dtype.kind != "u":
+            raise TypeError(f"{name} must be an array of unsigned 64-bit integers, "
+                            f"got dtype {arr.dtype}")
+        else:
+            arr = arr.astype(_np.uint64)
+    return _np.ascontiguousarray(arr)
+
+
+cdef class HammingIndex:
+    """Exact index of (fingerprint, id) pairs, both uint64, searched by
+    Hamming distance <= k (0 <= k <= 8).  Ids are unique."""
+
+    cdef cd_ix _ix
+    cdef Py_ssize_t _readers
+
+    def __cinit__(self, k=3):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"an integer is required for k, not {type(k).__name__}")
+        if k < 0 or k > CD_IX_MAXK:
+            raise ValueError(f"k must be in [0, {CD_IX_MAXK}], got {k}")
+        cd_ix_init(&self._ix, k)
+        self._readers = 0
+
+    def __dealloc__(self):
+        cd_ix_clear(&self._ix)
+
+    cdef int _writable(self) except -1:
+        if self._readers:
+            raise RuntimeError("the index is being searched by another thread; "
+                               "it cannot change until that search ends")
+        return 0
+
+    @property
+    def k(self):
+        return self._ix.L.k
+
+    @property
+    def nbytes(self):
+        """Bytes of memory held by the index."""
+        return cd_ix_nbytes(&self._ix)
+
+    @property
+    def segments(self):
+        """Sorted segments (not counting the small unsorted pending buffer)."""
+        return self._ix.nsegs
+
+    def __len__(self):
+        return self._ix.live
+
+    def __contains__(self, id):
+        cdef uint64_t v
+        if isinstance(id, bool) or not isinstance(id, int):
+            return False
+        if id < 0 or id > 0xFFFFFFFFFFFFFFFF:
+            return False
+        v = id
+        r = cd_ix_contains(&self._ix, v)
+        if r < 0:
+            raise MemoryError()
+        return r == 1
+
+    def add(self, fp, id):
+        cdef uint64_t f = _ix_u64(fp, "fp")
+        cdef uint64_t i = _ix_u64(id, "id")
+        cdef uint64_t bad = 0
+        self._writable()
+        if self._ix.live >= CD_IX_MAX_SEGMENT:
+            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
+        r = cd_ix_add_many(&self._ix, &f, &i, 1, &bad)
+        if r == -2:
+            raise ValueError(f"id {bad} is already in the index")
+        if r != 0:
+            raise MemoryError()
+
+    def add_many(self, fps, ids):
+        """Add fps[i] under ids[i]; all or nothing (a repeated or present id
+        raises ValueError and adds none)."""
+        cdef const uint64_t[::1] f = _ix_u64_array(fps, "fps")
+        cdef const uint64_t[::1] i = _ix_u64_array(ids, "ids")
+        cdef uint64_t bad = 0
+        cdef int r
+        if f.shape[0] != i.shape[0]:
+            raise ValueError(f"fps and ids differ in length: {f.shape[0]} and {i.shape[0]}")
+        self._writable()
+        if <size_t>f.shape[0] > CD_IX_MAX_SEGMENT - self._ix.live:
+            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
+        if f.shape[0] == 0:
+            return
+        # Holds the GIL: no search may run while the segments change.
+        r = cd_ix_add_many(&self._ix, &f[0], &i[0], <size_t>f.shape[0], &bad)
+        if r == -2:
+            raise ValueError(f"id {bad} is already in the index")
+        if r != 0:
+            raise MemoryError()
+
+    def remove(self, id):
+        """Remove the entry with this id; True if there was one."""
+        cdef uint64_t v
+        if isinstance(id, bool) or not isinstance(id, int) or id < 0 or id > 0xFFFFFFFFFFFFFFFF:
+            return False
+        v = id
+        self._writable()
+        r = cd_ix_remove(&self._ix, v)
+        if r < 0:
+            raise MemoryError()
+        return r == 1
+
+    def compact(self):
+        """Fold all segments, the pending buffer and tombstones into one segment."""
+        self._writable()
+        if cd_ix_compact(&self._ix) != 0:
+            raise MemoryError()
+
+    def query(self, fp):
+        """[(id, distance)] of the entries within k of fp, by distance then id."""
+        cdef uint64_t q = _ix_u64(fp, "fp")
+        cdef int64_t offs[2]
+        cdef cd_ix_out o
+        cdef size_t j
+        memset(&o, 0, sizeof(o))
+        try:
+            cd_ix_query_many(&self._ix, &q, 1, offs, &o)
+            if o.oom:
+                raise MemoryError()
+            return [(o.b[j], o.d[j]) for j in range(o.n)]
+        finally:
+            cd_ix_out_free(&o)
+
+    def query_many(self, fps):
+        """(offsets int64[m+1], ids uint64, distances uint8): the results of
+        query fps[i] are ids[offsets[i]:offsets[i+1]], by distance then id."""
+        cdef const uint64_t[::1] q = _ix_u64_array(fps, "fps")
+        cdef Py_ssize_t m = q.shape[0]
+        offsets = _np.zeros(m + 1, dtype=_np.int64)
+        cdef int64_t[::1] ov = offsets
+        cdef cd_ix_out o
+        memset(&o, 0, sizeof(o))
+        if m == 0:
+            return offsets, _np.zeros(0, _np.uint64), _np.zeros(0, _np.uint8)
+        self._readers += 1
+        try:
+            with nogil:
+                cd_ix_query_many(&self._ix, &q[0], <size_t>m, &ov[0], &o)
+            if o.oom:
+                raise MemoryError()
+            ids = _np.empty(o.n, dtype=_np.uint64)
+            dists = _np.empty(o.n, dtype=_np.uint8)
+            if o.n:
+                memcpy(<void*>_np_data(ids), o.b, o.n * 8)
+                memcpy(<void*>_np_data(dists), o.d, o.n)
+            return offsets, ids, dists
+        finally:
+            self._readers -= 1
+            cd_ix_out_free(&o)
+
+    def pairs(self):
+        """(a uint64, b uint64, d uint8): every pair of entries within k, a < b,
+        sorted by (a, b).  Compacts the index first."""
+        cdef cd_ix_out o
+        self.compact()
+        memset(&o, 0, sizeof(o))
+        o.want_a = 1
+        self._readers += 1
+        try:
+            with nogil:
+                cd_ix_pairs(&self._ix, &o)
+            if o.oom:
+                raise MemoryError()
+            a = _np.empty(o.n, dtype=_np.uint64)
+            b = _np.empty(o.n, dtype=_np.uint64)
+            d = _np.empty(o.n, dtype=_np.uint8)
+            if o.n:
+                memcpy(<void*>_np_data(a), o.a, o.n * 8)
+                memcpy(<void*>_np_data(b), o.b, o.n * 8)
+                memcpy(<void*>_np_data(d), o.d, o.n)
+        finally:
+            self._readers -= 1
+            cd_ix_out_free(&o)
+        return _ix_sort_pairs(a, b, d)
+
+    def items(self):
+        """(fps, ids) uint64 arrays of every entry in (fingerprint, id) order.
+        Compacts the index first."""
+        self.compact()
+        n = self._ix.live
+        fps = _np.empty(n, dtype=_np.uint64)
+        ids = _np.empty(n, dtype=_np.uint64)
+        if n:
+            cd_ix_export(&self._ix, <uint64_t*>_np_data(fps), <uint64_t*>_np_data(ids))
+        return fps, ids
+
+
+def _ix_sort_pairs(a, b, d):
+    """(a, b, d) ordered by (a, b): one sort of packed 64-bit keys when the
+    ids fit in 30 bits (distances fit in 4), else a lexsort."""
+    if len(a) and int(a.max()) < (1 << 30) and int(b.max()) < (1 << 30):
+        key = (a << _np.uint64(34)) | (b << _np.uint64(4)) | d.astype(_np.uint64)
+        key.sort()
+        return (key >> _np.uint64(34), (key >> _np.uint64(4)) & _np.uint64((1 << 30) - 1),
+                (key & _np.uint64(15)).astype(_np.uint8))
+    order = _np.lexsort((b, a))
+    return a[order], b[order], d[order]
+
+
+cdef inline size_t _np_data(arr) except 0:
+    """Address of a C-contiguous numpy array's first element."""
+    return <size_t>arr.ctypes.data
