@@ -15,6 +15,8 @@ from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
+from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
+                                     canonicalize_url, request_fingerprint, url_fingerprint)
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -27,9 +29,16 @@ __all__ = [
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",
+    "DEFAULT_TRACKING_PARAMS",
+    "CanonicalUrl",
+    "UrlRule",
+    "UrlRules",
+    "canonicalize_url",
     "hash64",
     "hash128",
     "hash_indices",
     "optimal_parameters",
+    "request_fingerprint",
+    "url_fingerprint",
     "__version__",
 ]

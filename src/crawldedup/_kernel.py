@@ -26,3 +26,5 @@ MAX_SEED: int = impl.MAX_SEED
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
            "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+canonicalize_url_fast = impl.canonicalize_url_fast
+__all__ += ["canonicalize_url_fast"]

@@ -424,3 +424,141 @@ class BloomBits:
     def _bits_view(self) -> memoryview:
         """A writable memoryview of the ``nbytes_for(num_bits)`` storage bytes."""
         return self._ready()
+
+
+# ---- url ----
+# Twin of the URL fast path in _core_url.pxi / _cd_url.h: w3lib 2.5's
+# canonicalize_url for http/https URLs with a plain host, None otherwise.
+
+_URL_UNRESERVED = frozenset(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# w3lib's _PATH_SAFE_CHARS (kept when re-quoting a path) and
+# _PATH_SAFEST_CHARS (kept when quoting ;params and fragments).
+_URL_PATH_SAFE = _URL_UNRESERVED | frozenset(b":/?[]@!$&'()*+,;=|%")
+_URL_SAFEST = _URL_UNRESERVED | frozenset(b":/?@!$&'()*+,;=%")
+_URL_HEX = b"0123456789ABCDEFabcdef"
+_URL_KEPT_ESCAPES = frozenset((0x25, 0x2F, 0x3B, 0x3F))  # % / ; ? stay escaped in a path
+
+
+def _url_quote(data: bytes, safe: frozenset) -> bytes:
+    return b"".join(bytes((b,)) if b in safe else b"%%%02X" % b for b in data)
+
+
+def _url_escape_at(data: bytes, i: int, end: int) -> Optional[int]:
+    """The byte of a valid "%HH" at data[i] (which must end before end), else None."""
+    if data[i] == 0x25 and i + 2 < end and data[i + 1] in _URL_HEX and data[i + 2] in _URL_HEX:
+        return int(data[i + 1:i + 3], 16)
+    return None
+
+
+def _url_unquote_plus(data: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        v = _url_escape_at(data, i, len(data))
+        if v is not None:
+            out.append(v)
+            i += 3
+        else:
+            out.append(0x20 if data[i] == 0x2B else data[i])
+            i += 1
+    return bytes(out)
+
+
+def _url_quote_plus(data: bytes) -> bytes:
+    return b"".join(bytes((b,)) if b in _URL_UNRESERVED else b"+" if b == 0x20
+                    else b"%%%02X" % b for b in data)
+
+
+def _url_path(path: bytes) -> bytes:
+    """Decode escapes (but %25 %2F %3B %3F, upper-cased) and re-quote."""
+    out = []
+    i = 0
+    while i < len(path):
+        v = _url_escape_at(path, i, len(path))
+        if v is None:
+            out.append(_url_quote(path[i:i + 1], _URL_PATH_SAFE))
+            i += 1
+        else:
+            out.append(b"%%%02X" % v if v in _URL_KEPT_ESCAPES
+                       else _url_quote(bytes((v,)), _URL_PATH_SAFE))
+            i += 3
+    return b"".join(out)
+
+
+def _url_dot_segments(path: bytes) -> bytes:
+    """RFC 3986 5.2.4 for a path starting with "/", as w3lib resolves it."""
+    segments = path[1:].split(b"/")
+    out: List[bytes] = []
+    for seg in segments[:-1]:
+        if seg == b"..":
+            if out:
+                out.pop()
+        elif seg != b".":
+            out.append(seg)
+    last = segments[-1]
+    if last in (b".", b".."):
+        if last == b".." and out:
+            out.pop()
+        out.append(b"")
+    else:
+        out.append(last)
+    return b"/" + b"/".join(out)
+
+
+def canonicalize_url_fast(url: object, keep_fragments: bool = False,
+                          keep_blank_values: bool = True) -> Optional[str]:
+    """w3lib.url.canonicalize_url(url, keep_blank_values, keep_fragments) for
+    http/https URLs with a plain host, None for any other URL."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be str, not {type(url).__name__}")
+    try:
+        s = url.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if any(b <= 0x20 or b == 0x7F or b == 0x5C for b in s):
+        return None
+    head = s[:6].lower()
+    if head.startswith(b"http:"):
+        scheme, rest = b"http", s[5:]
+    elif head == b"https:":
+        scheme, rest = b"https", s[6:]
+    else:
+        return None
+    if not rest.startswith(b"//"):
+        return None
+    rest = rest[2:]
+    cut = min([len(rest)] + [rest.index(c) for c in b"/?#" if c in rest])
+    authority, rest = rest[:cut], rest[cut:]
+    host, colon, port = authority.partition(b":")
+    if not host or any(b not in _URL_UNRESERVED for b in host):
+        return None
+    if port and (not port.isdigit() or int(port) > 65535):
+        return None
+    out = scheme + b"://" + host.lower() + (b":%d" % int(port) if port else b"")
+
+    rest, hash_, fragment = rest.partition(b"#")
+    path, question, query = rest.partition(b"?")
+    if not path:
+        out += b"/"
+    else:
+        semi = path.find(b";", path.rfind(b"/") + 1)
+        params = b""
+        if semi != -1:
+            path, params = path[:semi], path[semi + 1:]
+        out += _url_dot_segments(_url_path(path))
+        if params:
+            out += b";" + _url_quote(params, _URL_SAFEST)
+    fields = []
+    for field in query.split(b"&"):
+        if not field:
+            continue
+        key, eq, value = field.partition(b"=")
+        if keep_blank_values or (eq and value):
+            fields.append((_url_unquote_plus(key), _url_unquote_plus(value)))
+    if fields:
+        fields.sort()
+        out += b"?" + b"&".join(_url_quote_plus(k) + b"=" + _url_quote_plus(v) for k, v in fields)
+    if keep_fragments and fragment:
+        out += b"#" + _url_quote(fragment, _URL_SAFEST)
+    return out.decode("ascii")
