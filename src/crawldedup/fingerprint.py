@@ -498,13 +498,21 @@ def _headers_part(headers: Any, include_headers: Any) -> dict:
                         f"not {type(headers).__name__}")
     else:
         pairs = headers
-    # Scrapy's Headers: names title-cased, a later name replaces an earlier one.
-    stored = {}
+    # Scrapy's Headers: names title-cased; values of names equal after that
+    # are concatenated in order.
+    stored: dict = {}
     for pair in pairs:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError("headers must be a mapping or a list of (name, value) pairs, "
                             f"got an item {pair!r}")
-        stored[_header_bytes(pair[0], "a header name").title()] = _header_values(pair[1])
+        name = pair[0]
+        if isinstance(name, str):
+            key = name.title().encode("utf-8").title()
+        elif isinstance(name, bytes):
+            key = name.title()
+        else:
+            raise TypeError(f"a header name must be str or bytes, not {type(name).__name__}")
+        stored.setdefault(key, []).extend(_header_values(pair[1]))
     out = {}
     for name in names:
         key = name.title()
