@@ -26,5 +26,9 @@ MAX_SEED: int = impl.MAX_SEED
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
            "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+
+# ---- url ----
 canonicalize_url_fast = impl.canonicalize_url_fast
-__all__ += ["canonicalize_url_fast"]
+url_fingerprint_fast = impl.url_fingerprint_fast
+request_fingerprint_fast = impl.request_fingerprint_fast
+__all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast"]

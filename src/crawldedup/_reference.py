@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple, Union
 
+import hashlib
 import sys
 
 import numpy as np
@@ -562,3 +563,34 @@ def canonicalize_url_fast(url: object, keep_fragments: bool = False,
     if keep_fragments and fragment:
         out += b"#" + _url_quote(fragment, _URL_SAFEST)
     return out.decode("ascii")
+
+
+_URL_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def url_fingerprint_fast(url: object, keep_fragments: bool = False,
+                         keep_blank_values: bool = True) -> Optional[bytes]:
+    """MD5 (16 bytes) of canonicalize_url_fast(url, ...), None outside the fast path."""
+    canonical = canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    return None if canonical is None else hashlib.md5(canonical.encode("ascii")).digest()
+
+
+def request_fingerprint_fast(url: object, method: object, body: object,
+                             keep_fragments: bool = False) -> Optional[bytes]:
+    """Scrapy's request fingerprint (SHA-1 of its sort_keys JSON, no headers)
+    when url is on the fast path, else None; method used as given (an HTTP
+    token), body bytes."""
+    if not isinstance(method, str):
+        raise TypeError(f"method must be str, not {type(method).__name__}")
+    if not isinstance(body, bytes):
+        raise TypeError(f"body must be bytes, not {type(body).__name__}")
+    if not method:
+        raise ValueError("method must be an HTTP method name, got ''")
+    if any(c not in _URL_TCHAR for c in method):
+        raise ValueError(f"method must be an HTTP method name (a token), got {method!r}")
+    canonical = canonicalize_url_fast(url, keep_fragments, True)
+    if canonical is None:
+        return None
+    data = ('{"body": "' + body.hex() + '", "headers": {}, "method": "' + method
+            + '", "url": "' + canonical + '"}')
+    return hashlib.sha1(data.encode("ascii")).digest()

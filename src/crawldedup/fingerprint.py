@@ -38,6 +38,8 @@ from w3lib.url import canonicalize_url as _w3lib_canonicalize_url
 from w3lib.url import safe_url_string as _w3lib_safe_url_string
 
 from crawldedup._kernel import canonicalize_url_fast as _fast
+from crawldedup._kernel import request_fingerprint_fast as _request_fp_fast
+from crawldedup._kernel import url_fingerprint_fast as _url_fp_fast
 
 __all__ = [
     "DEFAULT_TRACKING_PARAMS",
@@ -106,11 +108,14 @@ def _param_filter(names: Tuple[str, ...]) -> _ParamFilter:
     return _ParamFilter(names)
 
 
+_DEFAULT_FILTER = _ParamFilter(DEFAULT_TRACKING_PARAMS)
+
+
 def _check_strip_params(strip_params: Any) -> Optional[_ParamFilter]:
     if strip_params is None or strip_params is False:
         return None
     if strip_params is True:
-        return _param_filter(DEFAULT_TRACKING_PARAMS)
+        return _DEFAULT_FILTER
     if isinstance(strip_params, (str, bytes)):
         raise TypeError("strip_params must be True, None or an iterable of parameter names, "
                         f"not a single {type(strip_params).__name__}")
@@ -157,19 +162,41 @@ def _host_port(origin: str) -> Tuple[str, str, Optional[str]]:
 
 
 def _drop_params(url: str, params: _ParamFilter) -> str:
-    origin, path, query, fragment = _split(url)
-    if not query:
+    """url without the query fields params drops (a canonical URL's query
+    comes after the first "?" that is not in the fragment)."""
+    end = url.find("#")
+    if end < 0:
+        end = len(url)
+    start = url.find("?", 0, end)
+    if start < 0:
         return url
-    kept = [f for f in query.split("&") if not params.drops(f.partition("=")[0])]
-    return _join(origin, path, "&".join(kept), fragment)
+    fields = url[start + 1:end].split("&")
+    kept = [f for f in fields if not params.drops(f.partition("=")[0])]
+    if len(kept) == len(fields):
+        return url
+    query = "&".join(kept)
+    return url[:start] + ("?" + query if query else "") + url[end:]
 
 
 def _drop_default_port(url: str) -> str:
-    origin, path, query, fragment = _split(url)
-    scheme, host, port = _host_port(origin)
-    if port is None or not port.isdigit() or _DEFAULT_PORTS.get(scheme) != int(port):
+    """url without an explicit port that is its scheme's default."""
+    start = url.find("://")
+    if start < 0:
         return url
-    return _join(origin[: len(origin) - len(port) - 1], path, query, fragment)
+    end = len(url)
+    for c in "/?#":
+        i = url.find(c, start + 3, end)
+        if i >= 0:
+            end = i
+    colon = url.rfind(":", start + 3, end)
+    if colon < 0:
+        return url
+    port = url[colon + 1:end]
+    if not (port.isascii() and port.isdigit()):
+        return url  # no port (a ":" of userinfo or an IPv6 address)
+    if _DEFAULT_PORTS.get(url[:start]) != int(port):
+        return url
+    return url[:colon] + url[end:]
 
 
 def _canonical(url: Any, keep_fragments: bool, keep_blank_values: bool,
@@ -232,7 +259,13 @@ def canonicalize_url(
     ...                  remove_default_port=True)
     'http://example.com/x'
     """
-    result = _canonical(url, keep_fragments, keep_blank_values, encoding, query_separator)
+    result = None
+    if type(url) is str and FAST_PATH and encoding is None and query_separator == "&":
+        result = _fast(url, keep_fragments, keep_blank_values)
+    if result is None:
+        result = _canonical(url, keep_fragments, keep_blank_values, encoding, query_separator)
+    if rules is None and strip_params is None and not remove_default_port:
+        return result
     if rules is not None:
         if not isinstance(rules, UrlRules):
             rules = UrlRules(rules)
@@ -253,6 +286,10 @@ def url_fingerprint(url: Union[str, bytes], **kwargs: Any) -> bytes:
     >>> url_fingerprint("http://example.com/?b=2&a=1") == url_fingerprint("http://EXAMPLE.com?a=1&b=2")
     True
     """
+    if not kwargs and FAST_PATH and type(url) is str:
+        digest = _url_fp_fast(url)
+        if digest is not None:
+            return digest
     return hashlib.md5(canonicalize_url(url, **kwargs).encode("utf-8")).digest()
 
 
@@ -434,12 +471,19 @@ class UrlRules:
 
 # ------------------------------------------------------------ request fingerprints
 
-@functools.lru_cache(maxsize=256)
-def _method_name(method: str) -> str:
+_METHODS: dict = {}  # method as given -> as Scrapy stores it (upper-cased)
+
+
+def _method_name(method: Any) -> str:
+    if not isinstance(method, str):
+        raise TypeError(f"method must be str, not {type(method).__name__}")
     if not _METHOD_RE.match(method):
         raise ValueError(f"method must be an HTTP method name (a token such as 'GET' or "
                          f"'POST'), got {method!r}")
-    return method.upper()
+    name = method.upper()
+    if len(_METHODS) < 1024:
+        _METHODS[method] = name
+    return name
 
 
 def _body_bytes(body: Any) -> bytes:
@@ -548,26 +592,28 @@ def request_fingerprint(
     """
     if not isinstance(url, str):
         raise TypeError(f"url must be str, not {type(url).__name__}")
-    if not isinstance(method, str):
-        raise TypeError(f"method must be str, not {type(method).__name__}")
-    method = _method_name(method)
+    name = _METHODS.get(method) if type(method) is str else None
+    if name is None:
+        name = _method_name(method)
     if headers is not None and not isinstance(headers, (Mapping, list, tuple)):
         raise TypeError(f"headers must be a mapping or a list of (name, value) pairs, "
                         f"not {type(headers).__name__}")
-    hexbody = _body_bytes(body).hex()
-    canonical = _fast(url, keep_fragments, True) if FAST_PATH else None
-    if canonical is not None and not include_headers:
-        # What json.dumps(..., sort_keys=True) writes: the fast path's output
-        # and a token method need no JSON escaping.
-        data = ('{"body": "' + hexbody + '", "headers": {}, "method": "' + method
-                + '", "url": "' + canonical + '"}')
-        return hashlib.sha1(data.encode("ascii")).digest()
+    if type(body) is not bytes:
+        body = _body_bytes(body)
+    canonical = None
+    if FAST_PATH:
+        if not include_headers:
+            digest = _request_fp_fast(url, name, body, keep_fragments)
+            if digest is not None:
+                return digest
+        else:
+            canonical = _fast(url, keep_fragments, True)
     if canonical is None:
         # Scrapy's Request stores safe_url_string(url), then checks the scheme.
         safe = _w3lib_safe_url_string(url, "utf-8")
         if "://" not in safe and not safe.startswith(("about:", "data:")):
             raise ValueError(f"url has no scheme (Scrapy's 'Missing scheme'): {url!r}")
         canonical = _w3lib_canonicalize_url(safe, keep_fragments=keep_fragments)
-    payload = {"method": method, "url": canonical, "body": hexbody,
+    payload = {"method": name, "url": canonical, "body": body.hex(),
                "headers": _headers_part(headers, include_headers)}
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).digest()
