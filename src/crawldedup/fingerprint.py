@@ -613,7 +613,11 @@ def request_fingerprint(
         safe = _w3lib_safe_url_string(url, "utf-8")
         if "://" not in safe and not safe.startswith(("about:", "data:")):
             raise ValueError(f"url has no scheme (Scrapy's 'Missing scheme'): {url!r}")
-        canonical = _w3lib_canonicalize_url(safe, keep_fragments=keep_fragments)
+        # The safe URL is often on the fast path even when url was not
+        # (spaces and control characters are gone from it).
+        canonical = _fast(safe, keep_fragments, True) if FAST_PATH else None
+        if canonical is None:
+            canonical = _w3lib_canonicalize_url(safe, keep_fragments=keep_fragments)
     payload = {"method": name, "url": canonical, "body": body.hex(),
                "headers": _headers_part(headers, include_headers)}
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).digest()
