@@ -231,3 +231,14 @@ def test_canonicalize_url_rejects_non_str(bad):
 def test_invalid_port_raises_value_error():
     with pytest.raises(ValueError):
         canonicalize_url("http://example.com:70000/")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(encoding=5), TypeError, "encoding must be"),
+    (dict(encoding="no-such-codec"), LookupError, "unknown encoding"),
+    (dict(query_separator=""), ValueError, "query_separator"),
+    (dict(query_separator=b"&"), ValueError, "query_separator"),
+])
+def test_bad_canonicalize_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        canonicalize_url("http://a.com/?b=1&a=2", **kwargs)

@@ -202,6 +202,12 @@ def _drop_default_port(url: str) -> str:
 def _canonical(url: Any, keep_fragments: bool, keep_blank_values: bool,
                encoding: Optional[str], query_separator: str) -> str:
     """w3lib's canonical URL, through the fast path when it applies."""
+    if encoding is not None and not isinstance(encoding, str):
+        raise TypeError(f"encoding must be a codec name (str) or None, not "
+                        f"{type(encoding).__name__}")
+    if not isinstance(query_separator, str) or not query_separator:
+        raise ValueError(f"query_separator must be a non-empty str such as '&' or ';', "
+                         f"got {query_separator!r}")
     if isinstance(url, str):
         if (FAST_PATH and query_separator == "&"
                 and (encoding is None or encoding.lower() in _UTF8_NAMES)):
