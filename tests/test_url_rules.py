@@ -106,7 +106,7 @@ JD = [
     ("http://item.jd.com/100012043978.html", "https://item.jd.com/100012043978.html", "item"),
     ("https://ITEM.JD.COM/100012043978.html?spm=1&from=search#comments",
      "https://item.jd.com/100012043978.html", "item"),
-    ("https://item.jd.com/100012043978.html/../100012043978.html?x",
+    ("https://item.jd.com/100012043978.html;jsessionid=1?x",
      "https://item.jd.com/100012043978.html", "item"),
     ("https://list.jd.com/list.html?cat=9987,653&page=2", "https://list.jd.com/list.html?cat=9987%2C653&page=2",
      "list"),
