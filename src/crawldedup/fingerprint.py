@@ -59,7 +59,7 @@ FAST_PATH: bool = ".".join(str(w3lib.__version__).split(".")[:2]) == FAST_PATH_W
 
 #: Query parameters dropped by ``strip_params=True``: analytics and ad-click
 #: identifiers that never change what a page shows.  Names ending in ``*`` are
-#: prefixes.  Matched case-insensitively against the decoded parameter name.
+#: prefixes.  Matched against the decoded parameter name, ignoring ASCII case.
 DEFAULT_TRACKING_PARAMS: Tuple[str, ...] = (
     "utm_*",            # Google Analytics campaign tags (utm_source, utm_medium, ...)
     "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "gad_source",   # Google Ads
@@ -248,7 +248,7 @@ def canonicalize_url(
     - ``strip_params``: ``True`` drops :data:`DEFAULT_TRACKING_PARAMS`; an
       iterable of names drops those instead (a trailing ``*`` makes a prefix;
       ``(*DEFAULT_TRACKING_PARAMS, "sid")`` extends the defaults).  Names are
-      compared with the decoded parameter name, ignoring case.
+      compared with the decoded parameter name, ignoring ASCII case.
     - ``remove_default_port``: drop ``:80`` from http/ws, ``:443`` from
       https/wss and ``:21`` from ftp URLs.
     - ``rules``: a :class:`UrlRules` (or a list of :class:`UrlRule`) whose
