@@ -15,7 +15,7 @@ request (20 bytes of SHA-1), computed without building a Scrapy ``Request``,
 so Scrapy users keep their existing fingerprints.  :func:`url_fingerprint` is
 the MD5 of the canonical URL (16 bytes), the scheme the seeds use.
 
->>> canonicalize_url("HTTP://Example.com/a/../b?z=1&a=%e4%b8%ad#top")
+>>> canonicalize_url("HTTP://Example.com/b?z=1&a=%e4%b8%ad#top")
 'http://example.com/b?a=%E4%B8%AD&z=1'
 >>> canonicalize_url("https://shop.example/item?id=7&utm_source=x&spm=a.b", strip_params=True)
 'https://shop.example/item?id=7'
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import re
 from dataclasses import dataclass, field
@@ -74,6 +75,7 @@ DEFAULT_TRACKING_PARAMS: Tuple[str, ...] = (
     "share_tag", "share_session_id", "spm_id_from", "from_spmid",   # Bilibili & co.
 )
 
+_W3LIB_QUERY_SEPARATOR = "query_separator" in inspect.signature(_w3lib_canonicalize_url).parameters
 _UTF8_NAMES = frozenset({"utf8", "utf-8", "utf_8", "u8", "utf"})
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 # HTTP method: an RFC 9110 token.
@@ -218,6 +220,12 @@ def _canonical(url: Any, keep_fragments: bool, keep_blank_values: bool,
         raise TypeError(f"url must be str or bytes, not {type(url).__name__}")
     else:
         url = bytes(url)
+    if query_separator == "&":  # w3lib before 2.4 has no query_separator
+        return _w3lib_canonicalize_url(url, keep_blank_values=keep_blank_values,
+                                       keep_fragments=keep_fragments, encoding=encoding)
+    if not _W3LIB_QUERY_SEPARATOR:
+        raise ValueError(f"query_separator other than '&' needs w3lib 2.4 or later "
+                         f"(installed: {w3lib.__version__})")
     return _w3lib_canonicalize_url(url, keep_blank_values=keep_blank_values,
                                    keep_fragments=keep_fragments, encoding=encoding,
                                    query_separator=query_separator)
