@@ -134,3 +134,111 @@ def request_fingerprint_fast(url, method, body, bint keep_fragments=False):
             raise ValueError(f"method must be an HTTP method name (a token), got {method!r}")
     return _cdu_run(url, keep_fragments, True, _CDU_REQUEST_SHA1, <const unsigned char*>m, mlen,
                     <const unsigned char*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body))
+
+
+cdef list _cdu_batch(list urls, bint keep_fragments, bint keep_blank_values, int what,
+                     object method):
+    """The batch form of _cdu_run for MD5 URL fingerprints or request
+    fingerprints with an empty body: a list with the digest of each URL on the
+    fast path and None for every other item (not a str, not UTF-8, outside
+    the fast path).  The canonicalization and hashing run without the GIL."""
+    cdef list items = list(urls)  # our own references: nothing frees a str mid-loop
+    cdef Py_ssize_t n = len(items), i, maxlen = 0, length, mlen = 0, jn
+    cdef Py_ssize_t width = 16 if what == _CDU_URL_MD5 else 20
+    cdef const char** ptrs = NULL
+    cdef Py_ssize_t* lens = NULL
+    cdef unsigned char* digests = NULL
+    cdef unsigned char* done = NULL
+    cdef void* work = NULL
+    cdef unsigned char* json = NULL
+    cdef unsigned char* p
+    cdef const unsigned char* canon
+    cdef const char* m = NULL
+    cdef object item
+    cdef list out
+    if what == _CDU_REQUEST_SHA1:
+        m = _cdu_utf8(method, &mlen)
+    try:
+        ptrs = <const char**>PyMem_Malloc((n + 1) * sizeof(const char*))
+        lens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+        digests = <unsigned char*>PyMem_Malloc((n + 1) * 20)
+        done = <unsigned char*>PyMem_Malloc(n + 1)
+        if ptrs == NULL or lens == NULL or digests == NULL or done == NULL:
+            raise MemoryError()
+        for i in range(n):
+            item = items[i]
+            ptrs[i] = NULL
+            lens[i] = 0
+            done[i] = 0
+            if isinstance(item, str):
+                try:
+                    ptrs[i] = _cdu_utf8(item, &lens[i])
+                except UnicodeEncodeError:
+                    ptrs[i] = NULL
+                if ptrs[i] != NULL and lens[i] > maxlen:
+                    maxlen = lens[i]
+        work = PyMem_Malloc(cd_url_work_size(<size_t>maxlen))
+        # The request JSON around an empty body: fixed text, method, URL.
+        jn = 10 + 29 + mlen + 11 + (4 * maxlen + 64) + 2
+        json = <unsigned char*>PyMem_Malloc(<size_t>jn)
+        if work == NULL or json == NULL:
+            raise MemoryError()
+        with nogil:
+            for i in range(n):
+                if ptrs[i] == NULL:
+                    continue
+                length = cd_url_canonicalize(<const unsigned char*>ptrs[i], <size_t>lens[i],
+                                             keep_fragments, keep_blank_values, work)
+                if length < 0:
+                    continue
+                canon = cd_url_output(work, <size_t>lens[i])
+                if what == _CDU_URL_MD5:
+                    cd_md5(canon, <size_t>length, digests + 20 * i)
+                else:
+                    p = json
+                    memcpy(p, _CDU_J1, 10); p += 10
+                    memcpy(p, _CDU_J2, 29); p += 29
+                    memcpy(p, m, <size_t>mlen); p += mlen
+                    memcpy(p, _CDU_J3, 11); p += 11
+                    memcpy(p, canon, <size_t>length); p += length
+                    memcpy(p, _CDU_J4, 2); p += 2
+                    cd_sha1(json, <size_t>(p - json), digests + 20 * i)
+                done[i] = 1
+        out = [None] * n
+        for i in range(n):
+            if done[i]:
+                out[i] = _cdu_bytes(<const char*>(digests + 20 * i), width)
+        return out
+    finally:
+        PyMem_Free(ptrs)
+        PyMem_Free(lens)
+        PyMem_Free(digests)
+        PyMem_Free(done)
+        PyMem_Free(work)
+        PyMem_Free(json)
+
+
+def url_fingerprints_fast(urls, bint keep_fragments=False, bint keep_blank_values=True):
+    """[url_fingerprint_fast(u, ...) for u in urls], with None for items that
+    are not str; the hashing loop releases the GIL."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return _cdu_batch(urls, keep_fragments, keep_blank_values, _CDU_URL_MD5, None)
+
+
+def request_fingerprints_fast(urls, method, bint keep_fragments=False):
+    """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in
+    urls], with None for items that are not str; the loop releases the GIL."""
+    cdef Py_ssize_t mlen, i
+    cdef const char* m
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    if not isinstance(method, str):
+        raise TypeError(f"method must be str, not {type(method).__name__}")
+    m = _cdu_utf8(method, &mlen)
+    if mlen == 0:
+        raise ValueError("method must be an HTTP method name, got ''")
+    for i in range(mlen):
+        if m[i] == 0 or strchr(_CDU_TCHAR, m[i]) == NULL:
+            raise ValueError(f"method must be an HTTP method name (a token), got {method!r}")
+    return _cdu_batch(urls, keep_fragments, True, _CDU_REQUEST_SHA1, method)

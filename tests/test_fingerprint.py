@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import crawldedup.fingerprint
-from crawldedup import canonicalize_url, request_fingerprint, url_fingerprint
+from crawldedup import (canonicalize_url, request_fingerprint, request_fingerprints,
+                        url_fingerprint, url_fingerprints)
 
 from test_url_canonical import fast_urls, load_corpus, urls
 
@@ -139,3 +140,29 @@ def test_docstring_examples():
     result = doctest.testmod(crawldedup.fingerprint, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 10
     assert result.failed == 0
+
+
+def test_batches_equal_single_calls():
+    corpus = load_corpus().realistic_urls(3000)
+    assert url_fingerprints(corpus) == [url_fingerprint(u) for u in corpus]
+    assert url_fingerprints(iter(corpus[:50]), strip_params=True) == \
+        [url_fingerprint(u, strip_params=True) for u in corpus[:50]]
+    assert request_fingerprints(corpus) == [scrapy_outcome(u) for u in corpus]
+    assert request_fingerprints(corpus[:200], "post", keep_fragments=True) == \
+        [scrapy_outcome(u, "POST", keep_fragments=True) for u in corpus[:200]]
+    assert url_fingerprints([]) == [] and request_fingerprints(()) == []
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: url_fingerprints("http://a.com/"), TypeError, "single str"),
+    (lambda: url_fingerprints(5), TypeError, "iterable of URLs"),
+    (lambda: url_fingerprints(["http://a.com/", 5]), TypeError, "url must be"),
+    (lambda: request_fingerprints(["http://a.com/", None]), TypeError,
+     "url must be str"),
+    (lambda: request_fingerprints(["www.a.com"]), ValueError, "no scheme"),
+    (lambda: request_fingerprints(["http://a.com/"], "G T"), ValueError,
+     "method"),
+])
+def test_batch_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

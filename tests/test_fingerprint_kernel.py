@@ -63,3 +63,46 @@ def test_kernels_reject_non_str_url(impl):
         impl.url_fingerprint_fast(b"http://a.com/")
     with pytest.raises(TypeError, match="url must be str"):
         impl.request_fingerprint_fast(None, "GET", b"")
+
+
+# ------------------------------------------------------------------ batches
+
+batch_items = st.lists(fast_urls() | urls() | st.sampled_from([None, 1, b"http://a.com/", "\ud800"]),
+                       max_size=30)
+
+
+@given(items=batch_items, keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+def test_url_batch_kernel(impl, items, keep_fragments, keep_blank_values):
+    got = impl.url_fingerprints_fast(items, keep_fragments, keep_blank_values)
+    assert got == [impl.url_fingerprint_fast(u, keep_fragments, keep_blank_values)
+                   if isinstance(u, str) else None for u in items]
+
+
+@given(items=batch_items, method=st.sampled_from(TOKEN_METHODS), keep_fragments=st.booleans())
+def test_request_batch_kernel(impl, items, method, keep_fragments):
+    got = impl.request_fingerprints_fast(items, method, keep_fragments)
+    assert got == [impl.request_fingerprint_fast(u, method, b"", keep_fragments)
+                   if isinstance(u, str) else None for u in items]
+
+
+def test_batch_kernels_on_long_and_empty_lists(core, reference):
+    items = ["https://a.com/" + "%E4%B8%AD/" * k + "?b=1&a=" + str(k) for k in range(0, 3000, 7)]
+    items.append("http://user@a.com/")
+    for impl in (core, reference):
+        assert impl.url_fingerprints_fast([]) == []
+        assert impl.request_fingerprints_fast([], "GET") == []
+    assert core.url_fingerprints_fast(items) == reference.url_fingerprints_fast(items)
+    assert core.request_fingerprints_fast(items, "PUT") == reference.request_fingerprints_fast(items, "PUT")
+    assert core.url_fingerprints_fast(items)[-1] is None
+
+
+@pytest.mark.parametrize("urls, method, error", [
+    (("http://a.com/",), "GET", TypeError), ("http://a.com/", "GET", TypeError),
+    ([], b"GET", TypeError), ([], "", ValueError), ([], "G T", ValueError),
+])
+def test_batch_kernel_arguments(impl, urls, method, error):
+    with pytest.raises(error, match="urls|method"):
+        impl.request_fingerprints_fast(urls, method)
+    if method == "GET":
+        with pytest.raises(error, match="urls"):
+            impl.url_fingerprints_fast(urls)

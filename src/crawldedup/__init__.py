@@ -16,7 +16,8 @@ from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
-                                     canonicalize_url, request_fingerprint, url_fingerprint)
+                                     canonicalize_url, request_fingerprint, request_fingerprints,
+                                     url_fingerprint, url_fingerprints)
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -39,6 +40,8 @@ __all__ = [
     "hash_indices",
     "optimal_parameters",
     "request_fingerprint",
+    "request_fingerprints",
     "url_fingerprint",
+    "url_fingerprints",
     "__version__",
 ]

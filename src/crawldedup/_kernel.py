@@ -31,4 +31,7 @@ __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "h
 canonicalize_url_fast = impl.canonicalize_url_fast
 url_fingerprint_fast = impl.url_fingerprint_fast
 request_fingerprint_fast = impl.request_fingerprint_fast
-__all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast"]
+url_fingerprints_fast = impl.url_fingerprints_fast
+request_fingerprints_fast = impl.request_fingerprints_fast
+__all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
+            "url_fingerprints_fast", "request_fingerprints_fast"]

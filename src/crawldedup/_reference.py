@@ -594,3 +594,23 @@ def request_fingerprint_fast(url: object, method: object, body: object,
     data = ('{"body": "' + body.hex() + '", "headers": {}, "method": "' + method
             + '", "url": "' + canonical + '"}')
     return hashlib.sha1(data.encode("ascii")).digest()
+
+
+def url_fingerprints_fast(urls: object, keep_fragments: bool = False,
+                          keep_blank_values: bool = True) -> List[Optional[bytes]]:
+    """[url_fingerprint_fast(u, ...) for u in urls], None for items that are not str."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return [url_fingerprint_fast(u, keep_fragments, keep_blank_values) if isinstance(u, str)
+            else None for u in urls]
+
+
+def request_fingerprints_fast(urls: object, method: object,
+                              keep_fragments: bool = False) -> List[Optional[bytes]]:
+    """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in urls],
+    None for items that are not str."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    request_fingerprint_fast("http:", method, b"")  # checks method
+    return [request_fingerprint_fast(u, method, b"", keep_fragments) if isinstance(u, str)
+            else None for u in urls]
