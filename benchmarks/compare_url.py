@@ -19,6 +19,8 @@ Per corpus, one Python call per URL in a loop (as a crawler calls them):
   pre-built Requests (Request construction not timed) for reference;
 * ``md5(w3lib canonicalize_url(url))`` (the seeds' recipe) vs
   ``crawldedup.url_fingerprint(url)``;
+* the batch calls ``crawldedup.url_fingerprints(urls)`` and
+  ``crawldedup.request_fingerprints(urls)`` against the same peer loops;
 * crawldedup's opt-in extras (``strip_params=True``, ``remove_default_port``).
 
 Every crawldedup result is checked equal to the peer's before timing.
@@ -97,9 +99,22 @@ def timed_prepared(fn: Callable[[Any], Any], make: Callable[[List[str]], List[An
     return statistics.median(times) / len(urls) * 1e6
 
 
+def timed_batch(fn: Callable[[List[str]], Any], urls: List[str], reps: int) -> float:
+    """Median microseconds per URL of one fn(urls) call over fresh copies."""
+    times = []
+    for _ in range(reps):
+        xs = fresh(urls)
+        gc.collect()
+        t0 = time.perf_counter()
+        fn(xs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / len(urls) * 1e6
+
+
 def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
     import crawldedup
-    from crawldedup import canonicalize_url, request_fingerprint, url_fingerprint
+    from crawldedup import (canonicalize_url, request_fingerprint, request_fingerprints,
+                            url_fingerprint, url_fingerprints)
     from w3lib.url import canonicalize_url as w3_canonicalize_url
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -115,6 +130,10 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
         mismatches["canonicalize_url"] += canonicalize_url(u) != c
         mismatches["url_fingerprint"] += url_fingerprint(u) != md5(c.encode()).digest()
         mismatches["request_fingerprint"] += request_fingerprint(u) != scrapy_fingerprint(Request(u))
+    mismatches["url_fingerprints (batch)"] = sum(
+        a != md5(w3_canonicalize_url(u).encode()).digest() for a, u in zip(url_fingerprints(urls), urls))
+    mismatches["request_fingerprints (batch)"] = sum(
+        a != b for a, b in zip(request_fingerprints(urls), map(request_fingerprint, urls)))
     fast = sum(crawldedup._kernel.canonicalize_url_fast(u) is not None for u in urls)
 
     rows = []
@@ -139,6 +158,13 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
     pair("url_fingerprint", "md5(w3lib canonicalize_url(url)).digest()",
          timed(lambda u: md5(w3_canonicalize_url(u).encode()).digest(), urls, reps),
          "crawldedup.url_fingerprint(url)", timed(url_fingerprint, urls, reps))
+    peer_fp = rows[1]["peer_us"]
+    pair("request_fingerprints (batch)", "scrapy fingerprint(Request(url))", peer_fp,
+         "crawldedup.request_fingerprints(urls)", timed_batch(request_fingerprints, urls, reps),
+         "one call for all URLs; the loop releases the GIL")
+    pair("url_fingerprints (batch)", "md5(w3lib canonicalize_url(url)).digest()",
+         rows[3]["peer_us"], "crawldedup.url_fingerprints(urls)",
+         timed_batch(url_fingerprints, urls, reps), "one call for all URLs")
     extras = timed(lambda u: canonicalize_url(u, strip_params=True, remove_default_port=True),
                    urls, reps)
     pair("canonicalize + extras", "w3lib.url.canonicalize_url(url)", rows[0]["peer_us"],

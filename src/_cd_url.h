@@ -353,15 +353,14 @@ static void cdu_sha1_block(uint32_t h[5], const unsigned char *p) {
              | ((uint32_t)p[4 * i + 2] << 8) | (uint32_t)p[4 * i + 3];
     for (i = 16; i < 80; i++) w[i] = cdu_rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
     a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4];
-    for (i = 0; i < 80; i++) {
-        uint32_t f, k;
-        if (i < 20) { f = (b & c) | (~b & d); k = 0x5A827999u; }
-        else if (i < 40) { f = b ^ c ^ d; k = 0x6ED9EBA1u; }
-        else if (i < 60) { f = (b & c) | (b & d) | (c & d); k = 0x8F1BBCDCu; }
-        else { f = b ^ c ^ d; k = 0xCA62C1D6u; }
-        t = cdu_rol(a, 5) + f + e + k + w[i];
-        e = d; d = c; c = cdu_rol(b, 30); b = a; a = t;
-    }
+    /* Four loops, one per round function, so no branch sits in a round. */
+#define CDU_SHA1_ROUND(f, k) \
+        t = cdu_rol(a, 5) + (f) + e + (k) + w[i]; e = d; d = c; c = cdu_rol(b, 30); b = a; a = t;
+    for (i = 0; i < 20; i++) { CDU_SHA1_ROUND(d ^ (b & (c ^ d)), 0x5A827999u) }
+    for (; i < 40; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0x6ED9EBA1u) }
+    for (; i < 60; i++) { CDU_SHA1_ROUND((b & c) | (d & (b | c)), 0x8F1BBCDCu) }
+    for (; i < 80; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0xCA62C1D6u) }
+#undef CDU_SHA1_ROUND
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e;
 }
 
@@ -402,22 +401,19 @@ static void cdu_md5_block(uint32_t h[4], const unsigned char *p) {
                               5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
                               4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
                               6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
-    uint32_t m[16], a = h[0], b = h[1], c = h[2], d = h[3];
+    uint32_t m[16], a = h[0], b = h[1], c = h[2], d = h[3], t;
     int i;
     for (i = 0; i < 16; i++)
         m[i] = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8)
              | ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24);
-    for (i = 0; i < 64; i++) {
-        uint32_t f, t;
-        int g;
-        if (i < 16) { f = (b & c) | (~b & d); g = i; }
-        else if (i < 32) { f = (d & b) | (~d & c); g = (5 * i + 1) & 15; }
-        else if (i < 48) { f = b ^ c ^ d; g = (3 * i + 5) & 15; }
-        else { f = c ^ (b | ~d); g = (7 * i) & 15; }
-        t = d; d = c; c = b;
-        b = b + cdu_rol(a + f + K[i] + m[g], R[i]);
-        a = t;
-    }
+    /* Four loops, one per round function, so no branch sits in a round. */
+#define CDU_MD5_ROUND(f, g) \
+        t = a + (f) + K[i] + m[(g)]; a = d; d = c; c = b; b = b + cdu_rol(t, R[i]);
+    for (i = 0; i < 16; i++) { CDU_MD5_ROUND(d ^ (b & (c ^ d)), i) }
+    for (; i < 32; i++) { CDU_MD5_ROUND(c ^ (d & (b ^ c)), (5 * i + 1) & 15) }
+    for (; i < 48; i++) { CDU_MD5_ROUND(b ^ c ^ d, (3 * i + 5) & 15) }
+    for (; i < 64; i++) { CDU_MD5_ROUND(c ^ (b | ~d), (7 * i) & 15) }
+#undef CDU_MD5_ROUND
     h[0] += a; h[1] += b; h[2] += c; h[3] += d;
 }
 
