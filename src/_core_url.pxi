@@ -12,12 +12,17 @@ cdef extern from "_cd_url.h" nogil:
     const unsigned char* cd_url_output(void* work, size_t n)
     void cd_sha1(const unsigned char* data, size_t n, unsigned char* out)
     void cd_md5(const unsigned char* data, size_t n, unsigned char* out)
+    void cdu_init()
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
     const char* _cdu_utf8 "PyUnicode_AsUTF8AndSize" (object, Py_ssize_t*) except NULL
     object _cdu_decode_ascii "PyUnicode_DecodeASCII" (const char*, Py_ssize_t, const char*)
     object _cdu_bytes "PyBytes_FromStringAndSize" (const char*, Py_ssize_t)
+
+# Fill the byte-class table now, under the GIL at import, so the batch loops
+# (which run without the GIL, maybe in several threads) only ever read it.
+cdu_init()
 
 # Inputs up to this many bytes use a buffer on the stack (16 KiB).
 cdef enum:

@@ -106,3 +106,19 @@ def test_batch_kernel_arguments(impl, urls, method, error):
     if method == "GET":
         with pytest.raises(error, match="urls"):
             impl.url_fingerprints_fast(urls)
+
+
+def test_batch_kernels_in_threads(core):
+    # The loops release the GIL: several threads at once give the same digests.
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = [f"https://shop{k % 7}.example.com/item/{k}?b={k % 3}&a=%E4%B8%AD&utm_source=x"
+             for k in range(5000)]
+    expected_urls = core.url_fingerprints_fast(items)
+    expected_requests = core.request_fingerprints_fast(items, "GET")
+    with ThreadPoolExecutor(4) as pool:
+        urls = list(pool.map(lambda _: core.url_fingerprints_fast(items), range(8)))
+        requests = list(pool.map(lambda _: core.request_fingerprints_fast(items, "GET"), range(8)))
+    assert all(r == expected_urls for r in urls)
+    assert all(r == expected_requests for r in requests)
+    assert None not in expected_urls and len(set(expected_requests)) == len(items)
