@@ -2,7 +2,10 @@
 #
 # The C code is in _cd_url.h; it handles http/https URLs with a plain host
 # and returns -1 for anything else, which the wrapper (crawldedup.fingerprint)
-# hands to w3lib.  The twin is canonicalize_url_fast in _reference.py.
+# hands to w3lib.  On top of it: the MD5 of the canonical URL, Scrapy's
+# request fingerprint (SHA-1 of its JSON), and batch forms of both whose loop
+# runs without the GIL.  Each function returns None outside the fast path.
+# Twins: the "url" section of _reference.py.
 
 from libc.string cimport strchr
 cdef extern from "_cd_url.h" nogil:
