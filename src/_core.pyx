@@ -936,3 +936,4 @@ def nbytes_for(num_bits):
     return ((num_bits + 63) // 64) * 8
 include "_core_simhash.pxi"
 include "_core_index.pxi"
+include "_core_url.pxi"

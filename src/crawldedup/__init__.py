@@ -17,6 +17,9 @@ from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
 from crawldedup.index import SimhashIndex
+from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
+                                     canonicalize_url, request_fingerprint, request_fingerprints,
+                                     url_fingerprint, url_fingerprints)
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 
 from crawldedup._version import __version__
@@ -30,6 +33,11 @@ __all__ = [
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",
+    "DEFAULT_TRACKING_PARAMS",
+    "CanonicalUrl",
+    "UrlRule",
+    "UrlRules",
+    "canonicalize_url",
     "hash64",
     "hash128",
     "hash_indices",
@@ -39,5 +47,9 @@ __all__ = [
     "simhash",
     "simhash_features",
     "simhash_many",
+    "request_fingerprint",
+    "request_fingerprints",
+    "url_fingerprint",
+    "url_fingerprints",
     "__version__",
 ]

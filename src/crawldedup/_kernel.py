@@ -48,3 +48,13 @@ MAX_HAMMING_K: int = impl.MAX_HAMMING_K
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
            "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED", "HammingIndex", "MAX_HAMMING_K"]
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+
+# ---- url ----
+canonicalize_url_fast = impl.canonicalize_url_fast
+url_fingerprint_fast = impl.url_fingerprint_fast
+request_fingerprint_fast = impl.request_fingerprint_fast
+url_fingerprints_fast = impl.url_fingerprints_fast
+request_fingerprints_fast = impl.request_fingerprints_fast
+__all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
+            "url_fingerprints_fast", "request_fingerprints_fast"]

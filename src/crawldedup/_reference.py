@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple, Union
 
+import hashlib
 import sys
 
 import numpy as np
@@ -800,3 +801,190 @@ class HammingIndex:
         pairs = sorted((fp, id) for id, fp in self._fp.items())
         return (np.array([p[0] for p in pairs], dtype=np.uint64),
                 np.array([p[1] for p in pairs], dtype=np.uint64))
+# ---- url ----
+# Twin of the URL fast path in _core_url.pxi / _cd_url.h: w3lib 2.5's
+# canonicalize_url for http/https URLs with a plain host, None otherwise.
+
+_URL_UNRESERVED = frozenset(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# w3lib's _PATH_SAFE_CHARS (kept when re-quoting a path) and
+# _PATH_SAFEST_CHARS (kept when quoting ;params and fragments).
+_URL_PATH_SAFE = _URL_UNRESERVED | frozenset(b":/?[]@!$&'()*+,;=|%")
+_URL_SAFEST = _URL_UNRESERVED | frozenset(b":/?@!$&'()*+,;=%")
+_URL_HEX = b"0123456789ABCDEFabcdef"
+_URL_KEPT_ESCAPES = frozenset((0x25, 0x2F, 0x3B, 0x3F))  # % / ; ? stay escaped in a path
+
+
+def _url_quote(data: bytes, safe: frozenset) -> bytes:
+    return b"".join(bytes((b,)) if b in safe else b"%%%02X" % b for b in data)
+
+
+def _url_escape_at(data: bytes, i: int, end: int) -> Optional[int]:
+    """The byte of a valid "%HH" at data[i] (which must end before end), else None."""
+    if data[i] == 0x25 and i + 2 < end and data[i + 1] in _URL_HEX and data[i + 2] in _URL_HEX:
+        return int(data[i + 1:i + 3], 16)
+    return None
+
+
+def _url_unquote_plus(data: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        v = _url_escape_at(data, i, len(data))
+        if v is not None:
+            out.append(v)
+            i += 3
+        else:
+            out.append(0x20 if data[i] == 0x2B else data[i])
+            i += 1
+    return bytes(out)
+
+
+def _url_quote_plus(data: bytes) -> bytes:
+    return b"".join(bytes((b,)) if b in _URL_UNRESERVED else b"+" if b == 0x20
+                    else b"%%%02X" % b for b in data)
+
+
+def _url_path(path: bytes) -> bytes:
+    """Decode escapes (but %25 %2F %3B %3F, upper-cased) and re-quote."""
+    out = []
+    i = 0
+    while i < len(path):
+        v = _url_escape_at(path, i, len(path))
+        if v is None:
+            out.append(_url_quote(path[i:i + 1], _URL_PATH_SAFE))
+            i += 1
+        else:
+            out.append(b"%%%02X" % v if v in _URL_KEPT_ESCAPES
+                       else _url_quote(bytes((v,)), _URL_PATH_SAFE))
+            i += 3
+    return b"".join(out)
+
+
+def _url_dot_segments(path: bytes) -> bytes:
+    """RFC 3986 5.2.4 for a path starting with "/", as w3lib resolves it."""
+    segments = path[1:].split(b"/")
+    out: List[bytes] = []
+    for seg in segments[:-1]:
+        if seg == b"..":
+            if out:
+                out.pop()
+        elif seg != b".":
+            out.append(seg)
+    last = segments[-1]
+    if last in (b".", b".."):
+        if last == b".." and out:
+            out.pop()
+        out.append(b"")
+    else:
+        out.append(last)
+    return b"/" + b"/".join(out)
+
+
+def canonicalize_url_fast(url: object, keep_fragments: bool = False,
+                          keep_blank_values: bool = True) -> Optional[str]:
+    """w3lib.url.canonicalize_url(url, keep_blank_values, keep_fragments) for
+    http/https URLs with a plain host, None for any other URL."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be str, not {type(url).__name__}")
+    try:
+        s = url.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if any(b <= 0x20 or b == 0x7F or b == 0x5C for b in s):
+        return None
+    head = s[:6].lower()
+    if head.startswith(b"http:"):
+        scheme, rest = b"http", s[5:]
+    elif head == b"https:":
+        scheme, rest = b"https", s[6:]
+    else:
+        return None
+    if not rest.startswith(b"//"):
+        return None
+    rest = rest[2:]
+    cut = min([len(rest)] + [rest.index(c) for c in b"/?#" if c in rest])
+    authority, rest = rest[:cut], rest[cut:]
+    host, colon, port = authority.partition(b":")
+    if not host or any(b not in _URL_UNRESERVED for b in host):
+        return None
+    if port and (not port.isdigit() or int(port) > 65535):
+        return None
+    out = scheme + b"://" + host.lower() + (b":%d" % int(port) if port else b"")
+
+    rest, hash_, fragment = rest.partition(b"#")
+    path, question, query = rest.partition(b"?")
+    if not path:
+        out += b"/"
+    else:
+        semi = path.find(b";", path.rfind(b"/") + 1)
+        params = b""
+        if semi != -1:
+            path, params = path[:semi], path[semi + 1:]
+        out += _url_dot_segments(_url_path(path))
+        if params:
+            out += b";" + _url_quote(params, _URL_SAFEST)
+    fields = []
+    for field in query.split(b"&"):
+        if not field:
+            continue
+        key, eq, value = field.partition(b"=")
+        if keep_blank_values or (eq and value):
+            fields.append((_url_unquote_plus(key), _url_unquote_plus(value)))
+    if fields:
+        fields.sort()
+        out += b"?" + b"&".join(_url_quote_plus(k) + b"=" + _url_quote_plus(v) for k, v in fields)
+    if keep_fragments and fragment:
+        out += b"#" + _url_quote(fragment, _URL_SAFEST)
+    return out.decode("ascii")
+
+
+_URL_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def url_fingerprint_fast(url: object, keep_fragments: bool = False,
+                         keep_blank_values: bool = True) -> Optional[bytes]:
+    """MD5 (16 bytes) of canonicalize_url_fast(url, ...), None outside the fast path."""
+    canonical = canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    return None if canonical is None else hashlib.md5(canonical.encode("ascii")).digest()
+
+
+def request_fingerprint_fast(url: object, method: object, body: object,
+                             keep_fragments: bool = False) -> Optional[bytes]:
+    """Scrapy's request fingerprint (SHA-1 of its sort_keys JSON, no headers)
+    when url is on the fast path, else None; method used as given (an HTTP
+    token), body bytes."""
+    if not isinstance(method, str):
+        raise TypeError(f"method must be str, not {type(method).__name__}")
+    if not isinstance(body, bytes):
+        raise TypeError(f"body must be bytes, not {type(body).__name__}")
+    if not method:
+        raise ValueError("method must be an HTTP method name, got ''")
+    if any(c not in _URL_TCHAR for c in method):
+        raise ValueError(f"method must be an HTTP method name (a token), got {method!r}")
+    canonical = canonicalize_url_fast(url, keep_fragments, True)
+    if canonical is None:
+        return None
+    data = ('{"body": "' + body.hex() + '", "headers": {}, "method": "' + method
+            + '", "url": "' + canonical + '"}')
+    return hashlib.sha1(data.encode("ascii")).digest()
+
+
+def url_fingerprints_fast(urls: object, keep_fragments: bool = False,
+                          keep_blank_values: bool = True) -> List[Optional[bytes]]:
+    """[url_fingerprint_fast(u, ...) for u in urls], None for items that are not str."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return [url_fingerprint_fast(u, keep_fragments, keep_blank_values) if isinstance(u, str)
+            else None for u in urls]
+
+
+def request_fingerprints_fast(urls: object, method: object,
+                              keep_fragments: bool = False) -> List[Optional[bytes]]:
+    """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in urls],
+    None for items that are not str."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    request_fingerprint_fast("http:", method, b"")  # checks method
+    return [request_fingerprint_fast(u, method, b"", keep_fragments) if isinstance(u, str)
+            else None for u in urls]

@@ -1,0 +1,439 @@
+/* Compiled fast path of w3lib.url.canonicalize_url (w3lib 2.5 rules).
+ *
+ * cd_url_canonicalize() handles the URLs crawlers meet: http/https, a plain
+ * host of unreserved characters with an optional numeric port, and a path,
+ * query and fragment of printable ASCII, percent escapes (valid or not) and
+ * UTF-8.  Anything else (userinfo, IPv6 or IDNA hosts, whitespace or control
+ * characters, backslashes, other schemes, bad ports) returns CDU_FALLBACK and
+ * the caller asks w3lib itself, so the answer is always w3lib's.
+ *
+ * The rules reproduced, in w3lib's order (url.py _safe_url_split and
+ * canonicalize_url, _url.py _urlsplit/_parse_qsl/_urlencode):
+ *   netloc  scheme and host lower-cased, port as int(port) (leading zeros go);
+ *   path    ";params" split off the last segment; every "%HH" decoded except
+ *           %25 %2F %3B %3F (kept, hex upper-cased); bytes outside
+ *           _PATH_SAFE_CHARS percent-encoded; an empty path becomes "/"; dot
+ *           segments resolved (RFC 3986 5.2.4) after decoding;
+ *   params  only quoted with _PATH_SAFEST_CHARS (nothing decoded);
+ *   query   split on "&", empty fields dropped, "k" read as "k=", "+" and
+ *           "%HH" decoded, fields sorted by (key bytes, value bytes), then
+ *           re-encoded with quote_plus (unreserved kept, space as "+");
+ *   fragment dropped, or kept quoted with _FRAGMENT_SAFEST_CHARS.
+ * Quoting a raw byte first (as safe_url_string does) and decoding it again
+ * gives the raw byte back, and a quoted byte's "%" is never a hex digit, so
+ * decoding the raw text directly is the same as w3lib's two passes.
+ */
+#ifndef CD_URL_H
+#define CD_URL_H
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CDU_FALLBACK (-1)
+
+/* Byte classes. */
+#define CDU_UNRESERVED 1 /* A-Z a-z 0-9 - . _ ~ (RFC 3986 unreserved)            */
+#define CDU_PATH_SAFE 2  /* unreserved + :/?[]@!$&'()*+,;=|%  (_PATH_SAFE_CHARS)  */
+#define CDU_SAFEST 4     /* unreserved + :/?@!$&'()*+,;=%  (_PATH_SAFEST_CHARS)   */
+#define CDU_SCHEME 8     /* A-Z a-z 0-9 + - .  (urllib scheme_chars)              */
+
+static unsigned char cdu_class[256];
+static int cdu_ready = 0;
+
+static void cdu_init(void) {
+    int c;
+    const char *p;
+    if (cdu_ready) return;
+    for (c = 0; c < 256; c++) {
+        unsigned char f = 0;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+            f |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST | CDU_SCHEME;
+        cdu_class[c] = f;
+    }
+    for (p = "-._~"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST;
+    for (p = ":/?@!$&'()*+,;=%"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE | CDU_SAFEST;
+    for (p = "[]|"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE;
+    for (p = "+-."; *p; p++) cdu_class[(unsigned char)*p] |= CDU_SCHEME;
+    cdu_ready = 1;
+}
+
+static const char cdu_hex[] = "0123456789ABCDEF";
+
+static inline int cdu_hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+static inline unsigned char cdu_lower(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+}
+
+typedef struct { const unsigned char *k; size_t kl; const unsigned char *v; size_t vl; } cdu_field;
+typedef struct { size_t off; size_t len; } cdu_seg;
+
+/* Scratch bytes cd_url_canonicalize needs for an input of n bytes: the
+ * query fields, the path segments, the output (every input byte gives at
+ * most 3 output bytes, plus "=" for a bare key and the scheme) and the
+ * decoded query. */
+static inline size_t cd_url_work_size(size_t n) {
+    return (n / 2 + 2) * sizeof(cdu_field) + (n + 2) * sizeof(cdu_seg) + (4 * n + 64) + (n + 8);
+}
+
+/* Quote one byte: kept when its class has `mask`, else "%HH". */
+static inline unsigned char *cdu_put(unsigned char *o, unsigned char b, unsigned char mask) {
+    if (cdu_class[b] & mask) {
+        *o++ = b;
+    } else {
+        *o++ = '%'; *o++ = (unsigned char)cdu_hex[b >> 4]; *o++ = (unsigned char)cdu_hex[b & 15];
+    }
+    return o;
+}
+
+/* urlencode quote_plus: unreserved kept, space as "+", the rest "%HH". */
+static inline unsigned char *cdu_put_plus(unsigned char *o, const unsigned char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        unsigned char b = s[i];
+        if (cdu_class[b] & CDU_UNRESERVED) *o++ = b;
+        else if (b == ' ') *o++ = '+';
+        else { *o++ = '%'; *o++ = (unsigned char)cdu_hex[b >> 4]; *o++ = (unsigned char)cdu_hex[b & 15]; }
+    }
+    return o;
+}
+
+/* unquote_plus of s[0:n] into d; returns the decoded length. */
+static inline size_t cdu_unquote_plus(const unsigned char *s, size_t n, unsigned char *d) {
+    size_t i = 0, j = 0;
+    while (i < n) {
+        unsigned char b = s[i];
+        if (b == '+') { d[j++] = ' '; i++; continue; }
+        if (b == '%' && i + 2 < n) {
+            int h = cdu_hexval(s[i + 1]), l = cdu_hexval(s[i + 2]);
+            if (h >= 0 && l >= 0) { d[j++] = (unsigned char)(h * 16 + l); i += 3; continue; }
+        }
+        d[j++] = b; i++;
+    }
+    return j;
+}
+
+static inline int cdu_bytes_cmp(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
+    size_t m = al < bl ? al : bl;
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c) return c;
+    return al < bl ? -1 : (al > bl ? 1 : 0);
+}
+
+/* Python's ordering of (key, value) tuples of bytes. */
+static int cdu_field_cmp(const void *pa, const void *pb) {
+    const cdu_field *a = (const cdu_field *)pa, *b = (const cdu_field *)pb;
+    int c = cdu_bytes_cmp(a->k, a->kl, b->k, b->kl);
+    if (c) return c;
+    return cdu_bytes_cmp(a->v, a->vl, b->v, b->vl);
+}
+
+/* Resolve dot segments of out[0:len] (which starts with "/") in place, as
+ * w3lib's _remove_dot_segments; returns the new length. */
+static size_t cdu_dot_segments(unsigned char *p, size_t len, cdu_seg *segs) {
+    size_t i, start, nseg = 0, top = 0, o;
+    int has = 0;
+    for (i = 0; i + 1 < len; i++)
+        if (p[i] == '/' && p[i + 1] == '.') { has = 1; break; }
+    if (!has) return len;
+    /* Split p[1:] on "/". */
+    start = 1;
+    for (i = 1; i <= len; i++) {
+        if (i == len || p[i] == '/') {
+            segs[nseg].off = start; segs[nseg].len = i - start; nseg++;
+            start = i + 1;
+        }
+    }
+    /* segs doubles as the output stack: top <= index read, so it is safe. */
+    for (i = 0; i < nseg; i++) {
+        cdu_seg s = segs[i];
+        int last = (i + 1 == nseg);
+        int dot = (s.len == 1 && p[s.off] == '.');
+        int dotdot = (s.len == 2 && p[s.off] == '.' && p[s.off + 1] == '.');
+        if (dotdot) {
+            if (top) top--;
+            if (last) { segs[top].off = s.off; segs[top].len = 0; top++; }
+        } else if (dot) {
+            if (last) { segs[top].off = s.off; segs[top].len = 0; top++; }
+        } else {
+            segs[top++] = s;
+        }
+    }
+    /* Rewrite "/" + "/".join(segments); segment offsets only grow, and each
+     * is copied to an offset no greater than its own. */
+    o = 1;
+    for (i = 0; i < top; i++) {
+        if (i) p[o++] = '/';
+        if (segs[i].len) memmove(p + o, p + segs[i].off, segs[i].len);
+        o += segs[i].len;
+    }
+    return o;
+}
+
+/* Canonicalize s[0:n] (UTF-8).  Writes the canonical URL (ASCII) into work
+ * (cd_url_work_size(n) bytes, aligned for pointers), at cd_url_output(work,
+ * n), and returns its length, or CDU_FALLBACK outside the fast path. */
+static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep_fragments,
+                                      int keep_blank_values, void *work) {
+    cdu_field *fields = (cdu_field *)work;
+    cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
+    unsigned char *out = (unsigned char *)(segs + (n + 2));
+    unsigned char *dec = out + (4 * n + 64);
+    unsigned char *o = out;
+    size_t i, a, host_end, auth_end, path_end, q_end, semi, port_start;
+    size_t nfields = 0;
+    int https;
+
+    cdu_init();
+    /* Whitespace, control characters and backslashes: w3lib strips or
+     * rewrites them first; leave those URLs to it. */
+    for (i = 0; i < n; i++) {
+        unsigned char b = s[i];
+        if (b <= 0x20 || b == 0x7F || b == '\\') return CDU_FALLBACK;
+    }
+    /* Scheme: http or https, any case, followed by "://". */
+    if (n >= 7 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't' && cdu_lower(s[2]) == 't'
+        && cdu_lower(s[3]) == 'p') {
+        if (s[4] == ':') { https = 0; i = 5; }
+        else if (cdu_lower(s[4]) == 's' && s[5] == ':') { https = 1; i = 6; }
+        else return CDU_FALLBACK;
+    } else {
+        return CDU_FALLBACK;
+    }
+    if (i + 2 > n || s[i] != '/' || s[i + 1] != '/') return CDU_FALLBACK;
+    a = i + 2;
+    /* Authority: unreserved host characters, then an optional ":digits". */
+    for (i = a; i < n && (cdu_class[s[i]] & CDU_UNRESERVED); i++) {}
+    host_end = i;
+    if (host_end == a) return CDU_FALLBACK;
+    port_start = 0;
+    if (i < n && s[i] == ':') {
+        port_start = ++i;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {}
+    }
+    auth_end = i;
+    if (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#') return CDU_FALLBACK;
+
+    memcpy(o, https ? "https://" : "http://", https ? 8 : 7);
+    o += https ? 8 : 7;
+    for (i = a; i < host_end; i++) *o++ = cdu_lower(s[i]);
+    if (port_start && auth_end > port_start) {
+        /* int(port): leading zeros dropped, 0..65535 else w3lib raises. */
+        unsigned long v = 0;
+        size_t digits = 0;
+        unsigned char tmp[8];
+        for (i = port_start; i < auth_end; i++) {
+            v = v * 10 + (unsigned long)(s[i] - '0');
+            if (v > 65535) return CDU_FALLBACK;
+        }
+        *o++ = ':';
+        do { tmp[digits++] = (unsigned char)('0' + v % 10); v /= 10; } while (v);
+        while (digits) *o++ = tmp[--digits];
+    }
+
+    /* Path: up to the first "?" or "#". */
+    for (i = auth_end; i < n && s[i] != '?' && s[i] != '#'; i++) {}
+    path_end = i;
+    if (path_end == auth_end) {
+        *o++ = '/';
+        semi = path_end;
+    } else {
+        unsigned char *ps = o;
+        size_t last_slash = auth_end;
+        for (i = auth_end; i < path_end; i++) if (s[i] == '/') last_slash = i;
+        for (semi = last_slash; semi < path_end && s[semi] != ';'; semi++) {}
+        for (i = auth_end; i < semi;) {
+            unsigned char b = s[i];
+            if (b == '%' && i + 2 < semi) {
+                int h = cdu_hexval(s[i + 1]), l = cdu_hexval(s[i + 2]);
+                if (h >= 0 && l >= 0) {
+                    unsigned char v = (unsigned char)(h * 16 + l);
+                    if (v == 0x25 || v == 0x2F || v == 0x3B || v == 0x3F) {
+                        *o++ = '%'; *o++ = (unsigned char)cdu_hex[h]; *o++ = (unsigned char)cdu_hex[l];
+                    } else {
+                        o = cdu_put(o, v, CDU_PATH_SAFE);
+                    }
+                    i += 3;
+                    continue;
+                }
+            }
+            o = cdu_put(o, b, CDU_PATH_SAFE);
+            i++;
+        }
+        if (o == ps) *o++ = '/';  /* cannot happen: the path starts with "/" */
+        o = ps + cdu_dot_segments(ps, (size_t)(o - ps), segs);
+        if (semi < path_end && semi + 1 < path_end) {
+            *o++ = ';';
+            for (i = semi + 1; i < path_end; i++) o = cdu_put(o, s[i], CDU_SAFEST);
+        }
+    }
+
+    /* Query: between "?" and "#". */
+    q_end = path_end;
+    if (path_end < n && s[path_end] == '?') {
+        size_t qs = path_end + 1, f0;
+        unsigned char *d = dec;
+        for (q_end = qs; q_end < n && s[q_end] != '#'; q_end++) {}
+        for (f0 = qs; f0 < q_end;) {
+            size_t f1, eq;
+            for (f1 = f0; f1 < q_end && s[f1] != '&'; f1++) {}
+            if (f1 > f0) {
+                for (eq = f0; eq < f1 && s[eq] != '='; eq++) {}
+                if (keep_blank_values || (eq < f1 && eq + 1 < f1)) {
+                    cdu_field *f = &fields[nfields++];
+                    f->k = d; f->kl = cdu_unquote_plus(s + f0, eq - f0, d); d += f->kl;
+                    f->v = d;
+                    f->vl = eq < f1 ? cdu_unquote_plus(s + eq + 1, f1 - eq - 1, d) : 0;
+                    d += f->vl;
+                }
+            }
+            f0 = f1 + 1;
+        }
+        if (nfields) {
+            if (nfields > 1) {
+                if (nfields <= 16) {  /* insertion sort: few fields is the norm */
+                    size_t x, y;
+                    for (x = 1; x < nfields; x++) {
+                        cdu_field t = fields[x];
+                        for (y = x; y > 0 && cdu_field_cmp(&fields[y - 1], &t) > 0; y--)
+                            fields[y] = fields[y - 1];
+                        fields[y] = t;
+                    }
+                } else {
+                    qsort(fields, nfields, sizeof(cdu_field), cdu_field_cmp);
+                }
+            }
+            *o++ = '?';
+            for (i = 0; i < nfields; i++) {
+                if (i) *o++ = '&';
+                o = cdu_put_plus(o, fields[i].k, fields[i].kl);
+                *o++ = '=';
+                o = cdu_put_plus(o, fields[i].v, fields[i].vl);
+            }
+        }
+    }
+
+    /* Fragment. */
+    if (keep_fragments && q_end < n && s[q_end] == '#' && q_end + 1 < n) {
+        *o++ = '#';
+        for (i = q_end + 1; i < n; i++) o = cdu_put(o, s[i], CDU_SAFEST);
+    }
+    return (Py_ssize_t)(o - out);
+}
+
+/* Where cd_url_canonicalize put its output. */
+static inline const unsigned char *cd_url_output(void *work, size_t n) {
+    cdu_field *fields = (cdu_field *)work;
+    cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
+    return (const unsigned char *)(segs + (n + 2));
+}
+
+#endif
+
+/* ---- SHA-1 (FIPS 180-4) and MD5 (RFC 1321) of one contiguous buffer ----
+ * For request and URL fingerprints without a round trip through hashlib;
+ * the tests check both against hashlib on inputs of every length class. */
+#ifndef CD_URL_HASH_H
+#define CD_URL_HASH_H
+#include <stdint.h>
+
+static inline uint32_t cdu_rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+
+static void cdu_sha1_block(uint32_t h[5], const unsigned char *p) {
+    uint32_t w[80], a, b, c, d, e, t;
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = ((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16)
+             | ((uint32_t)p[4 * i + 2] << 8) | (uint32_t)p[4 * i + 3];
+    for (i = 16; i < 80; i++) w[i] = cdu_rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4];
+    /* Four loops, one per round function, so no branch sits in a round. */
+#define CDU_SHA1_ROUND(f, k) \
+        t = cdu_rol(a, 5) + (f) + e + (k) + w[i]; e = d; d = c; c = cdu_rol(b, 30); b = a; a = t;
+    for (i = 0; i < 20; i++) { CDU_SHA1_ROUND(d ^ (b & (c ^ d)), 0x5A827999u) }
+    for (; i < 40; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0x6ED9EBA1u) }
+    for (; i < 60; i++) { CDU_SHA1_ROUND((b & c) | (d & (b | c)), 0x8F1BBCDCu) }
+    for (; i < 80; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0xCA62C1D6u) }
+#undef CDU_SHA1_ROUND
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e;
+}
+
+/* out: 20 bytes. */
+static void cd_sha1(const unsigned char *data, size_t n, unsigned char *out) {
+    uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+    unsigned char tail[128];
+    size_t full = n & ~(size_t)63, rest = n - full, tl, i;
+    uint64_t bits = (uint64_t)n * 8;
+    for (i = 0; i < full; i += 64) cdu_sha1_block(h, data + i);
+    memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    tl = rest + 1 + 8 <= 64 ? 64 : 128;
+    memset(tail + rest + 1, 0, tl - rest - 1);
+    for (i = 0; i < 8; i++) tail[tl - 1 - i] = (unsigned char)(bits >> (8 * i));
+    cdu_sha1_block(h, tail);
+    if (tl == 128) cdu_sha1_block(h, tail + 64);
+    for (i = 0; i < 5; i++) {
+        out[4 * i] = (unsigned char)(h[i] >> 24); out[4 * i + 1] = (unsigned char)(h[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(h[i] >> 8); out[4 * i + 3] = (unsigned char)h[i];
+    }
+}
+
+static void cdu_md5_block(uint32_t h[4], const unsigned char *p) {
+    static const uint32_t K[64] = {
+        0xd76aa478u, 0xe8c7b756u, 0x242070dbu, 0xc1bdceeeu, 0xf57c0fafu, 0x4787c62au,
+        0xa8304613u, 0xfd469501u, 0x698098d8u, 0x8b44f7afu, 0xffff5bb1u, 0x895cd7beu,
+        0x6b901122u, 0xfd987193u, 0xa679438eu, 0x49b40821u, 0xf61e2562u, 0xc040b340u,
+        0x265e5a51u, 0xe9b6c7aau, 0xd62f105du, 0x02441453u, 0xd8a1e681u, 0xe7d3fbc8u,
+        0x21e1cde6u, 0xc33707d6u, 0xf4d50d87u, 0x455a14edu, 0xa9e3e905u, 0xfcefa3f8u,
+        0x676f02d9u, 0x8d2a4c8au, 0xfffa3942u, 0x8771f681u, 0x6d9d6122u, 0xfde5380cu,
+        0xa4beea44u, 0x4bdecfa9u, 0xf6bb4b60u, 0xbebfbc70u, 0x289b7ec6u, 0xeaa127fau,
+        0xd4ef3085u, 0x04881d05u, 0xd9d4d039u, 0xe6db99e5u, 0x1fa27cf8u, 0xc4ac5665u,
+        0xf4292244u, 0x432aff97u, 0xab9423a7u, 0xfc93a039u, 0x655b59c3u, 0x8f0ccc92u,
+        0xffeff47du, 0x85845dd1u, 0x6fa87e4fu, 0xfe2ce6e0u, 0xa3014314u, 0x4e0811a1u,
+        0xf7537e82u, 0xbd3af235u, 0x2ad7d2bbu, 0xeb86d391u};
+    static const int R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+                              5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+                              4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+                              6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+    uint32_t m[16], a = h[0], b = h[1], c = h[2], d = h[3], t;
+    int i;
+    for (i = 0; i < 16; i++)
+        m[i] = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8)
+             | ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24);
+    /* Four loops, one per round function, so no branch sits in a round. */
+#define CDU_MD5_ROUND(f, g) \
+        t = a + (f) + K[i] + m[(g)]; a = d; d = c; c = b; b = b + cdu_rol(t, R[i]);
+    for (i = 0; i < 16; i++) { CDU_MD5_ROUND(d ^ (b & (c ^ d)), i) }
+    for (; i < 32; i++) { CDU_MD5_ROUND(c ^ (d & (b ^ c)), (5 * i + 1) & 15) }
+    for (; i < 48; i++) { CDU_MD5_ROUND(b ^ c ^ d, (3 * i + 5) & 15) }
+    for (; i < 64; i++) { CDU_MD5_ROUND(c ^ (b | ~d), (7 * i) & 15) }
+#undef CDU_MD5_ROUND
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d;
+}
+
+/* out: 16 bytes. */
+static void cd_md5(const unsigned char *data, size_t n, unsigned char *out) {
+    uint32_t h[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
+    unsigned char tail[128];
+    size_t full = n & ~(size_t)63, rest = n - full, tl, i;
+    uint64_t bits = (uint64_t)n * 8;
+    for (i = 0; i < full; i += 64) cdu_md5_block(h, data + i);
+    memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    tl = rest + 1 + 8 <= 64 ? 64 : 128;
+    memset(tail + rest + 1, 0, tl - rest - 1);
+    for (i = 0; i < 8; i++) tail[tl - 8 + i] = (unsigned char)(bits >> (8 * i));
+    cdu_md5_block(h, tail);
+    if (tl == 128) cdu_md5_block(h, tail + 64);
+    for (i = 0; i < 4; i++) {
+        out[4 * i] = (unsigned char)h[i]; out[4 * i + 1] = (unsigned char)(h[i] >> 8);
+        out[4 * i + 2] = (unsigned char)(h[i] >> 16); out[4 * i + 3] = (unsigned char)(h[i] >> 24);
+    }
+}
+#endif

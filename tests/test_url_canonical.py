@@ -1,0 +1,270 @@
+"""canonicalize_url: the compiled fast path against its twin, and both against
+w3lib.url.canonicalize_url, on generated URLs and on a realistic corpus."""
+
+import importlib.util
+import pathlib
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from w3lib.url import canonicalize_url as w3lib_canonicalize_url
+
+from crawldedup import canonicalize_url, fingerprint
+from crawldedup._kernel import IMPLEMENTATION, canonicalize_url_fast
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The kernels reproduce w3lib 2.5 (the version on Python 3.10+); with an older
+# w3lib (Python 3.9) the wrapper sends every URL to w3lib, and only the
+# wrapper-level comparisons below apply.
+needs_w3lib_25 = pytest.mark.skipif(
+    not fingerprint.FAST_PATH,
+    reason=f"the fast path reproduces w3lib {fingerprint.FAST_PATH_W3LIB}; "
+           f"installed: {fingerprint.w3lib.__version__}")
+
+
+def load_corpus():
+    spec = importlib.util.spec_from_file_location("url_corpus", ROOT / "benchmarks" / "url_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def w3lib_outcome(url, **kwargs):
+    """w3lib's answer, or the type of the exception it raises."""
+    try:
+        return w3lib_canonicalize_url(url, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the exception type is the answer
+        return type(exc)
+
+
+def our_outcome(url, **kwargs):
+    try:
+        return canonicalize_url(url, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc)
+
+
+# ------------------------------------------------------------------ strategies
+
+# Tokens aimed at the rules' edges: kept escapes (%25 %2F %3B %3F) in both
+# cases, decodable and undecodable escapes, dot segments, ";" params, bytes
+# that get quoted, "+" and "=" and "&" in queries, non-ASCII, whitespace.
+PATH_TOKENS = ["a", "Z", "0", "-", "_", "~", ".", "..", "/", "//", ";", ";x=1", "=", ",",
+               "%", "%%", "%2", "%2f", "%2F", "%25", "%2525", "%3b", "%3B", "%3f", "%3F",
+               "%41", "%7e", "%7E", "%e4%b8%ad", "%E4%B8%AD", "%zz", "%g1", "%2e", "%2E%2e",
+               "%23", "%20", "%5B", "%7C", "%00", "%FF", "[", "]", "|", "\"", "<", ">", "^",
+               "`", "{", "}", "'", "(", ")", "*", "!", "$", "@", ":", "+", "é", "中文", "ü",
+               "\u3000", "\U0001F600", " ", "\t", "\\", "\x7f", "\x01"]
+QUERY_TOKENS = ["a", "b", "B", "a=1", "b=2", "=", "&", "&&", "+", "%20", "%2B", "%2b", "%26",
+                "%3D", "%", "%4", "%zz", "%e4%b8%ad", "%E4%b8%AD", "%FF", "%00", "é", "中",
+                "'", "\"", "<", "[", "]", "|", "~", ";", ",", "/", "?", ":", "@", "*",
+                "utm_source=x", "id=7", " ", "\t", "\\", "A=", "=x"]
+FRAG_TOKENS = ["top", "#", "%", "%41", "a b", "é", "[", "|", "?", "/", "&", "'", "\"", "%zz"]
+HOSTS = ["example.com", "EXAMPLE.COM", "Www.Example.Com", "a", "a.b-c_d~e.", "xn--fsq.com",
+         "例子.测试", "Bücher.de", "[::1]", "[2001:DB8::0:1]", "[::ffff:1.2.3.4]", "127.0.0.1",
+         "", "a%41.com", "a b.com", "ex!ample.com", "[v1.x]", "[1.2.3.4]", "[::1"]
+SCHEMES = ["http", "https", "HTTP", "Https", "hTTpS", "ftp", "ws", "wss", "file", "mailto",
+           "foo+bar.baz-1", "data", "about", "1http", "h"]
+
+
+def joined(tokens, max_size=12):
+    return st.lists(st.sampled_from(tokens), max_size=max_size).map("".join)
+
+
+@st.composite
+def urls(draw):
+    scheme = draw(st.sampled_from(SCHEMES))
+    sep = draw(st.sampled_from(["://"] * 8 + [":/", ":", ":///", "//"]))
+    userinfo = draw(st.sampled_from(["", "", "", "", "user@", "user:pass@", "u%40x:p%3Aw@",
+                                     "us er:p@ss@", "@", ":@"]))
+    host = draw(st.sampled_from(HOSTS) | st.text(
+        alphabet="abcXYZ019.-_~%:@", max_size=8))
+    port = draw(st.sampled_from(["", "", "", ":", ":80", ":0080", ":443", ":8080", ":0",
+                                 ":65535", ":65536", ":99999999", ":8x", ":1:2", ":-1"]))
+    path = draw(joined(PATH_TOKENS))
+    if path and not path.startswith("/") and draw(st.booleans()):
+        path = "/" + path
+    url = scheme + sep + userinfo + host + port + path
+    if draw(st.booleans()):
+        url += "?" + draw(joined(QUERY_TOKENS))
+    if draw(st.integers(0, 3)) == 0:
+        url += "#" + draw(joined(FRAG_TOKENS, 5))
+    lead = draw(st.sampled_from(["", "", "", "", " ", "\t", "\x00", "\n "]))
+    trail = draw(st.sampled_from(["", "", "", "", " ", "\r\n", "\x1f"]))
+    return lead + url + trail
+
+
+# The URLs the fast path is built for: http(s), plain host, anything in the
+# path and query.
+@st.composite
+def fast_urls(draw):
+    scheme = draw(st.sampled_from(["http", "https", "HTTP", "Https"]))
+    host = draw(st.text(alphabet="abcXYZ019.-_~", min_size=1, max_size=12))
+    port = draw(st.sampled_from(["", ":", ":80", ":0080", ":443", ":8080", ":0", ":65535",
+                                 ":00000000000000000000001"]))
+    path = draw(joined([t for t in PATH_TOKENS if t not in (" ", "\t", "\\", "\x7f", "\x01")]))
+    if path and not path.startswith("/"):
+        path = "/" + path
+    url = f"{scheme}://{host}{port}{path}"
+    if draw(st.booleans()):
+        url += "?" + draw(joined([t for t in QUERY_TOKENS if t not in (" ", "\t", "\\")]))
+    if draw(st.booleans()):
+        url += "#" + draw(joined([t for t in FRAG_TOKENS if t != "a b"], 5))
+    return url
+
+
+# ------------------------------------------------------------------ twin
+
+@given(url=urls() | fast_urls() | st.text(max_size=40),
+       keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+def test_core_matches_reference(core, reference, url, keep_fragments, keep_blank_values):
+    got = core.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    assert got == reference.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+
+
+@needs_w3lib_25
+@given(url=fast_urls(), keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+def test_fast_path_equals_w3lib(impl, url, keep_fragments, keep_blank_values):
+    got = impl.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    expected = w3lib_outcome(url, keep_fragments=keep_fragments,
+                             keep_blank_values=keep_blank_values)
+    if got is None:
+        # Only an invalid port (w3lib raises) leaves the fast path here.
+        assert expected is ValueError
+    else:
+        assert got == expected
+
+
+@needs_w3lib_25
+@given(url=urls(), keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+@example(url="http://a.com/%2525%252f/%2f%2F%3b%3F%25/..%2F..;p%3b?%2B+=%2b&&b", keep_fragments=True,
+         keep_blank_values=True)
+@example(url="https://a.b/x;y/z;;?#", keep_fragments=True, keep_blank_values=False)
+def test_fast_path_never_disagrees(impl, url, keep_fragments, keep_blank_values):
+    got = impl.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    if got is not None:
+        assert got == w3lib_canonicalize_url(url, keep_fragments=keep_fragments,
+                                             keep_blank_values=keep_blank_values)
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com/\ud800",            # lone surrogate: not UTF-8
+    "http://user@example.com/", "http://[::1]/", "http://例子.测试/", "ftp://example.com/",
+    "http://example.com/a b", " http://example.com/", "http://example.com\\a",
+    "http://example.com:65536/", "http://example.com:8x/", "http:///path", "http:example.com",
+    "mailto:a@b.c", "", "http://", "http://:80/",
+])
+def test_fast_path_declines(impl, url):
+    assert impl.canonicalize_url_fast(url) is None
+
+
+@needs_w3lib_25
+@pytest.mark.parametrize("url, expected", [
+    ("http://www.example.com/do?c=3&b=5&b=2&a=50", "http://www.example.com/do?a=50&b=2&b=5&c=3"),
+    ("HTTP://WWW.EXAMPLE.COM:0080", "http://www.example.com:80/"),
+    ("http://a.com/a/./b/../c/%2e%2E/d", "http://a.com/a/d"),
+    ("http://a.com/%7e%41%2f%25%3b%3f%zz", "http://a.com/~A%2F%25%3B%3F%zz"),
+    ("http://a.com/x;p=[1]?q=a+b&q=%20&r", "http://a.com/x;p=%5B1%5D?q=+&q=a+b&r="),
+    ("http://a.com/é?é=中", "http://a.com/%C3%A9?%C3%A9=%E4%B8%AD"),
+    ("http://a.com?&&", "http://a.com/"),
+])
+def test_fast_path_examples(impl, url, expected):
+    assert impl.canonicalize_url_fast(url) == expected
+    assert w3lib_canonicalize_url(url) == expected
+
+
+def test_fast_path_type_error(impl):
+    with pytest.raises(TypeError, match="url must be str"):
+        impl.canonicalize_url_fast(b"http://a.com/")
+
+
+@needs_w3lib_25
+def test_long_url_uses_the_heap(impl):
+    # Beyond the stack buffer of the core: the same answer as w3lib.
+    url = "https://a.com/" + "%E4%B8%AD/" * 2000 + "?" + "&".join(f"k{i}=v" for i in range(3000, 0, -1))
+    assert impl.canonicalize_url_fast(url, True, True) == w3lib_canonicalize_url(url)
+
+
+# ------------------------------------------------------------------ wrapper = w3lib
+
+@given(url=urls() | fast_urls() | st.text(max_size=30), keep_fragments=st.booleans(),
+       keep_blank_values=st.booleans())
+def test_canonicalize_url_equals_w3lib(url, keep_fragments, keep_blank_values):
+    kwargs = dict(keep_fragments=keep_fragments, keep_blank_values=keep_blank_values)
+    assert our_outcome(url, **kwargs) == w3lib_outcome(url, **kwargs)
+
+
+@given(url=urls(), encoding=st.sampled_from(["utf-8", "UTF8", "latin-1", "gbk", "cp1252"]),
+       separator=st.sampled_from(["&", ";"] if fingerprint._W3LIB_QUERY_SEPARATOR else ["&"]))
+def test_encoding_and_separator_equal_w3lib(url, encoding, separator):
+    kwargs = dict(encoding=encoding)
+    if separator != "&":
+        kwargs["query_separator"] = separator
+    assert our_outcome(url, **kwargs) == w3lib_outcome(url, **kwargs)
+
+
+@given(url=urls())
+def test_bytes_url_equals_w3lib(url):
+    data = url.encode("utf-8", "surrogatepass")
+    assert our_outcome(data) == w3lib_outcome(data)
+
+
+def test_realistic_corpus_equals_w3lib():
+    corpus = load_corpus().realistic_urls(100_000)
+    assert len(corpus) == len(set(corpus)) == 100_000
+    fast = 0
+    for keep_fragments in (False, True):
+        for url in corpus:
+            got = canonicalize_url(url, keep_fragments=keep_fragments)
+            assert got == w3lib_canonicalize_url(url, keep_fragments=keep_fragments), url
+            fast += canonicalize_url_fast(url, keep_fragments) is not None
+    # The corpus is what the fast path is for: nearly all of it stays compiled.
+    assert fast >= 0.95 * 2 * len(corpus)
+
+
+def test_fast_path_is_used():
+    import w3lib
+    version = tuple(int(x) for x in w3lib.__version__.split(".")[:2])
+    assert fingerprint.FAST_PATH == (version == (2, 5))
+    assert IMPLEMENTATION in ("core", "reference")
+
+
+def test_other_w3lib_falls_back(monkeypatch):
+    calls = []
+    monkeypatch.setattr(fingerprint, "FAST_PATH", False)
+    monkeypatch.setattr(fingerprint, "_fast", lambda *a: calls.append(a))
+    assert canonicalize_url("http://a.com/?b=1&a=2") == "http://a.com/?a=2&b=1"
+    assert calls == []
+
+
+@pytest.mark.parametrize("bad", [None, 1, 1.5, ["http://a.com"], object()])
+def test_canonicalize_url_rejects_non_str(bad):
+    with pytest.raises(TypeError, match="url must be str or bytes"):
+        canonicalize_url(bad)
+
+
+@needs_w3lib_25
+def test_invalid_port_raises_value_error():
+    with pytest.raises(ValueError):
+        canonicalize_url("http://example.com:70000/")
+
+
+def test_query_separator():
+    url = "http://a.com/?b=1;a=2"
+    if fingerprint._W3LIB_QUERY_SEPARATOR:
+        assert canonicalize_url(url, query_separator=";") == "http://a.com/?a=2;b=1"
+    else:  # w3lib before 2.4 (Python 3.9)
+        with pytest.raises(ValueError, match="needs w3lib 2.4"):
+            canonicalize_url(url, query_separator=";")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(encoding=5), TypeError, "encoding must be"),
+    (dict(encoding="no-such-codec"), LookupError, "unknown encoding"),
+    (dict(query_separator=""), ValueError, "query_separator"),
+    (dict(query_separator=b"&"), ValueError, "query_separator"),
+])
+def test_bad_canonicalize_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        canonicalize_url("http://a.com/?b=1&a=2", **kwargs)
