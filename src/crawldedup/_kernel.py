@@ -37,18 +37,15 @@ lower_text = impl.lower_text
 leonsim_text = impl.leonsim_text
 leonsim_features = impl.leonsim_features
 
-__all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
-           "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
-           "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
-           "leonsim_text",
-           "leonsim_features"]
+# index
 HammingIndex = impl.HammingIndex
 MAX_HAMMING_K: int = impl.MAX_HAMMING_K
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED", "HammingIndex", "MAX_HAMMING_K"]
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
+           "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
+           "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
+           "leonsim_text", "leonsim_features", "HammingIndex", "MAX_HAMMING_K"]
 
 # ---- url ----
 canonicalize_url_fast = impl.canonicalize_url_fast

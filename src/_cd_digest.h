@@ -1,0 +1,133 @@
+/* Digests for crawldedup._core: MD5 (RFC 1321) and SHA-1 (FIPS 180-4) of one
+ * contiguous buffer, written from the specifications; the tests check both
+ * against hashlib on inputs of every length class.  MD5 serves the `simhash`
+ * package's feature hashing (crawldedup.compat.simhash) and URL
+ * fingerprints; SHA-1 serves Scrapy-compatible request fingerprints. */
+#ifndef CD_DIGEST_H
+#define CD_DIGEST_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* RFC 1321, section 3.4: per-step sine constants T[i] = floor(2^32 |sin(i+1)|)
+ * and per-round rotation amounts. */
+static const uint32_t cd_md5_T[64] = {
+    0xd76aa478u, 0xe8c7b756u, 0x242070dbu, 0xc1bdceeeu, 0xf57c0fafu, 0x4787c62au,
+    0xa8304613u, 0xfd469501u, 0x698098d8u, 0x8b44f7afu, 0xffff5bb1u, 0x895cd7beu,
+    0x6b901122u, 0xfd987193u, 0xa679438eu, 0x49b40821u, 0xf61e2562u, 0xc040b340u,
+    0x265e5a51u, 0xe9b6c7aau, 0xd62f105du, 0x02441453u, 0xd8a1e681u, 0xe7d3fbc8u,
+    0x21e1cde6u, 0xc33707d6u, 0xf4d50d87u, 0x455a14edu, 0xa9e3e905u, 0xfcefa3f8u,
+    0x676f02d9u, 0x8d2a4c8au, 0xfffa3942u, 0x8771f681u, 0x6d9d6122u, 0xfde5380cu,
+    0xa4beea44u, 0x4bdecfa9u, 0xf6bb4b60u, 0xbebfbc70u, 0x289b7ec6u, 0xeaa127fau,
+    0xd4ef3085u, 0x04881d05u, 0xd9d4d039u, 0xe6db99e5u, 0x1fa27cf8u, 0xc4ac5665u,
+    0xf4292244u, 0x432aff97u, 0xab9423a7u, 0xfc93a039u, 0x655b59c3u, 0x8f0ccc92u,
+    0xffeff47du, 0x85845dd1u, 0x6fa87e4fu, 0xfe2ce6e0u, 0xa3014314u, 0x4e0811a1u,
+    0xf7537e82u, 0xbd3af235u, 0x2ad7d2bbu, 0xeb86d391u};
+static const int cd_md5_S[64] = {
+    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+    5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+    4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+    6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+#define CD_ROTL32(x, s) (((x) << (s)) | ((x) >> (32 - (s))))
+
+/* The message word each step reads: round 1 in order, then (1+5i), (5+3i),
+ * (7i) mod 16. */
+static inline int cd_md5_word(int i) {
+    if (i < 16) return i;
+    if (i < 32) return (1 + 5 * i) & 15;
+    if (i < 48) return (5 + 3 * i) & 15;
+    return (7 * i) & 15;
+}
+
+/* One 64-byte block into the state (RFC 1321 3.4): one loop per round
+ * function, so no branch sits in a round. */
+static void cd_md5_compress(uint32_t st[4], const unsigned char *block) {
+    uint32_t X[16], a = st[0], b = st[1], c = st[2], d = st[3], t;
+    int i;
+    for (i = 0; i < 16; i++)
+        X[i] = (uint32_t)block[4 * i] | ((uint32_t)block[4 * i + 1] << 8) |
+               ((uint32_t)block[4 * i + 2] << 16) | ((uint32_t)block[4 * i + 3] << 24);
+#define CD_MD5_STEP(f, g) \
+    t = a + (f) + cd_md5_T[i] + X[(g)]; a = d; d = c; c = b; b = b + CD_ROTL32(t, cd_md5_S[i]);
+    for (i = 0; i < 16; i++) { CD_MD5_STEP(d ^ (b & (c ^ d)), i) }
+    for (; i < 32; i++) { CD_MD5_STEP(c ^ (d & (b ^ c)), (5 * i + 1) & 15) }
+    for (; i < 48; i++) { CD_MD5_STEP(b ^ c ^ d, (3 * i + 5) & 15) }
+    for (; i < 64; i++) { CD_MD5_STEP(c ^ (b | ~d), (7 * i) & 15) }
+#undef CD_MD5_STEP
+    st[0] += a; st[1] += b; st[2] += c; st[3] += d;
+}
+
+static const uint32_t cd_md5_init[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
+
+/* MD5 of data[0:len] as the four state words (the digest is their
+ * little-endian bytes, a first). */
+static void cd_md5_words(const unsigned char *data, size_t len, uint32_t st[4]) {
+    unsigned char tail[128];
+    size_t full = len & ~(size_t)63, rest = len - full, padded, i;
+    uint64_t bits = (uint64_t)len << 3;
+    memcpy(st, cd_md5_init, sizeof cd_md5_init);
+    for (i = 0; i < full; i += 64)
+        cd_md5_compress(st, data + i);
+    memset(tail, 0, sizeof tail);
+    if (rest) memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    padded = rest < 56 ? 64 : 128;
+    for (i = 0; i < 8; i++)
+        tail[padded - 8 + i] = (unsigned char)(bits >> (8 * i));
+    cd_md5_compress(st, tail);
+    if (padded == 128)
+        cd_md5_compress(st, tail + 64);
+}
+
+static void cd_md5(const unsigned char *data, size_t len, unsigned char out[16]) {
+    uint32_t st[4];
+    int i;
+    cd_md5_words(data, len, st);
+    for (i = 0; i < 16; i++)
+        out[i] = (unsigned char)(st[i >> 2] >> (8 * (i & 3)));
+}
+
+/* ---------------------------------------------------------------- SHA-1 */
+static inline uint32_t cdu_rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+
+static void cdu_sha1_block(uint32_t h[5], const unsigned char *p) {
+    uint32_t w[80], a, b, c, d, e, t;
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = ((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16)
+             | ((uint32_t)p[4 * i + 2] << 8) | (uint32_t)p[4 * i + 3];
+    for (i = 16; i < 80; i++) w[i] = cdu_rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4];
+    /* Four loops, one per round function, so no branch sits in a round. */
+#define CDU_SHA1_ROUND(f, k) \
+        t = cdu_rol(a, 5) + (f) + e + (k) + w[i]; e = d; d = c; c = cdu_rol(b, 30); b = a; a = t;
+    for (i = 0; i < 20; i++) { CDU_SHA1_ROUND(d ^ (b & (c ^ d)), 0x5A827999u) }
+    for (; i < 40; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0x6ED9EBA1u) }
+    for (; i < 60; i++) { CDU_SHA1_ROUND((b & c) | (d & (b | c)), 0x8F1BBCDCu) }
+    for (; i < 80; i++) { CDU_SHA1_ROUND(b ^ c ^ d, 0xCA62C1D6u) }
+#undef CDU_SHA1_ROUND
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e;
+}
+
+/* out: 20 bytes. */
+static void cd_sha1(const unsigned char *data, size_t n, unsigned char *out) {
+    uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+    unsigned char tail[128];
+    size_t full = n & ~(size_t)63, rest = n - full, tl, i;
+    uint64_t bits = (uint64_t)n * 8;
+    for (i = 0; i < full; i += 64) cdu_sha1_block(h, data + i);
+    memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    tl = rest + 1 + 8 <= 64 ? 64 : 128;
+    memset(tail + rest + 1, 0, tl - rest - 1);
+    for (i = 0; i < 8; i++) tail[tl - 1 - i] = (unsigned char)(bits >> (8 * i));
+    cdu_sha1_block(h, tail);
+    if (tl == 128) cdu_sha1_block(h, tail + 64);
+    for (i = 0; i < 5; i++) {
+        out[4 * i] = (unsigned char)(h[i] >> 24); out[4 * i + 1] = (unsigned char)(h[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(h[i] >> 8); out[4 * i + 3] = (unsigned char)h[i];
+    }
+}
+
+#endif
