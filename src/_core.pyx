@@ -904,3 +904,4 @@ cdef _huge_pages(object mem, Py_ssize_t size):
 def nbytes_for(num_bits):
     """Bytes of storage for num_bits bits: whole 8-byte words."""
     return ((num_bits + 63) // 64) * 8
+include "_core_fpset.pxi"

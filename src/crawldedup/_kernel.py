@@ -23,6 +23,10 @@ hash_indices = impl.hash_indices
 nbytes_for = impl.nbytes_for
 MAX_NUM_HASHES: int = impl.MAX_NUM_HASHES
 MAX_SEED: int = impl.MAX_SEED
+FingerprintTable = impl.FingerprintTable
+fp_hash = impl.fp_hash
+FP_MAX_DIGEST_SIZE: int = impl.FP_MAX_DIGEST_SIZE
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
-           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED"]
+           "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
+           "FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]
