@@ -16,17 +16,24 @@ from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup.errors import StoreUnavailableError
+from crawldedup.fpset import FingerprintSet
+from crawldedup.stores import SQLiteStore, SQLStore
 
 from crawldedup._version import __version__
 
 __all__ = [
     "IMPLEMENTATION",
     "BloomFilter",
+    "FingerprintSet",
     "RotatingBloomFilter",
     "ScalableBloomFilter",
+    "SQLiteStore",
+    "SQLStore",
     "CorruptFileError",
     "CrawldedupError",
     "IncompatibleFilterError",
+    "StoreUnavailableError",
     "hash64",
     "hash128",
     "hash_indices",

@@ -34,6 +34,8 @@ KIND_SCALABLE = 2
 KIND_NAMES = {KIND_BLOOM: "Bloom filter", KIND_SCALABLE: "scalable Bloom filter"}
 KIND_ROTATING = 3
 KIND_NAMES[KIND_ROTATING] = "rotating Bloom filter"
+KIND_FPSET = 5
+KIND_NAMES[KIND_FPSET] = "fingerprint set"
 
 # Header flags.  DIRTY: the file is (or was, when its writer was killed)
 # mapped for writing, and its checksum is not up to date.

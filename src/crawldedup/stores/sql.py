@@ -1,0 +1,219 @@
+"""SQLStore: fingerprints in PostgreSQL or MySQL/MariaDB through SQLAlchemy."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from crawldedup.errors import StoreUnavailableError
+from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
+
+STATEMENT_ROWS = 1000
+_DEADLOCK_RETRIES = 8
+
+
+def _sqlalchemy() -> Any:
+    try:
+        import sqlalchemy
+    except ImportError:
+        raise ImportError("SQLStore needs SQLAlchemy 2: pip install 'crawldedup[sql]'") from None
+    return sqlalchemy
+
+
+def _with_installed_driver(url: Any) -> Any:
+    """``postgresql://`` and ``mysql://`` name SQLAlchemy's default drivers
+    (psycopg2, mysqlclient); when that one is missing but the driver of the
+    ``sql`` extra is installed (psycopg 3, PyMySQL), use it."""
+    import importlib.util
+    if url.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:
+        return url.set(drivername="postgresql+psycopg")
+    if url.drivername in ("mysql", "mariadb") and importlib.util.find_spec("MySQLdb") is None \
+            and importlib.util.find_spec("pymysql") is not None:
+        return url.set(drivername=url.drivername + "+pymysql")
+    return url
+
+
+class SQLStore(FingerprintStore):
+    """Fingerprints in a SQL database: ``SQLStore("postgresql+psycopg://u@host/db")``.
+
+    Works with PostgreSQL, MySQL/MariaDB and SQLite URLs (any SQLAlchemy URL
+    of those dialects).  The table (default ``crawldedup_fingerprints``) has
+    one column, ``fp``, the primary key (BYTEA / VARBINARY / BLOB), created
+    when missing.  Adding is one atomic insert-if-absent — ``INSERT ... ON
+    CONFLICT DO NOTHING`` on PostgreSQL and SQLite, ``INSERT IGNORE`` on
+    MySQL/MariaDB — and a fingerprint counts as new only when this statement
+    inserted it (``RETURNING`` for batches; MySQL without RETURNING falls
+    back to one statement per fingerprint), so with any number of concurrent
+    writers each fingerprint is reported new exactly once.  Batches are
+    sorted (concurrent batches lock keys in the same order) and a transaction
+    that the server aborts as a deadlock is retried.
+
+    An unreachable server, or any database error, raises
+    StoreUnavailableError.  Needs ``pip install 'crawldedup[sql]'``.
+    """
+
+    def __init__(self, url: Any, *, table: str = "crawldedup_fingerprints",
+                 digest_size: int = 16, engine_kwargs: Optional[Dict[str, Any]] = None,
+                 create: bool = True) -> None:
+        self.digest_size = check_digest_size(digest_size)
+        self.table_name = check_table(table)
+        sa = _sqlalchemy()
+        from sqlalchemy.dialects import mysql
+        self._sa = sa
+        self._lock = threading.RLock()
+        try:
+            parsed = _with_installed_driver(sa.engine.make_url(url))
+        except sa.exc.ArgumentError as exc:
+            raise ValueError(f"url: not a database URL: {exc}") from None
+        self.url = parsed.render_as_string(hide_password=True)
+        kwargs = {"pool_pre_ping": True}
+        kwargs.update(engine_kwargs or {})
+        try:
+            self._engine = sa.create_engine(parsed, **kwargs)
+        except ImportError as exc:
+            raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); pip install "
+                              f"'crawldedup[sql]' brings psycopg and PyMySQL") from None
+        self.dialect = self._engine.dialect.name
+        if self.dialect not in ("postgresql", "mysql", "mariadb", "sqlite"):
+            raise ValueError(f"url: dialect {self.dialect!r} is not supported (PostgreSQL, "
+                             f"MySQL/MariaDB or SQLite)")
+        self._mysql = self.dialect in ("mysql", "mariadb")
+        column_type = sa.LargeBinary(self.digest_size).with_variant(
+            mysql.VARBINARY(self.digest_size), "mysql", "mariadb")
+        self._table = sa.Table(self.table_name, sa.MetaData(),
+                               sa.Column("fp", column_type, primary_key=True, nullable=False))
+        self._pid = os.getpid()
+        self._closed = False
+        with self._guard():
+            with self._engine.begin() as conn:
+                if create:
+                    self._table.create(conn, checkfirst=True)
+                else:
+                    conn.execute(sa.select(sa.func.count()).select_from(self._table))
+        self._returning = bool(getattr(self._engine.dialect, "insert_returning", False))
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.url!r}, table={self.table_name!r})"
+
+    # ------------------------------------------------------ connection
+
+    def _guard(self) -> Any:
+        store = self
+
+        class Guard:
+            def __enter__(self) -> None:
+                store._lock.acquire()
+                if store._closed:
+                    store._lock.release()
+                    raise ValueError("the store is closed")
+                if store._pid != os.getpid():  # forked: never reuse the parent's sockets
+                    store._engine.dispose(close=False)
+                    store._pid = os.getpid()
+
+            def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+                store._lock.release()
+                if isinstance(exc, store._sa.exc.SQLAlchemyError):
+                    raise StoreUnavailableError(
+                        f"SQL store {store.url} (table {store.table_name!r}): "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+        return Guard()
+
+    def _is_deadlock(self, exc: BaseException) -> bool:
+        orig = getattr(exc, "orig", None)
+        code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if code in ("40P01", "40001"):
+            return True
+        args = getattr(orig, "args", ())
+        return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock / lock wait timeout
+
+    def _insert_stmt(self) -> Any:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+            return insert(self._table).on_conflict_do_nothing()
+        if self.dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+            return sqlite_insert(self._table).on_conflict_do_nothing()
+        return self._sa.insert(self._table).prefix_with("IGNORE")
+
+    # ------------------------------------------------------- operations
+
+    def add(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        with self._guard():
+            with self._engine.begin() as conn:
+                stmt = self._insert_stmt().values(fp=data)
+                if self._returning:
+                    return conn.execute(stmt.returning(self._table.c.fp)).first() is not None
+                return conn.execute(stmt).rowcount == 1
+
+    def __contains__(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        sa = self._sa
+        with self._guard():
+            with self._engine.connect() as conn:
+                row = conn.execute(sa.select(sa.literal(1)).select_from(self._table)
+                                   .where(self._table.c.fp == data)).first()
+        return row is not None
+
+    def _insert(self, unique: List[bytes]) -> set:
+        new: set = set()
+        with self._guard():
+            for rows in chunks(sorted(unique), STATEMENT_ROWS):
+                for attempt in range(_DEADLOCK_RETRIES):
+                    try:
+                        new.update(self._insert_rows(rows))
+                        break
+                    except self._sa.exc.DBAPIError as exc:
+                        if not self._is_deadlock(exc) or attempt == _DEADLOCK_RETRIES - 1:
+                            raise
+                        time.sleep(0.01 * (attempt + 1))  # rolled back: nothing inserted
+        return new
+
+    def _insert_rows(self, rows: Any) -> set:
+        stmt = self._insert_stmt()
+        with self._engine.begin() as conn:
+            if self._returning:
+                result = conn.execute(stmt.values([{"fp": fp} for fp in rows])
+                                      .returning(self._table.c.fp))
+                return {bytes(r[0]) for r in result}
+            return {fp for fp in rows if conn.execute(stmt.values(fp=fp)).rowcount == 1}
+
+    def _select(self, unique: List[bytes]) -> set:
+        sa = self._sa
+        found: set = set()
+        with self._guard():
+            with self._engine.connect() as conn:
+                for rows in chunks(unique, STATEMENT_ROWS):
+                    result = conn.execute(sa.select(self._table.c.fp)
+                                          .where(self._table.c.fp.in_(list(rows))))
+                    found.update(bytes(r[0]) for r in result)
+        return found
+
+    def __len__(self) -> int:
+        sa = self._sa
+        with self._guard():
+            with self._engine.connect() as conn:
+                return int(conn.execute(sa.select(sa.func.count())
+                                        .select_from(self._table)).scalar_one())
+
+    def clear(self) -> None:
+        """Remove every fingerprint from the table."""
+        with self._guard():
+            with self._engine.begin() as conn:
+                conn.execute(self._sa.delete(self._table))
+
+    def drop(self) -> None:
+        """Drop the table (tests and tools; the store is unusable after)."""
+        with self._guard():
+            with self._engine.begin() as conn:
+                self._table.drop(conn, checkfirst=True)
+
+    def close(self) -> None:
+        """Release the connections.  Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._engine.dispose()
+                self._closed = True
