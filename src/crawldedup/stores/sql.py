@@ -69,6 +69,9 @@ class SQLStore(FingerprintStore):
         except sa.exc.ArgumentError as exc:
             raise ValueError(f"url: not a database URL: {exc}") from None
         self.url = parsed.render_as_string(hide_password=True)
+        if parsed.get_backend_name() not in ("postgresql", "mysql", "mariadb", "sqlite"):
+            raise ValueError(f"url: dialect {parsed.get_backend_name()!r} is not supported "
+                             f"(PostgreSQL, MySQL/MariaDB or SQLite)")
         kwargs = {"pool_pre_ping": True}
         kwargs.update(engine_kwargs or {})
         try:
@@ -77,9 +80,6 @@ class SQLStore(FingerprintStore):
             raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); pip install "
                               f"'crawldedup[sql]' brings psycopg and PyMySQL") from None
         self.dialect = self._engine.dialect.name
-        if self.dialect not in ("postgresql", "mysql", "mariadb", "sqlite"):
-            raise ValueError(f"url: dialect {self.dialect!r} is not supported (PostgreSQL, "
-                             f"MySQL/MariaDB or SQLite)")
         self._mysql = self.dialect in ("mysql", "mariadb")
         column_type = sa.LargeBinary(self.digest_size).with_variant(
             mysql.VARBINARY(self.digest_size), "mysql", "mariadb")
