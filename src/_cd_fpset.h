@@ -36,6 +36,7 @@
 /* Tables from this size on are anonymous mappings: zeroed lazily by the OS,
  * so starting a growth costs no memset of the new table. */
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
+#define CD_FP_HUGE_BYTES ((size_t)4 << 20)
 
 static inline uint64_t cd_fp_fmix(uint64_t k) {
     k ^= k >> 33;
@@ -122,6 +123,11 @@ static inline int cd_fp_empty(const uint64_t* s, size_t nw) {
     return 1;
 }
 
+static inline void cd_fp_copy(uint64_t* dst, const uint64_t* src, size_t nw) {
+    size_t j;
+    for (j = 0; j < nw; j++) dst[j] = src[j];
+}
+
 /* -1, 0, 1 as a sorts before, with, after b (words compared in order). */
 static inline int cd_fp_cmp(const uint64_t* a, const uint64_t* b, size_t nw) {
     size_t j;
@@ -173,6 +179,11 @@ static uint64_t* cd_fp_alloc(size_t bytes, int* mapped) {
     if (bytes >= CD_FP_MAP_BYTES) {
         void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p != MAP_FAILED) {
+#if defined(MADV_HUGEPAGE)
+            /* A large table is probed at random: huge pages spare a TLB
+             * miss per probe (a hint; ignored where unsupported). */
+            if (bytes >= CD_FP_HUGE_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
             *mapped = 1;
             return (uint64_t*)p;
         }
@@ -180,6 +191,19 @@ static uint64_t* cd_fp_alloc(size_t bytes, int* mapped) {
 #endif
     *mapped = 0;
     return (uint64_t*)calloc(bytes ? bytes : 1, 1);
+}
+
+static void cd_fp_release(void* p, size_t bytes, int mapped) {
+    if (!p) return;
+#if !defined(_WIN32)
+    if (mapped) {
+        munmap(p, bytes);
+        return;
+    }
+#endif
+    (void)bytes;
+    (void)mapped;
+    free(p);
 }
 
 static void cd_fptab_free(cd_fptab* t) {
@@ -268,7 +292,7 @@ static inline int cd_fptab_place(cd_fptab* t, size_t nw, const uint64_t* key, si
     }
     if (e >= t->cap) return 1;
     if (e > pos) memmove(t->slots + (pos + 1) * nw, t->slots + pos * nw, (e - pos) * nw * 8);
-    memcpy(t->slots + pos * nw, key, nw * 8);
+    cd_fp_copy(t->slots + pos * nw, key, nw);
     return 0;
 }
 
@@ -289,7 +313,7 @@ static int cd_fptab_append_all(cd_fptab* dst, const cd_fptab* src, size_t nw) {
         if (pos < next) pos = next;
         while (pos >= dst->cap)
             if (cd_fptab_extend(dst, nw)) return -1;
-        memcpy(dst->slots + pos * nw, k, nw * 8);
+        cd_fp_copy(dst->slots + pos * nw, k, nw);
         next = pos + 1;
     }
     return 0;
@@ -409,6 +433,202 @@ static int cd_fpset_has(const cd_fpset* s, const unsigned char* key) {
     return cd_fpset_has_enc(s, enc);
 }
 
+/* ---- batch add by sorting and merging ----
+ * A batch that is large next to the set is added by sorting it (records of
+ * the stored words plus the key's index, bucketed by the top bits of h, the
+ * buckets then sorted by (words, index)) and merging it with the table into
+ * a new table in one sequential pass: no random probes, no shifting.  The
+ * first occurrence of a repeated digest is the one reported new, as in the
+ * one-by-one path. */
+#define CD_FP_MERGE_MIN 1024
+
+static void cd_fp_rec_swap(uint64_t* x, uint64_t* y, size_t rs) {
+    size_t j;
+    for (j = 0; j < rs; j++) {
+        uint64_t tmp = x[j];
+        x[j] = y[j];
+        y[j] = tmp;
+    }
+}
+
+static void cd_fp_heap_sift(uint64_t* r, size_t root, size_t cnt, size_t rs) {
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= cnt) return;
+        if (child + 1 < cnt && cd_fp_cmp(r + child * rs, r + (child + 1) * rs, rs) < 0) child++;
+        if (cd_fp_cmp(r + root * rs, r + child * rs, rs) >= 0) return;
+        cd_fp_rec_swap(r + root * rs, r + child * rs, rs);
+        root = child;
+    }
+}
+
+/* Stored words, then the index: comparing all rs words orders by (words, idx). */
+static void cd_fp_sort_bucket(uint64_t* r, size_t cnt, size_t rs) {
+    size_t i, j;
+    uint64_t tmp[CD_FP_MAX_DIGEST / 8 + 1];
+    if (cnt > 48) { /* heapsort: O(cnt log cnt) whatever the input */
+        for (i = cnt / 2; i-- > 0;) cd_fp_heap_sift(r, i, cnt, rs);
+        for (i = cnt; i-- > 1;) {
+            cd_fp_rec_swap(r, r + i * rs, rs);
+            cd_fp_heap_sift(r, 0, i, rs);
+        }
+        return;
+    }
+    for (i = 1; i < cnt; i++) {
+        if (cd_fp_cmp(r + (i - 1) * rs, r + i * rs, rs) <= 0) continue;
+        memcpy(tmp, r + i * rs, rs * 8);
+        j = i;
+        while (j > 0 && cd_fp_cmp(r + (j - 1) * rs, tmp, rs) > 0) {
+            memcpy(r + j * rs, r + (j - 1) * rs, rs * 8);
+            j--;
+        }
+        memcpy(r + j * rs, tmp, rs * 8);
+    }
+}
+
+/* Stable counting sort of cnt records from src into dst by the `bits` bits
+ * of h below its top `shift` bits; bounds[k] = end of group k in dst. */
+static void cd_fp_radix_pass(const uint64_t* src, uint64_t* dst, size_t cnt, size_t rs,
+                             unsigned shift, unsigned bits, size_t* bounds) {
+    size_t i, nb = (size_t)1 << bits, sum = 0;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    unsigned down = 64 - shift - bits;
+    memset(bounds, 0, nb * sizeof(size_t));
+    for (i = 0; i < cnt; i++) bounds[(src[i * rs] >> down) & mask]++;
+    for (i = 0; i < nb; i++) {
+        size_t c = bounds[i];
+        bounds[i] = sum;
+        sum += c;
+    }
+    for (i = 0; i < cnt; i++) {
+        const uint64_t* r = src + i * rs;
+        uint64_t* d = dst + (bounds[(r[0] >> down) & mask]++) * rs;
+        size_t j;
+        for (j = 0; j < rs; j++) d[j] = r[j];
+    }
+}
+
+#define CD_FP_TOP_BITS 11
+
+/* 0, or -1 out of memory (nothing changed). */
+static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n,
+                                unsigned char* out) {
+    size_t ds = s->ds, nw = s->nw, rs = nw + 1, i, k, fresh = 0, next = 0, pos;
+    size_t top_nb = (size_t)1 << CD_FP_TOP_BITS;
+    uint64_t *a, *b, *r;
+    size_t bytes;
+    int amap = 0, bmap = 0;
+    size_t *top, *sub;
+    unsigned char* flag;
+    const uint64_t *t, *tend, *prev = NULL;
+    cd_fptab nt;
+    int has_zero = s->has_zero;
+    if (n > SIZE_MAX / 8 / rs) return -1;
+    bytes = n * rs * 8;
+    a = cd_fp_alloc(bytes, &amap);
+    b = cd_fp_alloc(bytes, &bmap);
+    top = (size_t*)malloc(top_nb * sizeof(size_t));
+    sub = (size_t*)malloc(((size_t)1 << 16) * sizeof(size_t));
+    flag = (unsigned char*)malloc(n);
+    if (!a || !b || !top || !sub || !flag) {
+        cd_fp_release(a, bytes, amap);
+        cd_fp_release(b, bytes, bmap);
+        free(top);
+        free(sub);
+        free(flag);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        r = a + i * rs;
+        cd_fp_encode(data + i * ds, ds, r);
+        r[nw] = i;
+    }
+    /* By the top bits of h into b, then each group by the next bits back
+     * into a, then the small runs left by (words, index). */
+    cd_fp_radix_pass(a, b, n, rs, 0, CD_FP_TOP_BITS, top);
+    for (k = 0; k < top_nb; k++) {
+        size_t lo = k ? top[k - 1] : 0, cnt = top[k] - lo, j;
+        unsigned sb = 1;
+        if (cnt <= 1) {
+            if (cnt) cd_fp_copy(a + lo * rs, b + lo * rs, rs);
+            continue;
+        }
+        while (sb < 16 && ((size_t)1 << (sb + 1)) < cnt) sb++;
+        cd_fp_radix_pass(b + lo * rs, a + lo * rs, cnt, rs, CD_FP_TOP_BITS, sb, sub);
+        for (j = 0; j < ((size_t)1 << sb); j++) {
+            size_t slo = j ? sub[j - 1] : 0;
+            if (sub[j] - slo > 1) cd_fp_sort_bucket(a + (lo + slo) * rs, sub[j] - slo, rs);
+        }
+    }
+    free(top);
+    free(sub);
+    cd_fp_release(b, bytes, bmap);
+    /* Pass 1: which records are new (first of their digest, not in the set). */
+    t = s->cur.slots;
+    tend = s->cur.slots + s->cur.cap * nw;
+    for (i = 0; i < n; i++) {
+        int isnew;
+        r = a + i * rs;
+        if (prev && cd_fp_cmp(prev, r, nw) == 0) {
+            isnew = 0; /* a repeat within the batch */
+        } else if (cd_fp_empty(r, nw)) {
+            isnew = !has_zero;
+            has_zero = 1;
+        } else {
+            while (t < tend && (cd_fp_empty(t, nw) || cd_fp_cmp(t, r, nw) < 0)) t += nw;
+            isnew = !(t < tend && cd_fp_cmp(t, r, nw) == 0);
+            if (isnew) fresh++;
+        }
+        out[r[nw]] = (unsigned char)isnew;
+        flag[i] = (unsigned char)(isnew && !cd_fp_empty(r, nw));
+        prev = r;
+    }
+    /* Pass 2: the new table, merging the set's digests and the new ones. */
+    memset(&nt, 0, sizeof(nt));
+    {
+        uint64_t total = s->nz + fresh;
+        if (cd_fptab_init(&nt, (size_t)(total / 3 * 4 + total % 3 * 4 / 3), nw)) {
+            cd_fp_release(a, bytes, amap);
+            free(flag);
+            return -1;
+        }
+    }
+    t = s->cur.slots;
+    i = 0;
+    for (;;) {
+        const uint64_t* src;
+        while (t < tend && cd_fp_empty(t, nw)) t += nw;
+        while (i < n && !flag[i]) i++;
+        if (t >= tend && i >= n) break;
+        if (i >= n || (t < tend && cd_fp_cmp(t, a + i * rs, nw) < 0)) {
+            src = t;
+            t += nw;
+        } else {
+            src = a + i * rs;
+            i++;
+        }
+        pos = cd_fp_home(src[0], nt.nslots);
+        if (pos < next) pos = next;
+        while (pos >= nt.cap) {
+            if (cd_fptab_extend(&nt, nw)) {
+                cd_fptab_free(&nt);
+                cd_fp_release(a, bytes, amap);
+                free(flag);
+                return -1;
+            }
+        }
+        cd_fp_copy(nt.slots + pos * nw, src, nw);
+        next = pos + 1;
+    }
+    cd_fp_release(a, bytes, amap);
+    free(flag);
+    cd_fptab_free(&s->cur);
+    s->cur = nt;
+    s->nz += fresh;
+    s->has_zero = has_zero;
+    return 0;
+}
+
 /* Batch add or test of n keys at data (n * ds bytes); out[i] = 1 where the
  * key was new / is present.  Keys are encoded a group ahead and their home
  * slots prefetched, so the cache misses of a large table overlap.  0, or -1
@@ -421,6 +641,11 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
     int cur = 0;
     *done = 0;
     if (s->old.slots && cd_fpset_migrate(s, SIZE_MAX)) return -1;
+    if (adding && n >= CD_FP_MERGE_MIN && (uint64_t)n * 4 >= s->nz) {
+        if (cd_fpset_merge_batch(s, data, n, out)) return -1;
+        *done = n;
+        return 0;
+    }
     gn = n < CD_FP_GROUP ? n : CD_FP_GROUP;
     for (j = 0; j < gn; j++) {
         cd_fp_encode(data + j * ds, ds, enc[0] + j * nw);
@@ -491,7 +716,7 @@ static int cd_fpset_load(cd_fpset* s, const unsigned char* data, size_t n, size_
             *bad = j;
             return -2;
         }
-        memcpy(prev, enc, nw * 8);
+        cd_fp_copy(prev, enc, nw);
     }
     memset(&t, 0, sizeof(t));
     if (cd_fptab_init(&t, (n - i) / 3 * 4 + (n - i) % 3 * 4 / 3 + CD_FP_MIN_SLOTS, nw))
@@ -506,7 +731,7 @@ static int cd_fpset_load(cd_fpset* s, const unsigned char* data, size_t n, size_
                 return -1;
             }
         }
-        memcpy(t.slots + pos * nw, enc, nw * 8);
+        cd_fp_copy(t.slots + pos * nw, enc, nw);
         next = pos + 1;
     }
     cd_fpset_free(s);

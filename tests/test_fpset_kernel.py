@@ -267,3 +267,32 @@ def test_threads_share_a_table(core):
     assert len(table) == len(keys)
     assert results[0] + results[1] + results["single"] == len(keys)
     assert table.contains_many(keys).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([1, 3, 8, 16, 20, 64]), st.integers(0, 2**32), st.data())
+def test_large_batches_sort_and_merge_like_the_twin(core, reference, ds, seed, data):
+    # Batches of 1,024 keys and more, next to a set no more than 4 times
+    # their size, are added by sorting and merging: repeats, the all-zero
+    # digest and (for 16 bytes) hash collisions must come out as from the
+    # one-by-one path and the twin.
+    rng = np.random.default_rng(seed)
+    pool = [rng.bytes(ds) for _ in range(data.draw(st.integers(50, 3000)))]
+    pool.append(bytes(ds))
+    if ds == 16:
+        for w in rng.integers(0, 2**63, size=(20, 3)).tolist():
+            pool.extend(colliding_pair(*w))
+    a, b = core.FingerprintTable(ds), reference.FingerprintTable(ds)
+    for _ in range(data.draw(st.integers(1, 3))):
+        size = data.draw(st.integers(1024, 5000))
+        batch = [pool[i] for i in rng.integers(0, len(pool), size)]
+        if data.draw(st.booleans()):
+            arg_a = np.frombuffer(b"".join(batch), dtype=f"S{ds}")
+        else:
+            arg_a = batch
+        assert a.add_many(arg_a).tolist() == b.add_many(batch).tolist()
+        assert len(a) == len(b)
+        assert a.to_bytes() == b.to_bytes()
+        single = [pool[i] for i in rng.integers(0, len(pool), 50)]
+        assert [a.add(k) for k in single] == [b.add(k) for k in single]
+    assert a.contains_many(pool).tolist() == b.contains_many(pool).tolist()
