@@ -40,55 +40,23 @@ PathLike = Union[str, "os.PathLike[str]"]
 HASH_FPSET_FMIX = 2
 
 
-class FingerprintSet:
+class FingerprintSet(FingerprintTable):
     """An exact set of ``digest_size``-byte digests (MD5 = 16, SHA-1 = 20).
 
     ``add(d) -> bool`` (True when new), ``d in s``, ``add_many`` and
     ``contains_many`` (a list of bytes or a numpy ``S<digest_size>`` array;
-    numpy bool results), ``len``, iteration (over a snapshot, in canonical
-    order), ``|``, ``|=``, ``update``, ``==``, ``copy``, ``clear``,
-    ``save``/``load``, ``to_bytes``/``from_bytes`` and pickle.
+    numpy bool results; the first of repeats within a call counts as new),
+    ``len``, iteration (over a snapshot, in canonical order), ``|``, ``|=``,
+    ``update``, ``==``, ``copy``, ``clear``, ``save``/``load``,
+    ``to_bytes``/``from_bytes`` and pickle.  ``nbytes`` is the table memory
+    (an estimate in pure-Python mode).
 
     A digest of another length raises ValueError, a ``str`` or other
-    non-bytes-like TypeError.  Thread-safe.
+    non-bytes-like TypeError.  Thread-safe.  The single calls are the
+    compiled core's own (a subclass, so no Python layer in between).
     """
 
-    __slots__ = ("_table",)
-
-    def __init__(self, digest_size: int = 16) -> None:
-        self._table = FingerprintTable(digest_size)
-
-    # ------------------------------------------------------------ basics
-
-    @property
-    def digest_size(self) -> int:
-        """Bytes per digest."""
-        return int(self._table.digest_size)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of table memory (with the compiled core; an estimate in
-        pure-Python mode)."""
-        return int(self._table.nbytes)
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def add(self, digest: Any) -> bool:
-        """Add one digest; True when it was not in the set."""
-        return bool(self._table.add(digest))
-
-    def __contains__(self, digest: Any) -> bool:
-        return bool(self._table.contains(digest))
-
-    def add_many(self, digests: Any) -> np.ndarray:
-        """Add every digest, in order; a numpy bool array, True where the
-        digest was new (the first of repeats within the call counts as new)."""
-        return self._table.add_many(digests)
-
-    def contains_many(self, digests: Any) -> np.ndarray:
-        """A numpy bool array, True where the digest is in the set."""
-        return self._table.contains_many(digests)
+    __slots__ = ()
 
     def update(self, *others: Any) -> None:
         """Add the digests of each argument (a FingerprintSet, a list of
@@ -97,15 +65,14 @@ class FingerprintSet:
             if isinstance(other, FingerprintSet):
                 self._check_peer(other)
                 other = other.to_array()
-            self._table.add_many(other)
+            self.add_many(other)
 
-    def clear(self) -> None:
-        """Remove every digest and give the table memory back."""
-        self._table.clear()
+    def _digests(self) -> bytes:
+        return FingerprintTable.to_bytes(self)  # type: ignore[no-any-return]
 
     def copy(self) -> "FingerprintSet":
         new = FingerprintSet(self.digest_size)
-        new._table.load(self._table.to_bytes())
+        FingerprintTable.load(new, self._digests())
         return new
 
     __copy__ = copy
@@ -116,13 +83,13 @@ class FingerprintSet:
     def __iter__(self) -> Iterator[bytes]:
         """The digests as bytes, in canonical order, from a snapshot taken
         when iteration starts."""
-        data = self._table.to_bytes()
+        data = self._digests()
         ds = self.digest_size
         return (data[i:i + ds] for i in range(0, len(data), ds))
 
     def to_array(self) -> np.ndarray:
         """The digests as a numpy ``S<digest_size>`` array, in canonical order."""
-        return np.frombuffer(self._table.to_bytes(), dtype=f"S{self.digest_size}")
+        return np.frombuffer(self._digests(), dtype=f"S{self.digest_size}")
 
     def _check_peer(self, other: "FingerprintSet") -> None:
         if other.digest_size != self.digest_size:
@@ -147,7 +114,7 @@ class FingerprintSet:
         if not isinstance(other, FingerprintSet):
             return NotImplemented
         return (self.digest_size == other.digest_size and len(self) == len(other)
-                and self._table.to_bytes() == other._table.to_bytes())
+                and self._digests() == other._digests())
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -170,13 +137,13 @@ class FingerprintSet:
         return header
 
     def _write(self, f: BinaryIO) -> None:
-        payload = self._table.to_bytes()
+        payload = self._digests()
         f.write(self._header(payload).pack())
         f.write(payload)
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self) -> bytes:  # type: ignore[override]
         """The set in the file format of :meth:`save` (docs/fpset.md)."""
-        payload = self._table.to_bytes()
+        payload = self._digests()
         return bytes(self._header(payload).pack()) + payload
 
     @classmethod
@@ -193,7 +160,7 @@ class FingerprintSet:
         _files.atomic_write(path, self._write)
 
     @classmethod
-    def load(cls, path: PathLike) -> "FingerprintSet":
+    def load(cls, path: PathLike) -> "FingerprintSet":  # type: ignore[override]
         """Read a set written by :meth:`save`.
 
         Raises CorruptFileError (naming the file and the fault) for a
@@ -220,18 +187,18 @@ class FingerprintSet:
                                          f"{header.insert_count} digests of {ds} bytes")
         self = cls(ds)
         try:
-            self._table.load(payload)
+            FingerprintTable.load(self, payload)
         except ValueError as exc:
             raise CorruptFileError(path, str(exc)) from None
         return self
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restore, (self.digest_size, self._table.to_bytes()))
+        return (_restore, (self.digest_size, self._digests()))
 
 
 def _restore(digest_size: int, data: bytes) -> FingerprintSet:
     new = FingerprintSet(digest_size)
-    new._table.load(data)
+    FingerprintTable.load(new, data)
     return new
 
 

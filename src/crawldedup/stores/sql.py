@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Optional
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
 
-STATEMENT_ROWS = 1000
 _DEADLOCK_RETRIES = 8
 
 
@@ -72,7 +71,11 @@ class SQLStore(FingerprintStore):
         if parsed.get_backend_name() not in ("postgresql", "mysql", "mariadb", "sqlite"):
             raise ValueError(f"url: dialect {parsed.get_backend_name()!r} is not supported "
                              f"(PostgreSQL, MySQL/MariaDB or SQLite)")
-        kwargs = {"pool_pre_ping": True}
+        kwargs: Dict[str, Any] = {"pool_pre_ping": True}
+        if parsed.get_backend_name() == "sqlite":
+            # Wait for other writers instead of failing at once ("database is
+            # locked"); WAL is set on every new connection below.
+            kwargs["connect_args"] = {"timeout": 60.0}
         kwargs.update(engine_kwargs or {})
         try:
             self._engine = sa.create_engine(parsed, **kwargs)
@@ -80,6 +83,12 @@ class SQLStore(FingerprintStore):
             raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); pip install "
                               f"'crawldedup[sql]' brings psycopg and PyMySQL") from None
         self.dialect = self._engine.dialect.name
+        if self.dialect == "sqlite":
+            def wal(dbapi_connection: Any, record: Any) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.close()
+            sa.event.listen(self._engine, "connect", wal)
         self._mysql = self.dialect in ("mysql", "mariadb")
         column_type = sa.LargeBinary(self.digest_size).with_variant(
             mysql.VARBINARY(self.digest_size), "mysql", "mariadb")
@@ -88,12 +97,22 @@ class SQLStore(FingerprintStore):
         self._pid = os.getpid()
         self._closed = False
         with self._guard():
-            with self._engine.begin() as conn:
-                if create:
-                    self._table.create(conn, checkfirst=True)
-                else:
+            created = False
+            if create:
+                try:
+                    with self._engine.begin() as conn:
+                        self._table.create(conn, checkfirst=True)
+                    created = True
+                except (sa.exc.ProgrammingError, sa.exc.OperationalError,
+                        sa.exc.IntegrityError):
+                    pass  # maybe another process created it meanwhile: check below
+            if not created:
+                with self._engine.connect() as conn:
                     conn.execute(sa.select(sa.func.count()).select_from(self._table))
         self._returning = bool(getattr(self._engine.dialect, "insert_returning", False))
+        self._quoted = self._engine.dialect.identifier_preparer.quote(self.table_name)
+        # Rows per statement: SQLite allows 32,766 parameters (999 before 3.32).
+        self._rows = {"postgresql": 5000, "sqlite": 500}.get(self.dialect, 2000)
 
     def __repr__(self) -> str:
         return f"SQLStore({self.url!r}, table={self.table_name!r})"
@@ -129,39 +148,49 @@ class SQLStore(FingerprintStore):
         args = getattr(orig, "args", ())
         return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock / lock wait timeout
 
-    def _insert_stmt(self) -> Any:
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-            return insert(self._table).on_conflict_do_nothing()
-        if self.dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-            return sqlite_insert(self._table).on_conflict_do_nothing()
-        return self._sa.insert(self._table).prefix_with("IGNORE")
+    # Statements go to the driver as SQL text (no SQLAlchemy compilation of
+    # a thousand-row VALUES list per batch).  PostgreSQL takes a batch as one
+    # bytea[] parameter; the others a VALUES / IN list of placeholders.
 
-    # ------------------------------------------------------- operations
+    def _sql(self, conn: Any, sql: str, params: Any) -> Any:
+        return conn.exec_driver_sql(sql, params)
+
+    def _mark(self) -> str:
+        return "?" if self._engine.dialect.paramstyle in ("qmark", "numeric") else "%s"
+
+    def _insert_rows(self, rows: Any) -> set:
+        q, mark = self._quoted, self._mark()
+        with self._engine.begin() as conn:
+            if self.dialect == "postgresql":
+                result = self._sql(conn, f"INSERT INTO {q} (fp) SELECT unnest({mark}::bytea[]) "
+                                         f"ON CONFLICT DO NOTHING RETURNING fp", (list(rows),))
+                return {bytes(r[0]) for r in result}
+            head = f"INSERT IGNORE INTO {q} (fp) VALUES " if self._mysql else \
+                f"INSERT INTO {q} (fp) VALUES "
+            tail = "" if self._mysql else " ON CONFLICT DO NOTHING"
+            if self._returning:
+                sql = head + ",".join([f"({mark})"] * len(rows)) + tail + " RETURNING fp"
+                return {bytes(r[0]) for r in self._sql(conn, sql, tuple(rows))}
+            one = head + f"({mark})" + tail
+            return {fp for fp in rows if self._sql(conn, one, (fp,)).rowcount == 1}
 
     def add(self, fp: Any) -> bool:
         data = self._fp(fp)
         with self._guard():
-            with self._engine.begin() as conn:
-                stmt = self._insert_stmt().values(fp=data)
-                if self._returning:
-                    return conn.execute(stmt.returning(self._table.c.fp)).first() is not None
-                return conn.execute(stmt).rowcount == 1
+            return bool(self._insert_rows([data]))
 
     def __contains__(self, fp: Any) -> bool:
         data = self._fp(fp)
-        sa = self._sa
         with self._guard():
             with self._engine.connect() as conn:
-                row = conn.execute(sa.select(sa.literal(1)).select_from(self._table)
-                                   .where(self._table.c.fp == data)).first()
+                row = self._sql(conn, f"SELECT 1 FROM {self._quoted} WHERE fp = {self._mark()}",
+                                (data,)).first()
         return row is not None
 
     def _insert(self, unique: List[bytes]) -> set:
         new: set = set()
         with self._guard():
-            for rows in chunks(sorted(unique), STATEMENT_ROWS):
+            for rows in chunks(sorted(unique), self._rows):
                 for attempt in range(_DEADLOCK_RETRIES):
                     try:
                         new.update(self._insert_rows(rows))
@@ -172,23 +201,18 @@ class SQLStore(FingerprintStore):
                         time.sleep(0.01 * (attempt + 1))  # rolled back: nothing inserted
         return new
 
-    def _insert_rows(self, rows: Any) -> set:
-        stmt = self._insert_stmt()
-        with self._engine.begin() as conn:
-            if self._returning:
-                result = conn.execute(stmt.values([{"fp": fp} for fp in rows])
-                                      .returning(self._table.c.fp))
-                return {bytes(r[0]) for r in result}
-            return {fp for fp in rows if conn.execute(stmt.values(fp=fp)).rowcount == 1}
-
     def _select(self, unique: List[bytes]) -> set:
-        sa = self._sa
+        q, mark = self._quoted, self._mark()
         found: set = set()
         with self._guard():
             with self._engine.connect() as conn:
-                for rows in chunks(unique, STATEMENT_ROWS):
-                    result = conn.execute(sa.select(self._table.c.fp)
-                                          .where(self._table.c.fp.in_(list(rows))))
+                for rows in chunks(unique, self._rows):
+                    if self.dialect == "postgresql":
+                        result = self._sql(conn, f"SELECT fp FROM {q} WHERE fp = "
+                                                 f"ANY({mark}::bytea[])", (list(rows),))
+                    else:
+                        result = self._sql(conn, f"SELECT fp FROM {q} WHERE fp IN ("
+                                           + ",".join([mark] * len(rows)) + ")", tuple(rows))
                     found.update(bytes(r[0]) for r in result)
         return found
 
