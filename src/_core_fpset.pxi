@@ -26,7 +26,7 @@ cdef extern from "_cd_fpset.h" nogil:
 FP_MAX_DIGEST_SIZE = CD_FP_MAX_DIGEST
 # Keys of a list are copied FP_CHUNK at a time into a staging buffer (with
 # the GIL), then probed without it.
-DEF FP_CHUNK = 4096
+DEF FP_CHUNK = 1 << 18
 
 
 def fp_hash(digest):
@@ -205,6 +205,7 @@ cdef class FingerprintTable:
         cdef size_t ds = self._ds
         cdef Py_ssize_t n, start, cnt, j
         cdef unsigned char* staging
+        cdef bint is_list
         cdef const unsigned char[::1] flat
         cdef uint8_t[::1] outv
         self._check()
@@ -251,16 +252,25 @@ cdef class FingerprintTable:
         if n == 0:
             return out
         outv = out.view(_np.uint8)
+        # Big chunks let a large batch take the sort-and-merge path.
         cnt = min(n, FP_CHUNK)
         staging = <unsigned char*>PyMem_Malloc(cnt * ds)
         if staging == NULL:
             raise MemoryError()
+        is_list = type(seq) is list
         try:
             start = 0
             while start < n:
                 cnt = min(n - start, FP_CHUNK)
                 for j in range(cnt):
-                    _fp_copy_key(seq[start + j], staging + j * ds, ds)
+                    if is_list:
+                        # A buffer's exporter may run Python code that
+                        # shrinks the list: check before every borrow.
+                        if start + j >= _list_size(seq):
+                            raise RuntimeError("keys: the list changed size during the call")
+                        _fp_copy_key(<object>_list_item(seq, start + j), staging + j * ds, ds)
+                    else:
+                        _fp_copy_key(seq[start + j], staging + j * ds, ds)
                 self._run(staging, cnt, adding, &outv[start])
                 start += cnt
         finally:
