@@ -124,8 +124,14 @@ static inline int cd_fp_empty(const uint64_t* s, size_t nw) {
 }
 
 static inline void cd_fp_copy(uint64_t* dst, const uint64_t* src, size_t nw) {
-    size_t j;
-    for (j = 0; j < nw; j++) dst[j] = src[j];
+    /* Short fixed copies inline: a library call per slot or record costs
+     * more than the copy (compilers turn a variable-length loop into one). */
+    switch (nw) {
+    case 1: dst[0] = src[0]; return;
+    case 2: dst[0] = src[0]; dst[1] = src[1]; return;
+    case 3: dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2]; return;
+    default: memcpy(dst, src, nw * 8);
+    }
 }
 
 /* -1, 0, 1 as a sorts before, with, after b (words compared in order). */
@@ -502,21 +508,20 @@ static void cd_fp_radix_pass(const uint64_t* src, uint64_t* dst, size_t cnt, siz
     }
     for (i = 0; i < cnt; i++) {
         const uint64_t* r = src + i * rs;
-        uint64_t* d = dst + (bounds[(r[0] >> down) & mask]++) * rs;
-        size_t j;
-        for (j = 0; j < rs; j++) d[j] = r[j];
+        cd_fp_copy(dst + (bounds[(r[0] >> down) & mask]++) * rs, r, rs);
     }
 }
 
 #define CD_FP_TOP_BITS 11
 
-/* 0, or -1 out of memory (nothing changed). */
+/* 0; -1 out of memory, -3 the keys changed during the call (a buffer
+ * written by another thread); nothing changed in either case. */
 static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n,
                                 unsigned char* out) {
     size_t ds = s->ds, nw = s->nw, rs = nw + 1, i, k, fresh = 0, next = 0, pos;
     size_t top_nb = (size_t)1 << CD_FP_TOP_BITS;
     uint64_t *a, *b, *r;
-    size_t bytes;
+    size_t bytes, bbytes;
     int amap = 0, bmap = 0;
     size_t *top, *sub;
     unsigned char* flag;
@@ -526,43 +531,77 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     if (n > SIZE_MAX / 8 / rs) return -1;
     bytes = n * rs * 8;
     a = cd_fp_alloc(bytes, &amap);
-    b = cd_fp_alloc(bytes, &bmap);
-    top = (size_t*)malloc(top_nb * sizeof(size_t));
+    b = NULL;
+    bbytes = 0;
+    top = NULL;
+    sub = NULL;
+    flag = NULL;
+    if (!a) return -1;
+    /* b holds one group of the top-bits pass: find the largest. */
+    top = (size_t*)calloc(top_nb, sizeof(size_t));
+    if (!top) {
+        cd_fp_release(a, bytes, amap);
+        return -1;
+    }
+    for (i = 0; i < n; i++) top[cd_fp_hash(data + i * ds, ds) >> (64 - CD_FP_TOP_BITS)]++;
+    for (k = 0; k < top_nb; k++)
+        if (top[k] > bbytes) bbytes = top[k];
+    bbytes = (bbytes ? bbytes : 1) * rs * 8;
+    b = cd_fp_alloc(bbytes, &bmap);
     sub = (size_t*)malloc(((size_t)1 << 16) * sizeof(size_t));
     flag = (unsigned char*)malloc(n);
     if (!a || !b || !top || !sub || !flag) {
         cd_fp_release(a, bytes, amap);
-        cd_fp_release(b, bytes, bmap);
+        cd_fp_release(b, bbytes, bmap);
         free(top);
         free(sub);
         free(flag);
         return -1;
     }
+    /* By the top bits of h straight into a (counting, then encoding each
+     * key into its group), then each group by the next bits through b and
+     * back, then the small runs left by (words, index). */
+    {
+        size_t sum = 0, c;
+        for (k = 0; k < top_nb; k++) {
+            c = top[k];
+            top[k] = sum;
+            sum += c;
+            sub[k] = sum; /* the end of group k, for the check below */
+        }
+    }
     for (i = 0; i < n; i++) {
-        r = a + i * rs;
-        cd_fp_encode(data + i * ds, ds, r);
+        uint64_t enc[CD_FP_MAX_DIGEST / 8];
+        size_t g;
+        cd_fp_encode(data + i * ds, ds, enc);
+        g = enc[0] >> (64 - CD_FP_TOP_BITS);
+        if (top[g] >= sub[g]) { /* the caller's buffer changed under us */
+            cd_fp_release(a, bytes, amap);
+            cd_fp_release(b, bbytes, bmap);
+            free(top);
+            free(sub);
+            free(flag);
+            return -3;
+        }
+        r = a + (top[g]++) * rs;
+        cd_fp_copy(r, enc, nw);
         r[nw] = i;
     }
-    /* By the top bits of h into b, then each group by the next bits back
-     * into a, then the small runs left by (words, index). */
-    cd_fp_radix_pass(a, b, n, rs, 0, CD_FP_TOP_BITS, top);
     for (k = 0; k < top_nb; k++) {
         size_t lo = k ? top[k - 1] : 0, cnt = top[k] - lo, j;
         unsigned sb = 1;
-        if (cnt <= 1) {
-            if (cnt) cd_fp_copy(a + lo * rs, b + lo * rs, rs);
-            continue;
-        }
+        if (cnt <= 1) continue;
         while (sb < 16 && ((size_t)1 << (sb + 1)) < cnt) sb++;
-        cd_fp_radix_pass(b + lo * rs, a + lo * rs, cnt, rs, CD_FP_TOP_BITS, sb, sub);
+        cd_fp_radix_pass(a + lo * rs, b, cnt, rs, CD_FP_TOP_BITS, sb, sub);
         for (j = 0; j < ((size_t)1 << sb); j++) {
             size_t slo = j ? sub[j - 1] : 0;
-            if (sub[j] - slo > 1) cd_fp_sort_bucket(a + (lo + slo) * rs, sub[j] - slo, rs);
+            if (sub[j] - slo > 1) cd_fp_sort_bucket(b + slo * rs, sub[j] - slo, rs);
         }
+        cd_fp_copy(a + lo * rs, b, cnt * rs);
     }
     free(top);
     free(sub);
-    cd_fp_release(b, bytes, bmap);
+    cd_fp_release(b, bbytes, bmap);
     /* Pass 1: which records are new (first of their digest, not in the set). */
     t = s->cur.slots;
     tend = s->cur.slots + s->cur.cap * nw;
@@ -631,8 +670,8 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
 
 /* Batch add or test of n keys at data (n * ds bytes); out[i] = 1 where the
  * key was new / is present.  Keys are encoded a group ahead and their home
- * slots prefetched, so the cache misses of a large table overlap.  0, or -1
- * (out of memory; *done keys handled). */
+ * slots prefetched, so the cache misses of a large table overlap.  0, -1
+ * (out of memory; *done keys handled) or -3 (see cd_fpset_merge_batch). */
 #define CD_FP_GROUP 16
 static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int adding,
                           unsigned char* out, size_t* done) {
@@ -642,7 +681,8 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
     *done = 0;
     if (s->old.slots && cd_fpset_migrate(s, SIZE_MAX)) return -1;
     if (adding && n >= CD_FP_MERGE_MIN && (uint64_t)n * 4 >= s->nz) {
-        if (cd_fpset_merge_batch(s, data, n, out)) return -1;
+        int r = cd_fpset_merge_batch(s, data, n, out);
+        if (r) return r;
         *done = n;
         return 0;
     }

@@ -197,6 +197,8 @@ cdef class FingerprintTable:
                 PyThread_release_lock(self._lock)
         finally:
             self._nogil_users -= 1
+        if r == -3:
+            raise RuntimeError("keys: the array changed during the call")
         if r < 0:
             raise MemoryError(f"no memory to grow the fingerprint set "
                               f"(the first {done} digests of this chunk were handled)")
