@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from typing import Any, Iterator, List, Optional
 
 from crawldedup.errors import StoreUnavailableError
+
+try:
+    import sqlite3
+except ImportError:  # a Python built without SQLite: the package still imports
+    sqlite3 = None  # type: ignore[assignment]
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
 
 # Rows per INSERT/SELECT statement (SQLite allows 32,766 variables since 3.32,
@@ -16,7 +20,7 @@ from crawldedup.stores.base import FingerprintStore, check_digest_size, check_ta
 # between.
 STATEMENT_ROWS = 500
 TRANSACTION_ROWS = 50_000
-_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+_RETURNING = sqlite3 is not None and sqlite3.sqlite_version_info >= (3, 35, 0)
 CACHE_KIB = 64 << 10
 
 
@@ -39,6 +43,9 @@ class SQLiteStore(FingerprintStore):
 
     def __init__(self, path: Any, *, table: str = "fingerprints", digest_size: int = 16,
                  timeout: float = 60.0, synchronous: str = "NORMAL") -> None:
+        if sqlite3 is None:
+            raise ImportError("SQLiteStore needs the sqlite3 module, which this Python was "
+                              "built without")
         self.digest_size = check_digest_size(digest_size)
         self.table = check_table(table)
         self.path = os.fspath(path)
@@ -52,7 +59,7 @@ class SQLiteStore(FingerprintStore):
         self.timeout = float(timeout)
         self.synchronous = synchronous
         self._lock = threading.RLock()
-        self._conn: Optional[sqlite3.Connection] = None
+        self._conn: "Optional[sqlite3.Connection]" = None
         self._pid = -1
         self._closed = False
         self._connection()
@@ -65,7 +72,7 @@ class SQLiteStore(FingerprintStore):
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"SQLite store {self.path!r} (table {self.table!r}): {exc}")
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> "sqlite3.Connection":
         if self._closed:
             raise ValueError("the store is closed")
         if self._conn is not None and self._pid == os.getpid():
@@ -117,7 +124,7 @@ class SQLiteStore(FingerprintStore):
         return bool(self._run(lambda conn: conn.execute(sql, (data,)).fetchone() is not None))
 
     def _insert(self, unique: List[bytes]) -> set:
-        def work(conn: sqlite3.Connection) -> set:
+        def work(conn: "sqlite3.Connection") -> set:
             new: set = set()
             for batch in chunks(unique, TRANSACTION_ROWS):
                 conn.execute("BEGIN IMMEDIATE")
@@ -129,7 +136,7 @@ class SQLiteStore(FingerprintStore):
             return new
         return self._run(work)  # type: ignore[no-any-return]
 
-    def _insert_rows(self, conn: sqlite3.Connection, rows: Any) -> Iterator[bytes]:
+    def _insert_rows(self, conn: "sqlite3.Connection", rows: Any) -> Iterator[bytes]:
         if _RETURNING:
             sql = (f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES '
                    + ",".join(["(?)"] * len(rows)) + " RETURNING fp")
@@ -138,7 +145,7 @@ class SQLiteStore(FingerprintStore):
         return (fp for fp in rows if conn.execute(sql, (fp,)).rowcount == 1)
 
     def _select(self, unique: List[bytes]) -> set:
-        def work(conn: sqlite3.Connection) -> set:
+        def work(conn: "sqlite3.Connection") -> set:
             found: set = set()
             for rows in chunks(unique, STATEMENT_ROWS):
                 sql = (f'SELECT fp FROM "{self.table}" WHERE fp IN ('
