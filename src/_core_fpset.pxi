@@ -26,7 +26,7 @@ cdef extern from "_cd_fpset.h" nogil:
 FP_MAX_DIGEST_SIZE = CD_FP_MAX_DIGEST
 # Keys of a list are copied FP_CHUNK at a time into a staging buffer (with
 # the GIL), then probed without it.
-DEF FP_CHUNK = 1 << 18
+DEF FP_CHUNK = 1 << 20
 
 
 def fp_hash(digest):
