@@ -937,3 +937,4 @@ def nbytes_for(num_bits):
 include "_core_simhash.pxi"
 include "_core_index.pxi"
 include "_core_url.pxi"
+include "_core_fpset.pxi"

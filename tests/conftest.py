@@ -43,3 +43,45 @@ def core():
 @pytest.fixture(scope="session")
 def reference():
     return load_impl("reference")
+
+
+# ---- services (database servers) ----
+# Tests that need a server take one of these fixtures.  They skip only when
+# the server is unreachable AND CRAWLDEDUP_REQUIRE_SERVICES is unset; CI sets
+# it, so there a missing server fails the run instead of skipping silently.
+
+import socket  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+SERVICE_URLS = {
+    "postgresql": os.environ.get("CRAWLDEDUP_TEST_POSTGRES_URL",
+                                 "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+    "mariadb": os.environ.get("CRAWLDEDUP_TEST_MYSQL_URL",
+                              "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+
+
+def require_service(name):
+    """The URL of the test server `name`, after checking that it accepts
+    connections; skips (or fails, under CRAWLDEDUP_REQUIRE_SERVICES) if not."""
+    url = SERVICE_URLS[name]
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=3):
+            pass
+    except OSError as exc:
+        message = f"{name} test server {parts.hostname}:{parts.port} unreachable: {exc}"
+        if os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES"):
+            pytest.fail(message + " (CRAWLDEDUP_REQUIRE_SERVICES is set)", pytrace=False)
+        pytest.skip(message)
+    return url
+
+
+@pytest.fixture
+def postgres_url():
+    return require_service("postgresql")
+
+
+@pytest.fixture
+def mariadb_url():
+    return require_service("mariadb")

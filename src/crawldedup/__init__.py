@@ -13,43 +13,55 @@ True
 
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
 from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
+                               StoreUnavailableError)
+from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
+                                    canonicalize_url, request_fingerprint, request_fingerprints,
+                                    url_fingerprint, url_fingerprints)
+from crawldedup.fpset import FingerprintSet
+from crawldedup.index import SimhashIndex
 from crawldedup.rotating import RotatingBloomFilter
 from crawldedup.scalable import ScalableBloomFilter
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
-from crawldedup.index import SimhashIndex
-from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
-                                     canonicalize_url, request_fingerprint, request_fingerprints,
-                                     url_fingerprint, url_fingerprints)
-from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup.stores import SQLiteStore, SQLStore
 
 from crawldedup._version import __version__
 
 __all__ = [
     "IMPLEMENTATION",
+    # Bloom filters
     "BloomFilter",
     "RotatingBloomFilter",
     "ScalableBloomFilter",
-    "SimhashIndex",
-    "CorruptFileError",
-    "CrawldedupError",
-    "IncompatibleFilterError",
+    "optimal_parameters",
+    # exact fingerprints
     "DEFAULT_TRACKING_PARAMS",
     "CanonicalUrl",
+    "FingerprintSet",
+    "SQLiteStore",
+    "SQLStore",
     "UrlRule",
     "UrlRules",
     "canonicalize_url",
-    "hash64",
-    "hash128",
-    "hash_indices",
-    "hamming",
-    "hamming_many",
-    "optimal_parameters",
-    "simhash",
-    "simhash_features",
-    "simhash_many",
     "request_fingerprint",
     "request_fingerprints",
     "url_fingerprint",
     "url_fingerprints",
+    # near duplicates
+    "SimhashIndex",
+    "hamming",
+    "hamming_many",
+    "simhash",
+    "simhash_features",
+    "simhash_many",
+    # hashing
+    "hash64",
+    "hash128",
+    "hash_indices",
+    # errors
+    "CorruptFileError",
+    "CrawldedupError",
+    "IncompatibleFilterError",
+    "StoreUnavailableError",
     "__version__",
 ]

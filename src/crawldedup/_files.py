@@ -36,6 +36,8 @@ KIND_ROTATING = 3
 KIND_NAMES[KIND_ROTATING] = "rotating Bloom filter"
 KIND_INDEX = 4  # SimhashIndex (docs/index.md)
 KIND_NAMES[KIND_INDEX] = "SimHash index"
+KIND_FPSET = 5
+KIND_NAMES[KIND_FPSET] = "fingerprint set"
 
 # Header flags.  DIRTY: the file is (or was, when its writer was killed)
 # mapped for writing, and its checksum is not up to date.

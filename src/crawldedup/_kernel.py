@@ -55,3 +55,9 @@ url_fingerprints_fast = impl.url_fingerprints_fast
 request_fingerprints_fast = impl.request_fingerprints_fast
 __all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
             "url_fingerprints_fast", "request_fingerprints_fast"]
+
+# ---- fpset ----
+FingerprintTable = impl.FingerprintTable
+fp_hash = impl.fp_hash
+FP_MAX_DIGEST_SIZE: int = impl.FP_MAX_DIGEST_SIZE
+__all__ += ["FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]

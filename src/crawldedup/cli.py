@@ -289,6 +289,9 @@ def _new_in_chunk(bf: BloomFilter, chunk: List[bytes]) -> List[bytes]:
 
 
 def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
+    if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
+        raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
+                         "--rotate-every/--generations")
     state = os.path.abspath(args.state)
     sources: List[BinaryIO] = []
     try:
@@ -302,21 +305,31 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
 
     read = new = replayed = 0
 
-    def deliver(urls: List[bytes]) -> None:
+    def deliver(urls: List[bytes], replaying: bool = False) -> int:
         # Recorded first (in the journal, then in the filter), printed next,
         # released last: killed anywhere, no URL is lost and none printed as
         # new is forgotten.
         journal.hold(urls)
-        bf.add_many(urls)
+        added = bf.add_many(urls)
+        if getattr(bf, "exact", False) and not replaying:
+            # --exact/--db: print only what this run added (another crawler
+            # sharing the database may have added the rest meanwhile).
+            urls = [url for url, new in zip(urls, added.tolist()) if new]
         try:
-            out.write(b"\n".join(urls) + b"\n")
-            out.flush()
+            if urls:
+                out.write(b"\n".join(urls) + b"\n")
+                out.flush()
         except (OSError, ValueError) as exc:
             raise _OutputFailed(str(exc)) from None
         journal.release()
+        return len(urls)
 
     with _StateLock(state), _SignalGuard() as guard:
-        bf = _open_state(state, args, err)
+        if args.exact or args.db:
+            from crawldedup._exact_state import open_exact
+            bf = open_exact(state, args, err)  # type: ignore[assignment]
+        else:
+            bf = _open_state(state, args, err)
         rotating = hasattr(bf, "generations")
         journal = _Journal(state + ".pending")
         try:
@@ -324,7 +337,7 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
             if replay:
                 err.write(f"crawldedup: note: printing {len(replay)} URLs that an interrupted "
                           f"run recorded but may not have printed\n")
-                deliver(replay)
+                deliver(replay, replaying=True)
                 replayed = len(replay)
             for source in sources:
                 chunks = _lines(source)
@@ -341,8 +354,7 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                     read += len(chunk)
                     fresh = _new_in_chunk(bf, chunk)
                     if fresh:
-                        deliver(fresh)
-                        new += len(fresh)
+                        new += deliver(fresh)
                     if rotating and len(fresh) < len(chunk):
                         # Refresh on sight: a URL that keeps coming stays
                         # remembered; one not met for a whole window is
@@ -369,13 +381,14 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
             summary = (bf.fill_ratio,
                        bf.filters[-1].insert_count if rotating else bf.insert_count,
                        bf.capacity, bf.estimated_error_rate, bf.error_rate)
+            detail = getattr(bf, "detail", None) or f"fill ratio {bf.fill_ratio:.4g}"
             bf.close()
             journal.close()
 
     fill, count, capacity, rate_now, rate = summary
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
     err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}, "
-              f"fill ratio {fill:.4g}, state {args.state}\n")
+              f"{detail}, state {args.state}\n")
     if count > capacity:
         where = "its newest generation holds" if rotating else "the state holds about"
         err.write(f"crawldedup: warning: {where} {count} URLs, more than "
@@ -485,6 +498,9 @@ def _composite_loader(kind: int) -> Optional[Any]:
     if kind == getattr(_files, "KIND_ROTATING", None):
         from crawldedup.rotating import RotatingBloomFilter
         return RotatingBloomFilter.load
+    if kind == getattr(_files, "KIND_FPSET", None):
+        from crawldedup.fpset import FingerprintSet
+        return FingerprintSet.load
     return None
 
 
@@ -544,6 +560,14 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--generations", type=_generations, metavar="N",
                       help="generations of a new rotating state (default 2): a URL is "
                            "remembered for N-1 to N rotation periods after it was last met")
+    urls.add_argument("--exact", action="store_true",
+                      help="no false positives: keep each URL's MD5 (16 bytes) in a "
+                           "fingerprint set saved in the state file (or in --db)")
+    urls.add_argument("--db", metavar="URL",
+                      help="keep the MD5s in a database instead (implies --exact): "
+                           "sqlite:///PATH, or any SQLAlchemy URL (PostgreSQL, MySQL/MariaDB; "
+                           "pip install 'crawldedup[sql]'); --state then names the local lock "
+                           "and journal; crawlers sharing the database print each URL once")
 
     from crawldedup import _near_dups
     _near_dups.add_parser(commands)

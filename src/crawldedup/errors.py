@@ -32,4 +32,13 @@ class IncompatibleFilterError(CrawldedupError, ValueError):
     version, so they cannot be combined or opened as asked."""
 
 
-__all__ = ["CrawldedupError", "CorruptFileError", "IncompatibleFilterError"]
+class StoreUnavailableError(CrawldedupError):
+    """A fingerprint store (a database) cannot be reached or used.
+
+    Raised instead of answering "not seen": a store that fails never lets a
+    duplicate through silently.  The driver's exception is the ``__cause__``.
+    """
+
+
+__all__ = ["CrawldedupError", "CorruptFileError", "IncompatibleFilterError",
+           "StoreUnavailableError"]

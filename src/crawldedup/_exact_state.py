@@ -1,0 +1,144 @@
+"""The state of ``crawldedup urls --exact``: URL digests, no false positives.
+
+A URL's digest is the MD5 of its bytes (the input line, i.e. the URL's UTF-8
+encoding): 16 bytes, the seeds' scheme (``crawldedup.fpset.url_digest``).
+
+Two places to keep them:
+
+* ``--state PATH`` alone: a :class:`~crawldedup.FingerprintSet` saved in PATH
+  (file kind 5), held in memory while the command runs.  Digests are
+  recorded before their URLs are printed by appending them to ``PATH.log``
+  (flushed to the OS; it guards against a killed process, like the pending
+  journal); the set is saved atomically at the end (and whenever the log
+  passes LOG_LIMIT bytes), then the log is emptied.  A run that was killed
+  replays the log on start.
+* ``--db URL``: a fingerprint store (``sqlite:///path`` -> SQLiteStore, any
+  other SQLAlchemy URL -> SQLStore).  Its atomic insert-if-absent records
+  them, and only URLs that this run's insert added are printed, so several
+  crawlers sharing one database print each URL once between them.  ``--state``
+  then names the local lock and pending journal.
+
+The object mimics the part of BloomFilter that the command uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import IO, Any, List, Optional
+
+import numpy as np
+
+from crawldedup import _files
+from crawldedup.errors import CrawldedupError
+from crawldedup.fpset import FingerprintSet, url_digests
+
+LOG_LIMIT = 64 << 20
+DIGEST_SIZE = 16
+
+
+class ExactState:
+    """Exact URL state for the command line (see the module docstring)."""
+
+    exact = True  # the command prints only what add_many reports as new
+    # Neutral values for the Bloom filter summary the command prints.
+    fill_ratio = 0.0
+    insert_count = 0
+    capacity = 1
+    estimated_error_rate = 0.0
+    error_rate = 0.0
+
+    def __init__(self, path: str, args: argparse.Namespace, err: IO[str]) -> None:
+        self.path = path
+        self.db: Optional[str] = getattr(args, "db", None)
+        self.store: Any = None
+        self.fps: Optional[FingerprintSet] = None
+        self._log: Optional[IO[bytes]] = None
+        ignored = [f"--{name.replace('_', '-')}" for name in ("capacity", "error_rate", "layout")
+                   if getattr(args, name, None) is not None]
+        if ignored:
+            err.write(f"crawldedup: note: {' '.join(ignored)} only apply to Bloom filter "
+                      f"states; ignored with --exact/--db\n")
+        if self.db:
+            from crawldedup.stores import open_store
+            try:
+                self.store = open_store(self.db, digest_size=DIGEST_SIZE)
+            except ImportError as exc:
+                raise CrawldedupError(str(exc)) from None
+            except ValueError as exc:
+                raise CrawldedupError(f"--db {self.db!r}: {exc}") from None
+            return
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                head = f.read(_files.HEADER_SIZE)
+            header = _files.parse_header(head, os.path.getsize(path), path)
+            if header.kind != _files.KIND_FPSET:
+                kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+                raise CrawldedupError(f"{path!r} holds a {kind}; --exact keeps a fingerprint "
+                                      f"set: use another --state path")
+            self.fps = FingerprintSet.load(path)
+            if self.fps.digest_size != DIGEST_SIZE:
+                raise CrawldedupError(f"{path!r} holds {self.fps.digest_size}-byte digests; "
+                                      f"--exact uses {DIGEST_SIZE}-byte MD5 digests")
+        else:
+            self.fps = FingerprintSet(DIGEST_SIZE)
+        log_path = path + ".log"
+        self._log = open(log_path, "a+b")
+        self._log.seek(0)
+        logged = self._log.read()
+        whole = len(logged) - len(logged) % DIGEST_SIZE  # a killed write leaves a tail
+        if whole:
+            self.fps.add_many(np.frombuffer(logged[:whole], dtype=f"S{DIGEST_SIZE}"))
+        if whole != len(logged):
+            self._log.truncate(whole)
+        self._log.seek(0, os.SEEK_END)
+
+    def contains_many(self, urls: List[bytes]) -> np.ndarray:
+        digests = url_digests(urls)
+        if self.store is not None:
+            return self.store.contains_many(digests)  # type: ignore[no-any-return]
+        assert self.fps is not None
+        return self.fps.contains_many(digests)
+
+    def add_many(self, urls: List[bytes]) -> np.ndarray:
+        """Record the URLs; True where this call added them."""
+        digests = url_digests(urls)
+        if self.store is not None:
+            return self.store.add_many(digests)  # type: ignore[no-any-return]
+        assert self.fps is not None and self._log is not None
+        self._log.write(digests.tobytes())
+        self._log.flush()
+        added = self.fps.add_many(digests)
+        if self._log.tell() > LOG_LIMIT:
+            self._compact()
+        return added
+
+    def _compact(self) -> None:
+        assert self.fps is not None and self._log is not None
+        self.fps.save(self.path)  # holds everything logged: the log can go
+        self._log.seek(0)
+        self._log.truncate()
+
+    @property
+    def detail(self) -> str:
+        if self.store is not None:
+            return f"exact, {len(self.store)} URLs in {self.store!r}"
+        assert self.fps is not None
+        return f"exact, {len(self.fps)} URLs"
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            return
+        if self._log is not None:
+            self._compact()
+            self._log.close()
+            self._log = None
+            try:
+                os.unlink(self.path + ".log")
+            except OSError:
+                pass
+
+
+def open_exact(path: str, args: argparse.Namespace, err: IO[str]) -> ExactState:
+    return ExactState(path, args, err)

@@ -1,0 +1,153 @@
+"""The interface every fingerprint store implements, and argument checks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from crawldedup._kernel import FP_MAX_DIGEST_SIZE
+
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
+
+
+def check_digest_size(digest_size: Any) -> int:
+    if isinstance(digest_size, bool) or not isinstance(digest_size, int):
+        raise TypeError(f"digest_size must be an int, not {type(digest_size).__name__}")
+    if not 1 <= digest_size <= FP_MAX_DIGEST_SIZE:
+        raise ValueError(f"digest_size must be between 1 and {FP_MAX_DIGEST_SIZE}, "
+                         f"got {digest_size}")
+    return digest_size
+
+
+def check_table(table: Any) -> str:
+    if not isinstance(table, str):
+        raise TypeError(f"table must be a str, not {type(table).__name__}")
+    if not _TABLE_NAME.match(table):
+        raise ValueError(f"table must be a plain SQL identifier (letters, digits and _, "
+                         f"at most 63 characters, not starting with a digit), got {table!r}")
+    return table
+
+
+class FingerprintStore:
+    """Base class: fingerprints of ``digest_size`` bytes in a database.
+
+    Subclasses implement ``_insert(unique) -> set of new`` and
+    ``_select(unique) -> set of present`` for batches of distinct bytes, plus
+    ``__len__``, ``clear`` and ``close``.
+    """
+
+    digest_size: int
+
+    # ------------------------------------------------------------ checks
+
+    def _fp(self, fp: Any) -> bytes:
+        if isinstance(fp, bytes) and len(fp) == self.digest_size:
+            return bytes(fp)
+        if isinstance(fp, str):
+            raise TypeError("a fingerprint must be bytes-like, not str (hash the text "
+                            "first, e.g. hashlib.md5(url.encode()).digest())")
+        try:
+            view = memoryview(fp)
+        except TypeError:
+            raise TypeError(f"a fingerprint must be bytes-like, not "
+                            f"{type(fp).__name__}") from None
+        data = view.tobytes()
+        if len(data) != self.digest_size:
+            raise ValueError(f"a fingerprint must be exactly {self.digest_size} bytes long, "
+                             f"got {len(data)}")
+        return data
+
+    def _fps(self, fps: Any) -> List[bytes]:
+        ds = self.digest_size
+        if isinstance(fps, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"fingerprints must be a list of fingerprints or a numpy S{ds} "
+                            f"array, not a single {type(fps).__name__}; use add()/`in` "
+                            f"for one")
+        if isinstance(fps, np.ndarray):
+            if fps.dtype.kind != "S" or fps.dtype.itemsize != ds or fps.ndim != 1:
+                raise ValueError(f"fingerprints: a numpy array must be 1-D of dtype S{ds}, "
+                                 f"got {fps.ndim}-D {fps.dtype}")
+            raw = np.ascontiguousarray(fps).tobytes()
+            return [raw[i:i + ds] for i in range(0, len(raw), ds)]
+        try:
+            items = list(fps)
+        except TypeError:
+            raise TypeError(f"fingerprints must be an iterable, not "
+                            f"{type(fps).__name__}") from None
+        return [self._fp(fp) for fp in items]
+
+    # --------------------------------------------------------- interface
+
+    def add(self, fp: Any) -> bool:
+        """Add one fingerprint; True when no writer had added it before."""
+        return bool(self.add_many([fp])[0])
+
+    def __contains__(self, fp: Any) -> bool:
+        return bool(self.contains_many([fp])[0])
+
+    def add_many(self, fps: Any) -> np.ndarray:
+        """Add every fingerprint; a numpy bool array, True where this call
+        added it (the first of repeats within the call counts as new)."""
+        items = self._fps(fps)
+        first = dict.fromkeys(items)  # distinct, in order of first occurrence
+        new = self._insert(list(first)) if first else set()
+        out = np.zeros(len(items), dtype=np.bool_)
+        for i, fp in enumerate(items):
+            if fp in new:
+                out[i] = True
+                new.discard(fp)
+        return out
+
+    def contains_many(self, fps: Any) -> np.ndarray:
+        """A numpy bool array, True where the fingerprint is in the store."""
+        items = self._fps(fps)
+        found = self._select(list(dict.fromkeys(items))) if items else set()
+        return np.fromiter((fp in found for fp in items), dtype=np.bool_, count=len(items))
+
+    def _insert(self, unique: List[bytes]) -> set:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _select(self, unique: List[bytes]) -> set:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __len__(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def clear(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __enter__(self) -> "FingerprintStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def chunks(items: Sequence[bytes], size: int) -> List[Sequence[bytes]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def open_store(url: str, *, table: Optional[str] = None, digest_size: int = 16
+               ) -> FingerprintStore:
+    """A store for a database URL: ``sqlite:///path`` opens a
+    :class:`SQLiteStore` (no SQLAlchemy needed), anything else a
+    :class:`SQLStore` through SQLAlchemy."""
+    from crawldedup.stores.sql import SQLStore
+    from crawldedup.stores.sqlite import SQLiteStore
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, not {type(url).__name__}")
+    kwargs = {"digest_size": digest_size}
+    if table is not None:
+        kwargs["table"] = table  # type: ignore[assignment]
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if not path or path == ":memory:":
+            raise ValueError("a sqlite:/// URL needs a file path (sqlite:///seen.db, or "
+                             "sqlite:////absolute/path.db)")
+        return SQLiteStore(path, **kwargs)  # type: ignore[arg-type]
+    return SQLStore(url, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,243 @@
+"""SQLStore: fingerprints in PostgreSQL or MySQL/MariaDB through SQLAlchemy."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from crawldedup.errors import StoreUnavailableError
+from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
+
+_DEADLOCK_RETRIES = 8
+
+
+def _sqlalchemy() -> Any:
+    try:
+        import sqlalchemy
+    except ImportError:
+        raise ImportError("SQLStore needs SQLAlchemy 2: pip install 'crawldedup[sql]'") from None
+    return sqlalchemy
+
+
+def _with_installed_driver(url: Any) -> Any:
+    """``postgresql://`` and ``mysql://`` name SQLAlchemy's default drivers
+    (psycopg2, mysqlclient); when that one is missing but the driver of the
+    ``sql`` extra is installed (psycopg 3, PyMySQL), use it."""
+    import importlib.util
+    if url.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:
+        return url.set(drivername="postgresql+psycopg")
+    if url.drivername in ("mysql", "mariadb") and importlib.util.find_spec("MySQLdb") is None \
+            and importlib.util.find_spec("pymysql") is not None:
+        return url.set(drivername=url.drivername + "+pymysql")
+    return url
+
+
+class SQLStore(FingerprintStore):
+    """Fingerprints in a SQL database: ``SQLStore("postgresql+psycopg://u@host/db")``.
+
+    Works with PostgreSQL, MySQL/MariaDB and SQLite URLs (any SQLAlchemy URL
+    of those dialects).  The table (default ``crawldedup_fingerprints``) has
+    one column, ``fp``, the primary key (BYTEA / VARBINARY / BLOB), created
+    when missing.  Adding is one atomic insert-if-absent — ``INSERT ... ON
+    CONFLICT DO NOTHING`` on PostgreSQL and SQLite, ``INSERT IGNORE`` on
+    MySQL/MariaDB — and a fingerprint counts as new only when this statement
+    inserted it (``RETURNING`` for batches; MySQL without RETURNING falls
+    back to one statement per fingerprint), so with any number of concurrent
+    writers each fingerprint is reported new exactly once.  Batches are
+    sorted (concurrent batches lock keys in the same order) and a transaction
+    that the server aborts as a deadlock is retried.
+
+    An unreachable server, or any database error, raises
+    StoreUnavailableError.  Needs ``pip install 'crawldedup[sql]'``.
+    """
+
+    def __init__(self, url: Any, *, table: str = "crawldedup_fingerprints",
+                 digest_size: int = 16, engine_kwargs: Optional[Dict[str, Any]] = None,
+                 create: bool = True) -> None:
+        self.digest_size = check_digest_size(digest_size)
+        self.table_name = check_table(table)
+        sa = _sqlalchemy()
+        from sqlalchemy.dialects import mysql
+        self._sa = sa
+        self._lock = threading.RLock()
+        try:
+            parsed = _with_installed_driver(sa.engine.make_url(url))
+        except sa.exc.ArgumentError as exc:
+            raise ValueError(f"url: not a database URL: {exc}") from None
+        self.url = parsed.render_as_string(hide_password=True)
+        if parsed.get_backend_name() not in ("postgresql", "mysql", "mariadb", "sqlite"):
+            raise ValueError(f"url: dialect {parsed.get_backend_name()!r} is not supported "
+                             f"(PostgreSQL, MySQL/MariaDB or SQLite)")
+        kwargs: Dict[str, Any] = {"pool_pre_ping": True}
+        if parsed.get_backend_name() == "sqlite":
+            # Wait for other writers instead of failing at once ("database is
+            # locked"); WAL is set on every new connection below.
+            kwargs["connect_args"] = {"timeout": 60.0}
+        kwargs.update(engine_kwargs or {})
+        try:
+            self._engine = sa.create_engine(parsed, **kwargs)
+        except ImportError as exc:
+            raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); pip install "
+                              f"'crawldedup[sql]' brings psycopg and PyMySQL") from None
+        self.dialect = self._engine.dialect.name
+        if self.dialect == "sqlite":
+            def wal(dbapi_connection: Any, record: Any) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.close()
+            sa.event.listen(self._engine, "connect", wal)
+        self._mysql = self.dialect in ("mysql", "mariadb")
+        column_type = sa.LargeBinary(self.digest_size).with_variant(
+            mysql.VARBINARY(self.digest_size), "mysql", "mariadb")
+        self._table = sa.Table(self.table_name, sa.MetaData(),
+                               sa.Column("fp", column_type, primary_key=True, nullable=False))
+        self._pid = os.getpid()
+        self._closed = False
+        with self._guard():
+            created = False
+            if create:
+                try:
+                    with self._engine.begin() as conn:
+                        self._table.create(conn, checkfirst=True)
+                    created = True
+                except (sa.exc.ProgrammingError, sa.exc.OperationalError,
+                        sa.exc.IntegrityError):
+                    pass  # maybe another process created it meanwhile: check below
+            if not created:
+                with self._engine.connect() as conn:
+                    conn.execute(sa.select(sa.func.count()).select_from(self._table))
+        self._returning = bool(getattr(self._engine.dialect, "insert_returning", False))
+        self._quoted = self._engine.dialect.identifier_preparer.quote(self.table_name)
+        # Rows per statement: SQLite allows 32,766 parameters (999 before 3.32).
+        self._rows = {"postgresql": 5000, "sqlite": 500}.get(self.dialect, 2000)
+
+    def __repr__(self) -> str:
+        return f"SQLStore({self.url!r}, table={self.table_name!r})"
+
+    # ------------------------------------------------------ connection
+
+    def _guard(self) -> Any:
+        store = self
+
+        class Guard:
+            def __enter__(self) -> None:
+                store._lock.acquire()
+                if store._closed:
+                    store._lock.release()
+                    raise ValueError("the store is closed")
+                if store._pid != os.getpid():  # forked: never reuse the parent's sockets
+                    store._engine.dispose(close=False)
+                    store._pid = os.getpid()
+
+            def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+                store._lock.release()
+                if isinstance(exc, store._sa.exc.SQLAlchemyError):
+                    raise StoreUnavailableError(
+                        f"SQL store {store.url} (table {store.table_name!r}): "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+        return Guard()
+
+    def _is_deadlock(self, exc: BaseException) -> bool:
+        orig = getattr(exc, "orig", None)
+        code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if code in ("40P01", "40001"):
+            return True
+        args = getattr(orig, "args", ())
+        return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock / lock wait timeout
+
+    # Statements go to the driver as SQL text (no SQLAlchemy compilation of
+    # a thousand-row VALUES list per batch).  PostgreSQL takes a batch as one
+    # bytea[] parameter; the others a VALUES / IN list of placeholders.
+
+    def _sql(self, conn: Any, sql: str, params: Any) -> Any:
+        return conn.exec_driver_sql(sql, params)
+
+    def _mark(self) -> str:
+        return "?" if self._engine.dialect.paramstyle in ("qmark", "numeric") else "%s"
+
+    def _insert_rows(self, rows: Any) -> set:
+        q, mark = self._quoted, self._mark()
+        with self._engine.begin() as conn:
+            if self.dialect == "postgresql":
+                result = self._sql(conn, f"INSERT INTO {q} (fp) SELECT unnest({mark}::bytea[]) "
+                                         f"ON CONFLICT DO NOTHING RETURNING fp", (list(rows),))
+                return {bytes(r[0]) for r in result}
+            head = f"INSERT IGNORE INTO {q} (fp) VALUES " if self._mysql else \
+                f"INSERT INTO {q} (fp) VALUES "
+            tail = "" if self._mysql else " ON CONFLICT DO NOTHING"
+            if self._returning:
+                sql = head + ",".join([f"({mark})"] * len(rows)) + tail + " RETURNING fp"
+                return {bytes(r[0]) for r in self._sql(conn, sql, tuple(rows))}
+            one = head + f"({mark})" + tail
+            return {fp for fp in rows if self._sql(conn, one, (fp,)).rowcount == 1}
+
+    def add(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        with self._guard():
+            return bool(self._insert_rows([data]))
+
+    def __contains__(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        with self._guard():
+            with self._engine.connect() as conn:
+                row = self._sql(conn, f"SELECT 1 FROM {self._quoted} WHERE fp = {self._mark()}",
+                                (data,)).first()
+        return row is not None
+
+    def _insert(self, unique: List[bytes]) -> set:
+        new: set = set()
+        with self._guard():
+            for rows in chunks(sorted(unique), self._rows):
+                for attempt in range(_DEADLOCK_RETRIES):
+                    try:
+                        new.update(self._insert_rows(rows))
+                        break
+                    except self._sa.exc.DBAPIError as exc:
+                        if not self._is_deadlock(exc) or attempt == _DEADLOCK_RETRIES - 1:
+                            raise
+                        time.sleep(0.01 * (attempt + 1))  # rolled back: nothing inserted
+        return new
+
+    def _select(self, unique: List[bytes]) -> set:
+        q, mark = self._quoted, self._mark()
+        found: set = set()
+        with self._guard():
+            with self._engine.connect() as conn:
+                for rows in chunks(unique, self._rows):
+                    if self.dialect == "postgresql":
+                        result = self._sql(conn, f"SELECT fp FROM {q} WHERE fp = "
+                                                 f"ANY({mark}::bytea[])", (list(rows),))
+                    else:
+                        result = self._sql(conn, f"SELECT fp FROM {q} WHERE fp IN ("
+                                           + ",".join([mark] * len(rows)) + ")", tuple(rows))
+                    found.update(bytes(r[0]) for r in result)
+        return found
+
+    def __len__(self) -> int:
+        sa = self._sa
+        with self._guard():
+            with self._engine.connect() as conn:
+                return int(conn.execute(sa.select(sa.func.count())
+                                        .select_from(self._table)).scalar_one())
+
+    def clear(self) -> None:
+        """Remove every fingerprint from the table."""
+        with self._guard():
+            with self._engine.begin() as conn:
+                conn.execute(self._sa.delete(self._table))
+
+    def drop(self) -> None:
+        """Drop the table (tests and tools; the store is unusable after)."""
+        with self._guard():
+            with self._engine.begin() as conn:
+                self._table.drop(conn, checkfirst=True)
+
+    def close(self) -> None:
+        """Release the connections.  Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._engine.dispose()
+                self._closed = True

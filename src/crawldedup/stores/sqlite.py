@@ -1,0 +1,172 @@
+"""SQLiteStore: fingerprints in one SQLite file, the embedded default."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator, List, Optional
+
+from crawldedup.errors import StoreUnavailableError
+
+try:
+    import sqlite3
+except ImportError:  # a Python built without SQLite: the package still imports
+    sqlite3 = None  # type: ignore[assignment]
+from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
+
+# Rows per INSERT/SELECT statement (SQLite allows 32,766 variables since 3.32,
+# 999 before) and per write transaction: a batch of a million fingerprints
+# commits every TRANSACTION_ROWS, so other processes get the write lock in
+# between.
+STATEMENT_ROWS = 500
+TRANSACTION_ROWS = 50_000
+_RETURNING = sqlite3 is not None and sqlite3.sqlite_version_info >= (3, 35, 0)
+CACHE_KIB = 64 << 10
+
+
+class SQLiteStore(FingerprintStore):
+    """Fingerprints in a SQLite file: ``SQLiteStore("seen.db")``.
+
+    The table (``fp BLOB PRIMARY KEY``, WITHOUT ROWID) is created when
+    missing.  The file is in WAL mode: readers never wait for the writer, and
+    several processes (each with its own SQLiteStore) can add to it at once;
+    SQLite's write lock makes every insert-if-absent atomic, so each
+    fingerprint is reported new exactly once overall.  ``add_many`` writes
+    in transactions of TRANSACTION_ROWS rows.  Commits are durable against a
+    crash of the process; ``synchronous="FULL"`` makes them durable against
+    power loss too (slower).
+
+    A file that cannot be opened, or a lock held longer than ``timeout``
+    seconds, raises StoreUnavailableError.  A store opened before ``fork``
+    opens its own connection in the child.
+    """
+
+    def __init__(self, path: Any, *, table: str = "fingerprints", digest_size: int = 16,
+                 timeout: float = 60.0, synchronous: str = "NORMAL") -> None:
+        if sqlite3 is None:
+            raise ImportError("SQLiteStore needs the sqlite3 module, which this Python was "
+                              "built without")
+        self.digest_size = check_digest_size(digest_size)
+        self.table = check_table(table)
+        self.path = os.fspath(path)
+        if not isinstance(self.path, str):
+            raise TypeError("path must be a str or os.PathLike of str")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if synchronous not in ("OFF", "NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'OFF', 'NORMAL' or 'FULL', got "
+                             f"{synchronous!r}")
+        self.timeout = float(timeout)
+        self.synchronous = synchronous
+        self._lock = threading.RLock()
+        self._conn: "Optional[sqlite3.Connection]" = None
+        self._pid = -1
+        self._closed = False
+        self._connection()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, table={self.table!r})"
+
+    # ------------------------------------------------------ connection
+
+    def _fail(self, exc: BaseException) -> StoreUnavailableError:
+        return StoreUnavailableError(f"SQLite store {self.path!r} (table {self.table!r}): {exc}")
+
+    def _connection(self) -> "sqlite3.Connection":
+        if self._closed:
+            raise ValueError("the store is closed")
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # First use, or the first in a forked child (which must not touch
+        # the parent's connection).
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._fail(exc) from exc
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            # A bigger page cache than the default 2 MiB keeps the upper
+            # levels of a large table's B-tree in memory.
+            conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}" '
+                         f'(fp BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID')
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._fail(exc) from exc
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _run(self, work: Any) -> Any:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return work(conn)
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise self._fail(exc) from exc
+
+    # ------------------------------------------------------- operations
+
+    def add(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        sql = f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES (?)'
+        return bool(self._run(lambda conn: conn.execute(sql, (data,)).rowcount == 1))
+
+    def __contains__(self, fp: Any) -> bool:
+        data = self._fp(fp)
+        sql = f'SELECT 1 FROM "{self.table}" WHERE fp = ?'
+        return bool(self._run(lambda conn: conn.execute(sql, (data,)).fetchone() is not None))
+
+    def _insert(self, unique: List[bytes]) -> set:
+        def work(conn: "sqlite3.Connection") -> set:
+            new: set = set()
+            for batch in chunks(unique, TRANSACTION_ROWS):
+                conn.execute("BEGIN IMMEDIATE")
+                # In key order, each transaction's inserts walk the B-tree
+                # from left to right instead of touching random pages.
+                for rows in chunks(sorted(batch), STATEMENT_ROWS):
+                    new.update(self._insert_rows(conn, rows))
+                conn.execute("COMMIT")
+            return new
+        return self._run(work)  # type: ignore[no-any-return]
+
+    def _insert_rows(self, conn: "sqlite3.Connection", rows: Any) -> Iterator[bytes]:
+        if _RETURNING:
+            sql = (f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES '
+                   + ",".join(["(?)"] * len(rows)) + " RETURNING fp")
+            return (row[0] for row in conn.execute(sql, rows).fetchall())
+        sql = f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES (?)'
+        return (fp for fp in rows if conn.execute(sql, (fp,)).rowcount == 1)
+
+    def _select(self, unique: List[bytes]) -> set:
+        def work(conn: "sqlite3.Connection") -> set:
+            found: set = set()
+            for rows in chunks(unique, STATEMENT_ROWS):
+                sql = (f'SELECT fp FROM "{self.table}" WHERE fp IN ('
+                       + ",".join(["?"] * len(rows)) + ")")
+                found.update(row[0] for row in conn.execute(sql, rows))
+            return found
+        return self._run(work)  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        sql = f'SELECT COUNT(*) FROM "{self.table}"'
+        return int(self._run(lambda conn: conn.execute(sql).fetchone()[0]))
+
+    def clear(self) -> None:
+        """Remove every fingerprint (from every process's view)."""
+        sql = f'DELETE FROM "{self.table}"'
+        self._run(lambda conn: conn.execute(sql))
+
+    def close(self) -> None:
+        """Close the connection (the data is already committed).  Idempotent."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+            self._closed = True
