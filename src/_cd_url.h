@@ -36,7 +36,6 @@
 #define CDU_UNRESERVED 1 /* A-Z a-z 0-9 - . _ ~ (RFC 3986 unreserved)            */
 #define CDU_PATH_SAFE 2  /* unreserved + :/?[]@!$&'()*+,;=|%  (_PATH_SAFE_CHARS)  */
 #define CDU_SAFEST 4     /* unreserved + :/?@!$&'()*+,;=%  (_PATH_SAFEST_CHARS)   */
-#define CDU_SCHEME 8     /* A-Z a-z 0-9 + - .  (urllib scheme_chars)              */
 
 static unsigned char cdu_class[256];
 static int cdu_ready = 0;
@@ -48,13 +47,12 @@ static void cdu_init(void) {
     for (c = 0; c < 256; c++) {
         unsigned char f = 0;
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-            f |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST | CDU_SCHEME;
+            f |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST;
         cdu_class[c] = f;
     }
     for (p = "-._~"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST;
     for (p = ":/?@!$&'()*+,;=%"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE | CDU_SAFEST;
     for (p = "[]|"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE;
-    for (p = "+-."; *p; p++) cdu_class[(unsigned char)*p] |= CDU_SCHEME;
     cdu_ready = 1;
 }
 
@@ -334,7 +332,7 @@ static inline const unsigned char *cd_url_output(void *work, size_t n) {
     return (const unsigned char *)(segs + (n + 2));
 }
 
-#endif
-
 /* SHA-1 and MD5 of one contiguous buffer: cd_sha1, cd_md5. */
 #include "_cd_digest.h"
+
+#endif

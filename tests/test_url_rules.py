@@ -142,6 +142,15 @@ def test_first_matching_rule_wins_and_extras_follow_rules():
         CanonicalUrl("http://a.com/p", "promo")
 
 
+def test_internationalized_host():
+    rule = UrlRule("*.例子.测试", r"/item/(\d+)", r"/p/\1", "item")
+    assert rule.host == "*.xn--fsqu00a.xn--0zwm56d"
+    assert UrlRules([rule]).resolve("http://WWW.例子.测试/item/12?x=1") == \
+        CanonicalUrl("http://www.xn--fsqu00a.xn--0zwm56d/p/12", "item")
+    with pytest.raises(ValueError, match="internationalized"):
+        UrlRule("a" * 70 + "é.com", "/", url_class="x")
+
+
 def test_rule_from_line():
     rule = UrlRule.from_line("book.jd.com|^/[0-9]+\\.html.*$", url_class="item")
     assert rule.host == "book.jd.com" and rule.pattern == "^/[0-9]+\\.html.*$"

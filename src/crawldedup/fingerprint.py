@@ -354,7 +354,8 @@ class UrlRule:
     r"""One per-site URL rule.
 
     ``host``: an exact host (``"item.jd.com"``) or ``"*.jd.com"`` for every
-    subdomain of jd.com (not jd.com itself); compared lower-case, without port.
+    subdomain of jd.com (not jd.com itself); compared lower-case, without port
+    (a non-ASCII host is converted to its IDNA form, as canonical URLs carry it).
     ``pattern``: a regular expression matched (``re.match``, so anchored at the
     start) against the canonical URL's path, ``;params`` and ``?query`` (query
     arguments sorted, as w3lib leaves them).  ``replacement``: optional
@@ -383,6 +384,13 @@ class UrlRule:
         if not bare or "*" in bare or "/" in bare or ":" in bare:
             raise ValueError("host must be a host name such as 'item.jd.com' or '*.jd.com' "
                              f"(no scheme, port or path), got {self.host!r}")
+        if not bare.isascii():  # canonical URLs carry IDNA (punycode) hosts
+            try:
+                idna = bare.encode("idna").decode("ascii")
+            except UnicodeError:
+                raise ValueError(f"host {self.host!r} is not a valid internationalized "
+                                 "host name") from None
+            host = host[:len(host) - len(bare)] + idna
         object.__setattr__(self, "host", host)
         if not isinstance(self.pattern, str):
             raise TypeError(f"pattern must be str, not {type(self.pattern).__name__}")
