@@ -182,12 +182,15 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 batch: List[Tuple[str, Any, str]] = []
                 first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
                 for where, ident, text in _documents(label, source, args, first):
+                    if not isinstance(ident, BadLine) and (ident in order
+                                                           or _stored(index, ident)):
+                        ident = BadLine(f"{where}: id {ident!r} was already given"
+                                        + ("" if ident in order else " (in the index)"))
                     if isinstance(ident, BadLine):
+                        if not args.skip_bad:
+                            flush(batch)  # the documents before the bad line count
+                            batch = []
                         bad(ident)
-                        continue
-                    if ident in order or _stored(index, ident):
-                        bad(BadLine(f"{where}: id {ident!r} was already given"
-                                    + ("" if ident in order else " (in the index)")))
                         continue
                     order[ident] = len(order)
                     batch.append((where, ident, text))
@@ -243,7 +246,7 @@ def _progress(err: IO[str]) -> Any:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(file=err, unit=" docs", desc="near-dups", dynamic_ncols=True)
+    return tqdm(file=err, unit=" docs", desc="near-dups")
 
 
 def add_parser(commands: Any) -> None:

@@ -1,0 +1,217 @@
+"""``crawldedup near-dups`` end to end: real processes, real files, results
+checked against a brute-force scan of the same fingerprints."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import crawldedup
+
+WORDS = ("crawler news market river city price model data search page world team "
+         "report policy energy water music travel health school science market season "
+         "growth budget region storm bridge museum garden harbor village island").split()
+
+
+def crawldedup_cli(*args, stdin=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "crawldedup", *map(str, args)],
+                          input=stdin, capture_output=True, timeout=timeout)
+
+
+def corpus(n_base=40, copies=2, seed=3):
+    """Documents of 150 words; each base document has `copies` near copies
+    with 1 to 3 words changed, placed later in the stream."""
+    rng = random.Random(seed)
+    docs = []
+    for b in range(n_base):
+        words = [rng.choice(WORDS) + str(rng.randrange(50)) for _ in range(150)]
+        docs.append((f"doc{b}", " ".join(words)))
+        for c in range(copies):
+            edited = list(words)
+            for _ in range(rng.randint(1, 3)):
+                edited[rng.randrange(len(edited))] = rng.choice(WORDS) + "x"
+            docs.append((f"doc{b}-copy{c}", " ".join(edited)))
+    rng.shuffle(docs)
+    return docs
+
+
+def brute_force_pairs(docs, k):
+    fps = crawldedup.simhash_many([text for _, text in docs])
+    ids = [i for i, _ in docs]
+    pairs = []
+    for later in range(len(docs)):
+        x = np.bitwise_xor(fps[:later], fps[later])
+        dist = np.array([bin(int(v)).count("1") for v in x], dtype=int)
+        for earlier in np.nonzero(dist <= k)[0].tolist():
+            pairs.append((ids[earlier], ids[later], int(dist[earlier])))
+    return pairs
+
+
+def write_jsonl(path, docs, **extra):
+    with open(path, "w", encoding="utf-8") as f:
+        for ident, text in docs:
+            f.write(json.dumps({"id": ident, "text": text, **extra}, ensure_ascii=False) + "\n")
+
+
+@pytest.mark.parametrize("k", [0, 3, 6])
+def test_pairs_equal_a_brute_force_scan(tmp_path, k):
+    docs = corpus()
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    run = crawldedup_cli("near-dups", path, "--k", k)
+    assert run.returncode == 0, run.stderr
+    got = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    expected = brute_force_pairs(docs, k)
+    assert sorted((p["a"], p["b"], p["distance"]) for p in got) == sorted(expected)
+    position = {ident: i for i, (ident, _) in enumerate(docs)}
+    assert all(position[p["a"]] < position[p["b"]] for p in got)
+    if k == 3:
+        assert len(expected) >= 40  # most planted copies are within 3 bits
+    assert f"{len(docs)} documents, {len(expected)} near-duplicate pairs".encode() in run.stderr
+
+
+def test_clusters_are_the_connected_components(tmp_path):
+    docs = corpus(n_base=25)
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    run = crawldedup_cli("near-dups", path, "--format", "clusters")
+    assert run.returncode == 0, run.stderr
+    clusters = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    position = {ident: i for i, (ident, _) in enumerate(docs)}
+    # Components of the brute-force pairs.
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for a, b, _ in brute_force_pairs(docs, 3):
+        parent[find(b)] = find(a)
+    groups = {}
+    for x in parent:
+        groups.setdefault(find(x), set()).add(x)
+    assert sorted(sorted(c["members"]) for c in clusters) == sorted(sorted(g) for g in groups.values())
+    for c in clusters:
+        assert c["size"] == len(c["members"]) >= 2
+        assert c["members"] == sorted(c["members"], key=position.__getitem__)
+        assert c["representative"] == c["members"][0]
+    reps = [position[c["representative"]] for c in clusters]
+    assert reps == sorted(reps)
+
+
+def test_plain_lines_use_line_numbers(tmp_path):
+    text = "one two three four five six seven eight nine ten eleven twelve thirteen"
+    path = tmp_path / "docs.txt"
+    path.write_text(f"{text}\n\nsomething else entirely, about markets and prices\n{text}\n")
+    run = crawldedup_cli("near-dups", path, "--lines")
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line) for line in run.stdout.decode().splitlines()] == \
+        [{"a": 1, "b": 4, "distance": 0}]
+
+
+def test_a_bad_line_stops_with_its_number_after_the_lines_before_it(tmp_path):
+    text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"id": 1, "text": text}) + "\n"
+                    + json.dumps({"id": 2, "text": text}) + "\n"
+                    + '{"id": 3, "text": \n'
+                    + json.dumps({"id": 4, "text": text}) + "\n")
+    run = crawldedup_cli("near-dups", path)
+    assert run.returncode == 1
+    assert f"{path}:3: not a JSON document".encode() in run.stderr
+    assert [json.loads(line) for line in run.stdout.decode().splitlines()] == \
+        [{"a": 1, "b": 2, "distance": 0}]
+
+
+@pytest.mark.parametrize("line, words", [
+    ('{"id": 3}', "no 'text' field"),
+    ('{"id": 3, "text": 5}', "field 'text' is a JSON number, not a string"),
+    ('{"text": "x"}', "no 'id' field"),
+    ('{"id": [1], "text": "x"}', "ids must be strings or integers"),
+    ('{"id": 1, "text": "again"}', "id 1 was already given"),
+    ('[1, 2]', "a JSON list, not an object"),
+])
+def test_skip_bad_reports_and_goes_on(tmp_path, line, words):
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes((json.dumps({"id": 1, "text": "a b c d e f g h"}) + "\n" + line + "\n"
+                      + json.dumps({"id": 2, "text": "a b c d e f g h"}) + "\n").encode()
+                     + b'{"id": 9, "text": "\xff"}\n')
+    strict = crawldedup_cli("near-dups", path)
+    assert strict.returncode == 1 and f":2: ".encode() in strict.stderr
+    assert words.encode() in strict.stderr
+    run = crawldedup_cli("near-dups", path, "--skip-bad")
+    assert run.returncode == 0, run.stderr
+    assert f"skipped {path}:2: ".encode() in run.stderr and words.encode() in run.stderr
+    assert f"skipped {path}:4: not UTF-8".encode() in run.stderr
+    assert b"2 bad lines skipped" in run.stderr
+    assert [json.loads(x) for x in run.stdout.decode().splitlines()] == \
+        [{"a": 1, "b": 2, "distance": 0}]
+
+
+def test_an_index_carries_documents_to_the_next_run(tmp_path):
+    docs = corpus(n_base=20, copies=1)
+    first, second = docs[:len(docs) // 2], docs[len(docs) // 2:]
+    index = tmp_path / "docs.idx"
+    write_jsonl(tmp_path / "a.jsonl", first)
+    write_jsonl(tmp_path / "b.jsonl", second)
+    run1 = crawldedup_cli("near-dups", tmp_path / "a.jsonl", "--index", index)
+    assert run1.returncode == 0, run1.stderr
+    run2 = crawldedup_cli("near-dups", tmp_path / "b.jsonl", "--index", index)
+    assert run2.returncode == 0, run2.stderr
+    expected = brute_force_pairs(docs, 3)
+    got = [json.loads(x) for x in run1.stdout.decode().splitlines()
+           + run2.stdout.decode().splitlines()]
+    assert sorted((p["a"], p["b"], p["distance"]) for p in got) == sorted(expected)
+    stored = crawldedup.SimhashIndex.load(index)
+    assert len(stored) == len(docs) and stored.k == 3
+    # The index remembers the ids: giving one again is a bad line.
+    again = crawldedup_cli("near-dups", tmp_path / "a.jsonl", "--index", index)
+    assert again.returncode == 1 and b"was already given (in the index)" in again.stderr
+    other_k = crawldedup_cli("near-dups", tmp_path / "a.jsonl", "--index", index, "--k", 5)
+    assert other_k.returncode == 1 and b"built for k=3" in other_k.stderr
+
+
+@pytest.mark.parametrize("args, words", [(["--k", "9"], b"must be in [0, 8]"),
+                                         (["--k", "x"], b"not an integer"),
+                                         (["--format", "tree"], b"invalid choice")])
+def test_usage_errors(tmp_path, args, words):
+    run = crawldedup_cli("near-dups", *args, stdin=b"")
+    assert run.returncode == 2 and words in run.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pty")
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    pytest.importorskip("tqdm")  # in the test extra
+    import pty
+    docs = corpus(n_base=5)
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    quiet = crawldedup_cli("near-dups", path)
+    assert b"near-dups:" not in quiet.stderr
+    # stderr on a terminal: a tqdm bar.
+    import fcntl
+    import struct
+    import termios
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", str(path)],
+                            stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    out, _ = proc.communicate(timeout=120)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    assert b"near-dups:" in shown and b"docs" in shown
+    assert len(out.splitlines()) == len(brute_force_pairs(docs, 3))
