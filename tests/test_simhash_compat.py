@@ -219,12 +219,19 @@ def test_index_keys_offsets_and_queries(k, f):
                                   f=f, k=k)
     assert ours.offsets == theirs.offsets
     assert ours.bucket_size() == theirs.bucket_size()
-    assert dict(ours.bucket) == dict(theirs.bucket)
+    assert ours._bucket_snapshot() == dict(theirs.bucket)
     for v in values[:40]:
         a, b = pair(v ^ 1, f)
         assert list(ours.get_keys(a)) == list(theirs.get_keys(b))
         assert sorted(ours.get_near_dups(a)) == sorted(theirs.get_near_dups(b))
     assert ours.bucket_size() == theirs.bucket_size()   # queries create empty buckets too
+    assert ours._bucket_snapshot() == dict(theirs.bucket)
+    # The package's attribute itself, and queries after it (Python sets now).
+    assert dict(ours.bucket) == dict(theirs.bucket)
+    for v in values[:10]:
+        a, b = pair(v ^ 2, f)
+        assert sorted(ours.get_near_dups(a)) == sorted(theirs.get_near_dups(b))
+    assert dict(ours.bucket) == dict(theirs.bucket)
 
 
 class IndexMachine(RuleBasedStateMachine):
@@ -267,7 +274,7 @@ class IndexMachine(RuleBasedStateMachine):
     @invariant()
     def same_buckets(self):
         assert self.ours.bucket_size() == self.theirs.bucket_size()
-        assert dict(self.ours.bucket) == dict(self.theirs.bucket)
+        assert self.ours._bucket_snapshot() == dict(self.theirs.bucket)
 
 
 TestIndexMachine = IndexMachine.TestCase
@@ -288,6 +295,36 @@ def test_index_logs_like_the_package(caplog):
         compat.SimhashIndex([("a", compat.Simhash(1))], log=ours_log)
     assert [r.getMessage() for r in caplog.records if r.name == "mine"] == [
         "Initializing 1 data.", "1/1"]
+
+
+def test_64_bit_index_runs_in_the_core_until_bucket_is_used():
+    from crawldedup.compat import simhash as module
+    index = compat.SimhashIndex([("a", compat.Simhash(5))], k=3)
+    assert isinstance(index._store, module._CoreBuckets)
+    index.get_near_dups(compat.Simhash(4))
+    assert isinstance(index._store, module._CoreBuckets)
+    index.bucket["4:0"].add("6,b")  # as with the package, a change to bucket counts
+    assert isinstance(index._store, module._Buckets)
+    assert sorted(index.get_near_dups(compat.Simhash(4))) == ["a", "b"]
+    assert isinstance(compat.SimhashIndex([], f=32)._store, module._Buckets)
+    assert isinstance(compat.SimhashIndex([], k=9)._store, module._Buckets)
+
+
+class FarDistance(compat.Simhash):
+    def distance(self, another):
+        return 0  # everything in a shared bucket is a near duplicate
+
+
+def test_a_custom_distance_takes_the_bucket_path():
+    pairs_ = [(str(i), (i << 48) | 7) for i in range(5)]
+    ours = compat.SimhashIndex([(i, compat.Simhash(v)) for i, v in pairs_], k=3)
+    theirs = leonsim.SimhashIndex([(i, leonsim.Simhash(v)) for i, v in pairs_], k=3)
+
+    class TheirFar(leonsim.Simhash):
+        def distance(self, another):
+            return 0
+    assert sorted(ours.get_near_dups(FarDistance(7))) == \
+        sorted(theirs.get_near_dups(TheirFar(7))) == ["0", "1", "2", "3", "4"]
 
 
 def test_index_checks_f():
