@@ -350,3 +350,42 @@ def test_rotation_usage_errors_exit_2(tmp_path, args, words):
     run = crawldedup("urls", "--state", tmp_path / "s", *args, stdin=b"u\n")
     assert run.returncode == 2 and words in run.stderr, run.stderr
     assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------- canonical URLs
+
+CANONICAL_INPUT = (b"https://a.example/x?b=2&a=1\n"
+                   b"https://a.example/x?a=1&b=2#reviews\n"
+                   b"HTTPS://A.EXAMPLE/x?a=1&b=2&utm_source=news&spm=a.b.c\n"
+                   b"https://a.example/%7Euser/\n"
+                   b"https://a.example/~user/\n")
+
+
+def test_canonical_compares_canonical_forms_and_prints_the_lines_read(tmp_path):
+    run = crawldedup("urls", "--state", tmp_path / "s", "--canonical", stdin=CANONICAL_INPUT)
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == ["https://a.example/x?b=2&a=1",
+                                 "HTTPS://A.EXAMPLE/x?a=1&b=2&utm_source=news&spm=a.b.c",
+                                 "https://a.example/%7Euser/"]
+    # A later run compares by canonical form too.
+    again = crawldedup("urls", "--state", tmp_path / "s", "--canonical",
+                       stdin=b"https://a.example/x?a=1&b=2\nhttps://a.example/y\n")
+    assert lines(again.stdout) == ["https://a.example/y"]
+
+
+def test_strip_tracking_and_exact_use_the_url_fingerprint(tmp_path):
+    from crawldedup import FingerprintSet, url_fingerprint
+    state = tmp_path / "seen.fps"
+    run = crawldedup("urls", "--state", state, "--canonical", "--strip-tracking", "--exact",
+                     stdin=CANONICAL_INPUT)
+    assert run.returncode == 0, run.stderr
+    assert lines(run.stdout) == ["https://a.example/x?b=2&a=1", "https://a.example/%7Euser/"]
+    stored = FingerprintSet.load(state)
+    assert len(stored) == 2
+    assert url_fingerprint("https://a.example/x?a=1&b=2") in stored
+    assert url_fingerprint("https://a.example/~user/") in stored
+
+
+def test_strip_tracking_needs_canonical(tmp_path):
+    run = crawldedup("urls", "--state", tmp_path / "s", "--strip-tracking", stdin=b"u\n")
+    assert run.returncode == 2 and b"--strip-tracking needs --canonical" in run.stderr

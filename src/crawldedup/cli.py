@@ -33,7 +33,7 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import IO, Any, BinaryIO, Iterator, List, Optional, Sequence
+from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
 
 from crawldedup import _files
 from crawldedup._version import __version__
@@ -282,10 +282,37 @@ class _Journal:
             pass
 
 
-def _new_in_chunk(bf: BloomFilter, chunk: List[bytes]) -> List[bytes]:
-    """The URLs of chunk not in the filter, each once, in order."""
-    absent = bf.contains_many(chunk).tolist()
-    return list(dict.fromkeys(url for url, seen in zip(chunk, absent) if not seen))
+def _new_in_chunk(bf: BloomFilter, chunk: List[bytes],
+                  keys: Optional[List[bytes]] = None) -> List[bytes]:
+    """The URLs of chunk not in the filter, each once (by key), in order."""
+    if keys is None:
+        absent = bf.contains_many(chunk).tolist()
+        return list(dict.fromkeys(url for url, seen in zip(chunk, absent) if not seen))
+    absent = bf.contains_many(keys).tolist()
+    fresh: Dict[bytes, bytes] = {}
+    for url, key, seen in zip(chunk, keys, absent):
+        if not seen and key not in fresh:
+            fresh[key] = url
+    return list(fresh.values())
+
+
+def _canonical_keys(strip_tracking: bool) -> Callable[[List[bytes]], List[bytes]]:
+    """--canonical: each URL's key is its canonical form (w3lib's rules, and
+    without tracking parameters with --strip-tracking), as UTF-8.  A line
+    that is not UTF-8 is its own key."""
+    from crawldedup.fingerprint import canonicalize_url
+
+    def keys(urls: List[bytes]) -> List[bytes]:
+        out = []
+        for url in urls:
+            try:
+                text = url.decode("utf-8")
+                out.append(canonicalize_url(text, strip_params=strip_tracking or None)
+                           .encode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                out.append(url)
+        return out
+    return keys
 
 
 def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
@@ -293,6 +320,9 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
         raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
                          "--rotate-every/--generations")
     state = os.path.abspath(args.state)
+    if args.strip_tracking and not args.canonical:
+        raise UsageError("--strip-tracking needs --canonical")
+    keyed = _canonical_keys(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
     try:
         for name in args.files or ["-"]:
@@ -310,7 +340,7 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
         # released last: killed anywhere, no URL is lost and none printed as
         # new is forgotten.
         journal.hold(urls)
-        added = bf.add_many(urls)
+        added = bf.add_many(urls if keyed is None else keyed(urls))
         if getattr(bf, "exact", False) and not replaying:
             # --exact/--db: print only what this run added (another crawler
             # sharing the database may have added the rest meanwhile).
@@ -352,14 +382,15 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                     if chunk is None:
                         break
                     read += len(chunk)
-                    fresh = _new_in_chunk(bf, chunk)
+                    keys = None if keyed is None else keyed(chunk)
+                    fresh = _new_in_chunk(bf, chunk, keys)
                     if fresh:
                         new += deliver(fresh)
                     if rotating and len(fresh) < len(chunk):
                         # Refresh on sight: a URL that keeps coming stays
                         # remembered; one not met for a whole window is
                         # forgotten and printed again when it comes back.
-                        bf.add_many(chunk)
+                        bf.add_many(chunk if keys is None else keys)
                 if guard.signum is not None:
                     break
         except _OutputFailed as exc:
@@ -560,6 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--generations", type=_generations, metavar="N",
                       help="generations of a new rotating state (default 2): a URL is "
                            "remembered for N-1 to N rotation periods after it was last met")
+    urls.add_argument("--canonical", action="store_true",
+                      help="compare URLs by their canonical form (w3lib's canonicalize_url: "
+                           "sorted query, normalized escapes, no fragment); the URL as read "
+                           "is printed")
+    urls.add_argument("--strip-tracking", action="store_true",
+                      help="with --canonical, also drop tracking parameters (utm_*, gclid, "
+                           "fbclid, spm, ...: crawldedup.DEFAULT_TRACKING_PARAMS)")
     urls.add_argument("--exact", action="store_true",
                       help="no false positives: keep each URL's MD5 (16 bytes) in a "
                            "fingerprint set saved in the state file (or in --db)")
