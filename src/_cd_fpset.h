@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "_cd_support.h"
 #if !defined(_WIN32)
 #include <sys/mman.h>
 #endif
@@ -38,14 +40,7 @@
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
 #define CD_FP_HUGE_BYTES ((size_t)4 << 20)
 
-static inline uint64_t cd_fp_fmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
+/* Mixing: MurmurHash3's fmix64 (cd_fmix64, _cd_support.h). */
 
 static inline uint64_t cd_fp_word(const unsigned char* p, size_t n) {
     /* n <= 8 bytes, little-endian. */
@@ -67,12 +62,12 @@ static inline uint64_t cd_fp_word(const unsigned char* p, size_t n) {
 static inline uint64_t cd_fp_hash(const unsigned char* d, size_t ds) {
     uint64_t acc = 0;
     size_t i = 0;
-    for (; i + 8 <= ds; i += 8) acc = cd_fp_fmix(acc ^ cd_fp_word(d + i, 8));
-    if (i < ds) acc = cd_fp_fmix(acc ^ cd_fp_word(d + i, ds - i));
+    for (; i + 8 <= ds; i += 8) acc = cd_fmix64(acc ^ cd_fp_word(d + i, 8));
+    if (i < ds) acc = cd_fmix64(acc ^ cd_fp_word(d + i, ds - i));
     return acc;
 }
 
-/* The inverse of cd_fp_fmix (xor-shifts by 33 undo themselves; the
+/* The inverse of cd_fmix64 (xor-shifts by 33 undo themselves; the
  * multipliers are replaced by their inverses modulo 2**64). */
 static inline uint64_t cd_fp_unfmix(uint64_t k) {
     k ^= k >> 33;
@@ -95,7 +90,7 @@ static inline void cd_fp_encode(const unsigned char* d, size_t ds, uint64_t* out
     for (j = 0; j < nw; j++) {
         size_t len = ds - 8 * j < 8 ? ds - 8 * j : 8;
         w = cd_fp_word(d + 8 * j, len);
-        acc = cd_fp_fmix(acc ^ w);
+        acc = cd_fmix64(acc ^ w);
         if (j + 1 < nw) out[j + 1] = w;
     }
     out[0] = acc;
@@ -111,7 +106,7 @@ static inline void cd_fp_decode(const uint64_t* slot, size_t ds, unsigned char* 
     uint64_t acc = 0;
     for (j = 0; j + 1 < nw; j++) {
         cd_fp_put(out + 8 * j, slot[j + 1], 8);
-        acc = cd_fp_fmix(acc ^ slot[j + 1]);
+        acc = cd_fmix64(acc ^ slot[j + 1]);
     }
     cd_fp_put(out + 8 * (nw - 1), cd_fp_unfmix(slot[0]) ^ acc, ds - 8 * (nw - 1));
 }

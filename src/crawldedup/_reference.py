@@ -996,15 +996,6 @@ def request_fingerprints_fast(urls: object, method: object,
 FP_MAX_DIGEST_SIZE = 64
 
 
-def _fp_fmix(k: int) -> int:
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & _MASK64
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & _MASK64
-    k ^= k >> 33
-    return k
-
-
 def _fp_bytes(key: object) -> bytes:
     if isinstance(key, str):
         raise TypeError("a digest must be bytes-like, not str (hash the text first, e.g. "
@@ -1026,7 +1017,7 @@ def fp_hash(digest: object) -> int:
                          f"got {len(data)}")
     acc = 0
     for i in range(0, len(data), 8):
-        acc = _fp_fmix(acc ^ int.from_bytes(data[i:i + 8], "little"))
+        acc = _fmix64(acc ^ int.from_bytes(data[i:i + 8], "little"))
     return acc
 
 
