@@ -215,3 +215,12 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
     assert proc.returncode == 0
     assert b"near-dups:" in shown and b"docs" in shown
     assert len(out.splitlines()) == len(brute_force_pairs(docs, 3))
+
+
+def test_info_describes_an_index(tmp_path):
+    index = crawldedup.SimhashIndex(k=4)
+    index.add_many(np.arange(7, dtype=np.uint64), np.arange(7, dtype=np.uint64) * 3)
+    index.save(tmp_path / "docs.idx")
+    run = crawldedup_cli("info", tmp_path / "docs.idx")
+    assert run.returncode == 0, run.stderr
+    assert b"kind: SimHash index" in run.stdout and b"k=4, entries=7" in run.stdout

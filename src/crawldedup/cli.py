@@ -532,6 +532,9 @@ def _composite_loader(kind: int) -> Optional[Any]:
     if kind == getattr(_files, "KIND_FPSET", None):
         from crawldedup.fpset import FingerprintSet
         return FingerprintSet.load
+    if kind == getattr(_files, "KIND_INDEX", None):
+        from crawldedup.index import SimhashIndex
+        return SimhashIndex.load
     return None
 
 
