@@ -299,3 +299,32 @@ def test_statement_per_fingerprint_fallback(kind, tmp_path):
     finally:
         store.drop()
         store.close()
+
+
+OPENER = textwrap.dedent("""
+    import sys, time
+    from crawldedup import SQLiteStore
+    start = float(sys.argv[2])
+    while time.time() < start:  # all processes open at the same instant
+        pass
+    with SQLiteStore(sys.argv[1]) as store:
+        print(store.add(sys.argv[3].encode().ljust(16, b"_")))
+""")
+
+
+def test_processes_creating_one_sqlite_store_at_once_all_succeed(tmp_path):
+    # Two connections switching a new database to WAL at once: SQLite answers
+    # "database is locked" at once, without its busy timeout; the store
+    # waits and tries again instead of failing.
+    for round_ in range(6):
+        path = tmp_path / f"new-{round_}.db"
+        start = time.time() + 1.0
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(path), repr(start),
+                                   f"p{n}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for n in range(4)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()[-2000:]
+            assert out.strip() == b"True"
+        with SQLiteStore(path) as store:
+            assert len(store) == 4

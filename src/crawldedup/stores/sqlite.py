@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Iterator, List, Optional
 
 from crawldedup.errors import StoreUnavailableError
@@ -85,7 +86,20 @@ class SQLiteStore(FingerprintStore):
         except sqlite3.Error as exc:
             raise self._fail(exc) from exc
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            # Switching a new database to WAL while another process does the
+            # same fails at once with "database is locked" (SQLite does not
+            # wait on its busy timeout there): try again until the timeout.
+            deadline = time.monotonic() + self.timeout
+            pause = 0.005
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                        raise
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.1)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             # A bigger page cache than the default 2 MiB keeps the upper
             # levels of a large table's B-tree in memory.
