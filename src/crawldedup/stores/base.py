@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import re
 from typing import Any, List, Optional, Sequence
 
@@ -30,7 +31,7 @@ def check_table(table: Any) -> str:
     return table
 
 
-class FingerprintStore:
+class FingerprintStore(abc.ABC):
     """Base class: fingerprints of ``digest_size`` bytes in a database.
 
     Subclasses implement ``_insert(unique) -> set of new`` and
@@ -106,20 +107,25 @@ class FingerprintStore:
         found = self._select(list(dict.fromkeys(items))) if items else set()
         return np.fromiter((fp in found for fp in items), dtype=np.bool_, count=len(items))
 
-    def _insert(self, unique: List[bytes]) -> set:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _insert(self, unique: List[bytes]) -> set:
+        """Each store's own."""
 
-    def _select(self, unique: List[bytes]) -> set:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _select(self, unique: List[bytes]) -> set:
+        """Each store's own."""
 
-    def __len__(self) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """Each store's own."""
 
-    def clear(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def clear(self) -> None:
+        """Each store's own."""
 
-    def close(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Each store's own."""
 
     def __enter__(self) -> "FingerprintStore":
         return self
