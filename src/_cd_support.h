@@ -153,20 +153,27 @@ static inline uint64_t cd_fmix64(uint64_t k) {
 /* MurmurHash3_x64_128 (Austin Appleby's public-domain algorithm), written from
  * its specification: 16-byte blocks read as two little-endian words, a tail of
  * 0..15 bytes, then finalisation.  The 32-bit seed initialises both lanes. */
-static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
-                                      uint32_t seed, uint64_t *out1, uint64_t *out2) {
-    const uint64_t c1 = 0x87c37b91114253d5ULL;
-    const uint64_t c2 = 0x4cf5ad432745937fULL;
-    uint64_t h1 = seed, h2 = seed;
+#define CD_MM3_C1 0x87c37b91114253d5ULL
+#define CD_MM3_C2 0x4cf5ad432745937fULL
+
+/* One 16-byte block of MurmurHash3 x64 128 into the state (h1, h2). */
+#define CD_MM3_BLOCK(p_, h1_, h2_) do {                                              \
+        uint64_t k1_ = cd_load64le(p_), k2_ = cd_load64le((p_) + 8);                 \
+        k1_ *= CD_MM3_C1; k1_ = cd_rotl64(k1_, 31); k1_ *= CD_MM3_C2; (h1_) ^= k1_;  \
+        (h1_) = cd_rotl64((h1_), 27); (h1_) += (h2_); (h1_) = (h1_) * 5 + 0x52dce729;\
+        k2_ *= CD_MM3_C2; k2_ = cd_rotl64(k2_, 33); k2_ *= CD_MM3_C1; (h2_) ^= k2_;  \
+        (h2_) = cd_rotl64((h2_), 31); (h2_) += (h1_); (h2_) = (h2_) * 5 + 0x38495ab5;\
+    } while (0)
+
+/* The rest of MurmurHash3 x64 128 from block `from` on, given the state
+ * after the blocks before it. */
+static inline void cd_murmur3_x64_128_rest(const unsigned char *data, size_t len, size_t from,
+                                           uint64_t h1, uint64_t h2,
+                                           uint64_t *out1, uint64_t *out2) {
+    const uint64_t c1 = CD_MM3_C1;
+    const uint64_t c2 = CD_MM3_C2;
     size_t nblocks = len / 16, i;
-    for (i = 0; i < nblocks; i++) {
-        uint64_t k1 = cd_load64le(data + 16 * i);
-        uint64_t k2 = cd_load64le(data + 16 * i + 8);
-        k1 *= c1; k1 = cd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-        h1 = cd_rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2; k2 = cd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        h2 = cd_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
-    }
+    for (i = from; i < nblocks; i++) CD_MM3_BLOCK(data + 16 * i, h1, h2);
     if (len >= 8) {
         /* The tail's words with whole 8-byte loads ending at the last byte
          * (inside the key, since it is at least 8 bytes long) instead of
@@ -212,6 +219,28 @@ static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
     h1 = cd_fmix64(h1); h2 = cd_fmix64(h2);
     h1 += h2; h2 += h1;
     *out1 = h1; *out2 = h2;
+}
+
+static inline void cd_murmur3_x64_128(const unsigned char *data, size_t len,
+                                      uint32_t seed, uint64_t *out1, uint64_t *out2) {
+    cd_murmur3_x64_128_rest(data, len, 0, seed, seed, out1, out2);
+}
+
+/* Two keys at once: the same results as two calls, but the blocks the keys
+ * have in common are hashed in one loop, so the processor works on both
+ * dependency chains together (one key's chain leaves it mostly idle). */
+static inline void cd_murmur3_x64_128_x2(const unsigned char *a, size_t la,
+                                         const unsigned char *b, size_t lb, uint32_t seed,
+                                         uint64_t *a1, uint64_t *a2,
+                                         uint64_t *b1, uint64_t *b2) {
+    uint64_t ha1 = seed, ha2 = seed, hb1 = seed, hb2 = seed;
+    size_t na = la / 16, nb = lb / 16, n = na < nb ? na : nb, i;
+    for (i = 0; i < n; i++) {
+        CD_MM3_BLOCK(a + 16 * i, ha1, ha2);
+        CD_MM3_BLOCK(b + 16 * i, hb1, hb2);
+    }
+    cd_murmur3_x64_128_rest(a, la, n, ha1, ha2, a1, a2);
+    cd_murmur3_x64_128_rest(b, lb, n, hb1, hb2, b1, b2);
 }
 
 /* --- str keys without caching their UTF-8 form ---------------------------

@@ -51,6 +51,9 @@ cdef extern from "_cd_support.h" nogil:
     int cd_popcount64(uint64_t x)
     void cd_murmur3_x64_128(const unsigned char* data, size_t length, uint32_t seed,
                             uint64_t* out1, uint64_t* out2)
+    void cd_murmur3_x64_128_x2(const unsigned char* a, size_t la,
+                               const unsigned char* b, size_t lb, uint32_t seed,
+                               uint64_t* a1, uint64_t* a2, uint64_t* b1, uint64_t* b2)
 
 cdef extern from "_cd_support.h":
     int cd_unicode_ready(PyObject* o) except -1
@@ -274,6 +277,28 @@ cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblo
         state = state * CD_LCG_MULTIPLIER + CD_LCG_INCREMENT
 
 
+cdef inline void _line_of(uint64_t h1, uint64_t h2, uint64_t m, uint64_t* out) noexcept nogil:
+    """A key's block in the blocked layout, as _indices_blocked finds it: the
+    bit index of the block's start (so out[0] >> 3 is the byte of its line,
+    as for the positions), then the generator state of its first offset."""
+    out[0] = cd_mulhi64(h1, m >> 9) << 9
+    out[1] = h2
+
+
+cdef inline bint _probe_test_line(const uint8_t* bits, const uint64_t* line, int k) noexcept nogil:
+    """_probe_test_all for a key given by _line_of: the offsets in its line
+    generated as they are tested."""
+    cdef const uint8_t* block = bits + (line[0] >> 3)
+    cdef uint64_t state = line[1], off
+    cdef unsigned int acc = 1
+    cdef int i
+    for i in range(k):
+        off = state >> 55
+        acc &= cd_load8(block + (off >> 3)) >> (off & 7)
+        state = state * CD_LCG_MULTIPLIER + CD_LCG_INCREMENT
+    return acc & 1
+
+
 cdef inline void _positions(int layout, uint64_t h1, uint64_t h2, int k, uint64_t m,
                             uint64_t unit, uint64_t* out) noexcept nogil:
     if layout == LAYOUT_BLOCKED:
@@ -392,6 +417,19 @@ cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ss
                 cd_prefetch_w(bits + (idx[j * k + t] >> 3))
             else:
                 cd_prefetch(bits + (idx[j * k + t] >> 3))
+
+
+cdef inline bint _plain_key(PyObject* obj, const unsigned char** data,
+                            Py_ssize_t* size) noexcept:
+    """Point at the bytes of an ASCII str or a bytes key, without copying;
+    False for any other key."""
+    if cd_compact_ascii(obj, data, size):
+        return True
+    if _is_bytes(obj):
+        data[0] = <const unsigned char*>_bytes_data(obj)
+        size[0] = _bytes_size(obj)
+        return True
+    return False
 
 
 cdef int _batch_key_open(object key, Py_ssize_t position, KeyView* kv) except -1:
@@ -706,10 +744,13 @@ cdef class BloomBits:
         cdef Py_ssize_t n, start, cnt, j, g, gcnt, gnext
         cdef bint is_list
         cdef PyObject* obj
+        cdef PyObject* obj2
+        cdef PyObject* obj3
         cdef const unsigned char* data
-        cdef Py_ssize_t size
+        cdef const unsigned char* data2
+        cdef Py_ssize_t size, size2
         cdef uint8_t* res
-        cdef uint64_t h1, h2
+        cdef uint64_t h1, h2, g1, g2
         cdef uint64_t fresh_count = 0
         cdef int k = self._k, t
         cdef uint64_t m = self._m
@@ -725,6 +766,9 @@ cdef class BloomBits:
         cdef bint branchless = adding or blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
         cdef bint prefetch = _prefetching
         cdef bint touch = prefetch and self._nbytes > TOUCH_MIN_BYTES
+        # Lookups in the blocked layout keep a key's line and generator state
+        # (see _line_of) instead of its k positions.
+        cdef bint lines = blocked and not adding
         cdef uint64_t sink = 0
         if adding:
             self._writable()
@@ -756,7 +800,8 @@ cdef class BloomBits:
                     cnt = CHUNK
                 if is_list and _list_size(seq) < start + cnt:
                     raise RuntimeError("the list of keys changed size during the call")
-                for j in range(cnt):
+                j = 0
+                while j < cnt:
                     if j + PREFETCH_KEYS < cnt:
                         obj = _list_item(seq, start + j + PREFETCH_KEYS) if is_list else \
                             _tuple_item(seq, start + j + PREFETCH_KEYS)
@@ -764,6 +809,31 @@ cdef class BloomBits:
                         cd_prefetch(<char*>obj + 64)
                         cd_prefetch(<char*>obj + 128)
                     obj = _list_item(seq, start + j) if is_list else _tuple_item(seq, start + j)
+                    # Two ASCII str or bytes keys in a row (the common case):
+                    # hashed together, see cd_murmur3_x64_128_x2.
+                    if j + 1 < cnt and _plain_key(obj, &data, &size):
+                        obj2 = _list_item(seq, start + j + 1) if is_list else \
+                            _tuple_item(seq, start + j + 1)
+                        if j + 1 + PREFETCH_KEYS < cnt:
+                            obj3 = _list_item(seq, start + j + 1 + PREFETCH_KEYS) if is_list \
+                                else _tuple_item(seq, start + j + 1 + PREFETCH_KEYS)
+                            cd_prefetch(obj3)
+                            cd_prefetch(<char*>obj3 + 64)
+                            cd_prefetch(<char*>obj3 + 128)
+                        if _plain_key(obj2, &data2, &size2):
+                            cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, seed,
+                                                  &h1, &h2, &g1, &g2)
+                            if lines:
+                                _line_of(h1, h2, m, &idx[j * k])
+                                _line_of(g1, g2, m, &idx[(j + 1) * k])
+                            else:
+                                _positions(layout, h1, h2, k, m, unit, &idx[j * k])
+                                _positions(layout, g1, g2, k, m, unit, &idx[(j + 1) * k])
+                            if prefetch:
+                                _prefetch_group(bits, &idx[j * k], 2, k, branchless, adding,
+                                                blocked)
+                            j += 2
+                            continue
                     if _is_str(obj):
                         kv.has_buffer = False
                         kv.heap = NULL
@@ -777,11 +847,15 @@ cdef class BloomBits:
                         _batch_key_open(<object>obj, start + j, &kv)
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
-                    _positions(layout, h1, h2, k, m, unit, &idx[j * k])
+                    if lines:
+                        _line_of(h1, h2, m, &idx[j * k])
+                    else:
+                        _positions(layout, h1, h2, k, m, unit, &idx[j * k])
                     # Fetch the key's bits while the next keys are hashed: by
                     # the time the chunk is probed they are in cache.
                     if prefetch:
                         _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
+                    j += 1
                 if adding and not atomic:
                     self._nogil_writers += 1
                 self._active += 1
@@ -811,7 +885,9 @@ cdef class BloomBits:
                                     hit = _probe_add_excl(bits, &idx[j * k], k)
                                 fresh_count += hit
                             else:
-                                if branchless:
+                                if lines:
+                                    hit = _probe_test_line(bits, &idx[j * k], k)
+                                elif branchless:
                                     hit = _probe_test_all(bits, &idx[j * k], k)
                                 else:
                                     hit = _probe_test(bits, &idx[j * k], k)

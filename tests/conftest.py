@@ -16,6 +16,12 @@ settings.register_profile(
     "ci", max_examples=300, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=3000, deadline=None)
+# Under AddressSanitizer (an -O0 build, ten times slower): fewer examples, as
+# the sanitizer looks for bad memory accesses on the code paths, which a few
+# dozen examples per property already walk.
+settings.register_profile(
+    "sanitize", max_examples=40, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("CRAWLDEDUP_HYPOTHESIS_PROFILE", "dev"))
 
 IMPLEMENTATIONS = ["core", "reference"]
