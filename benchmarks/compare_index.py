@@ -21,7 +21,10 @@ Peers: faiss IndexBinaryMultiHash(64, nhash=4, b=16) with nflip=0 (exact for
 k=3: four 16-bit hash tables), faiss IndexBinaryFlat (C brute force), the
 ``simhash`` package's SimhashIndex (leonsim; Python dict of hex strings),
 numpy brute force (xor + bitwise_count), simhash-pybind (seomoz) find_all.
-faiss range_search keeps d < radius, so radius k + 1 is passed.  Peers that
+faiss range_search keeps d < radius, so radius k + 1 is passed.  Every peer
+runs on one thread (faiss.omp_set_num_threads(1), query_many(threads=1));
+the interleaved timings also time both batch searches on every CPU the
+process may use (crawldedup's default for a batch this large).  Peers that
 are not installed are skipped with a note.  simhash and simhash-pybind both
 install a top-level ``simhash`` package; give the folder of a
 ``pip install --target DIR simhash-pybind`` as --seomoz-path.
@@ -117,6 +120,13 @@ def trim() -> None:
         pass
 
 
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -159,12 +169,13 @@ class Crawldedup(Peer):
     def query(self, q, k):
         return [i for i, _ in self.ix.query(q)]
 
+    # One thread, as faiss is given one (--threads measures both on more).
     def query_batch(self, qs, k):
-        offsets, ids, _ = self.ix.query_many(qs)
+        offsets, ids, _ = self.ix.query_many(qs, threads=1)
         return [ids[offsets[i]:offsets[i + 1]] for i in range(len(qs))]
 
-    def query_batch_raw(self, qs, k):
-        return self.ix.query_many(qs)
+    def query_batch_raw(self, qs, k, threads=1):
+        return self.ix.query_many(qs, threads=threads)
 
     def pairs(self):
         return sum(1 for _ in self.ix.pairs())
@@ -322,6 +333,7 @@ def interleaved(n: int, q: int, k: int, rounds: int, leonsim_q: int) -> Dict[str
     per-round ratios is steadier than ratios of timings taken minutes apart."""
     fps, qs = fingerprints(n), queries(q, n)
     qlist = qs.tolist()
+    threads = usable_cpus()
     peers: Dict[str, Any] = {}
     for cls in (Crawldedup, FaissMultiHash, Leonsim):
         try:
@@ -352,6 +364,19 @@ def interleaved(n: int, q: int, k: int, rounds: int, leonsim_q: int) -> Dict[str
         if ls is not None:
             sub = qlist[:leonsim_q]
             timed("simhash get_near_dups", lambda: [ls.query(v, k) for v in sub], len(sub))
+        if threads > 1:
+            # Both batch searches again, on every CPU this process may use.
+            if me is not None:
+                timed(f"crawldedup batch alone, {threads} threads",
+                      lambda: me.query_batch_raw(qs, k, threads=threads), q)
+            if fm is not None:
+                import faiss
+                faiss.omp_set_num_threads(threads)
+                try:
+                    timed(f"faiss batch alone, {threads} threads",
+                          lambda: fm.query_batch_raw(qs, k), q)
+                finally:
+                    faiss.omp_set_num_threads(1)
     return {key: v for key, v in timings.items()}
 
 
@@ -527,7 +552,8 @@ def main(argv=None) -> int:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
         f" numpy {np.__version__}.  One process per peer, medians of {args.reps} runs "
-        "(the simhash package: 1 run).  faiss threads = 1.",
+        "(the simhash package: 1 run).  One thread each (faiss threads = 1, crawldedup "
+        "query_many(threads=1)); the interleaved timings add both batch searches on every CPU.",
         "",
         "| peer | n | build s | RSS delta MiB (bytes/fp) | us/query (batch call alone) "
         "| us/query (batch + per-query slices) | us/query (1 call each) | recall | precision |",
@@ -601,7 +627,13 @@ def main(argv=None) -> int:
                 ("faiss one call each / crawldedup one call each", "faiss one call each",
                  "crawldedup one call each", None),
                 ("simhash get_near_dups / crawldedup one call each", "simhash get_near_dups",
-                 "crawldedup one call each", None)]:
+                 "crawldedup one call each", None),
+                (f"on {usable_cpus()} threads: faiss batch alone / crawldedup batch alone",
+                 f"faiss batch alone, {usable_cpus()} threads",
+                 f"crawldedup batch alone, {usable_cpus()} threads", 10),
+                (f"on {usable_cpus()} threads: simhash get_near_dups (one thread) / "
+                 "crawldedup batch alone", "simhash get_near_dups",
+                 f"crawldedup batch alone, {usable_cpus()} threads", 1000)]:
             v = iratio(a, b)
             mark = "" if target is None or v is None else (
                 f" (target >= {target}x: " + ("met)" if v >= target else "MISSED)"))

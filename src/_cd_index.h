@@ -144,6 +144,7 @@ static void cd_ix_layout_init(cd_ix_layout *L, int k) {
 #define CD_IX_HAVE_MMAP 1
 #endif
 #define CD_IX_MAP_FROM ((size_t)1 << 20)
+#define CD_IX_HUGE_FROM ((size_t)8 << 20)
 
 static void *cd_ix_alloc(size_t n, int zero) {
     size_t total = n + 16;
@@ -153,6 +154,10 @@ static void *cd_ix_alloc(size_t n, int zero) {
     if (total >= CD_IX_MAP_FROM) {
         void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return NULL;
+#if defined(MADV_HUGEPAGE)
+        /* Tables are read at random: huge pages spare most TLB misses. */
+        if (total >= CD_IX_HUGE_FROM) madvise(m, total, MADV_HUGEPAGE);
+#endif
         h = (unsigned char *)m;
         ((size_t *)h)[0] = total;
         ((size_t *)h)[1] = 1;
@@ -1173,6 +1178,50 @@ static void cd_ix_query_many(const cd_ix *ix, const uint64_t *qs, size_t m,
     if (__builtin_cpu_supports("popcnt")) { cd_ix_query_many_popcnt(ix, qs, m, offsets, o); return; }
 #endif
     cd_ix_query_many_impl(ix, qs, m, offsets, o);
+}
+
+/* One slice of a batch query, for one thread: the queries qs[0..m), its own
+ * offsets[m + 1] (relative to its own output o). */
+typedef struct {
+    const cd_ix *ix;
+    const uint64_t *qs;
+    size_t m;
+    int64_t *offsets;
+    cd_ix_out o;
+} cd_ix_qjob;
+
+#define CD_IX_MAX_THREADS 64
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define CD_IX_HAVE_THREADS 1
+#endif
+
+static void *cd_ix_qjob_run(void *arg) {
+    cd_ix_qjob *j = (cd_ix_qjob *)arg;
+    cd_ix_query_many(j->ix, j->qs, j->m, j->offsets, &j->o);
+    return NULL;
+}
+
+/* Run n (at most CD_IX_MAX_THREADS) slices at once: slice 0 on the calling
+ * thread, each other one on a thread of its own.  The index is only read.
+ * A slice whose thread cannot be started runs on the calling thread after
+ * the others, so the results never depend on how many threads ran. */
+static void cd_ix_query_many_jobs(cd_ix_qjob *jobs, int n) {
+    int r;
+#ifdef CD_IX_HAVE_THREADS
+    pthread_t th[CD_IX_MAX_THREADS];
+    int started[CD_IX_MAX_THREADS];
+    if (n > CD_IX_MAX_THREADS) n = CD_IX_MAX_THREADS;
+    for (r = 1; r < n; r++)
+        started[r] = pthread_create(&th[r], NULL, cd_ix_qjob_run, &jobs[r]) == 0;
+    cd_ix_qjob_run(&jobs[0]);
+    for (r = 1; r < n; r++) {
+        if (started[r]) pthread_join(th[r], NULL);
+        else cd_ix_qjob_run(&jobs[r]);
+    }
+#else
+    for (r = 0; r < n; r++) cd_ix_qjob_run(&jobs[r]);
+#endif
 }
 
 /* Self-join of a compacted index (one segment, no tombstones, no pending):

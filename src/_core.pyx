@@ -769,6 +769,8 @@ cdef class BloomBits:
         # Lookups in the blocked layout keep a key's line and generator state
         # (see _line_of) instead of its k positions.
         cdef bint lines = blocked and not adding
+        # idx holds stride words a key: its k positions, or its line (2 words).
+        cdef int stride = 2 if lines and k < 2 else k
         cdef uint64_t sink = 0
         if adding:
             self._writable()
@@ -789,7 +791,7 @@ cdef class BloomBits:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
-        idx = <uint64_t*>PyMem_Malloc(CHUNK * k * sizeof(uint64_t))
+        idx = <uint64_t*>PyMem_Malloc(CHUNK * stride * sizeof(uint64_t))
         if idx == NULL:
             raise MemoryError()
         start = 0
@@ -824,14 +826,14 @@ cdef class BloomBits:
                             cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, seed,
                                                   &h1, &h2, &g1, &g2)
                             if lines:
-                                _line_of(h1, h2, m, &idx[j * k])
-                                _line_of(g1, g2, m, &idx[(j + 1) * k])
+                                _line_of(h1, h2, m, &idx[j * stride])
+                                _line_of(g1, g2, m, &idx[(j + 1) * stride])
                             else:
-                                _positions(layout, h1, h2, k, m, unit, &idx[j * k])
-                                _positions(layout, g1, g2, k, m, unit, &idx[(j + 1) * k])
+                                _positions(layout, h1, h2, k, m, unit, &idx[j * stride])
+                                _positions(layout, g1, g2, k, m, unit, &idx[(j + 1) * stride])
                             if prefetch:
-                                _prefetch_group(bits, &idx[j * k], 2, k, branchless, adding,
-                                                blocked)
+                                _prefetch_group(bits, &idx[j * stride], 2, stride, branchless,
+                                                adding, blocked)
                             j += 2
                             continue
                     if _is_str(obj):
@@ -848,13 +850,13 @@ cdef class BloomBits:
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
                     if lines:
-                        _line_of(h1, h2, m, &idx[j * k])
+                        _line_of(h1, h2, m, &idx[j * stride])
                     else:
-                        _positions(layout, h1, h2, k, m, unit, &idx[j * k])
+                        _positions(layout, h1, h2, k, m, unit, &idx[j * stride])
                     # Fetch the key's bits while the next keys are hashed: by
                     # the time the chunk is probed they are in cache.
                     if prefetch:
-                        _prefetch_group(bits, &idx[j * k], 1, k, branchless, adding, blocked)
+                        _prefetch_group(bits, &idx[j * stride], 1, stride, branchless, adding, blocked)
                     j += 1
                 if adding and not atomic:
                     self._nogil_writers += 1
@@ -871,7 +873,7 @@ cdef class BloomBits:
                     # alone left most of the latency exposed.
                     if touch:
                         for j in range(cnt):
-                            sink += cd_load8(bits + (idx[j * k] >> 3))
+                            sink += cd_load8(bits + (idx[j * stride] >> 3))
                     g = 0
                     while g < cnt:
                         gcnt = cnt - g
@@ -880,17 +882,17 @@ cdef class BloomBits:
                         for j in range(g, g + gcnt):
                             if adding:
                                 if atomic:
-                                    hit = _probe_add(bits, &idx[j * k], k)
+                                    hit = _probe_add(bits, &idx[j * stride], k)
                                 else:
-                                    hit = _probe_add_excl(bits, &idx[j * k], k)
+                                    hit = _probe_add_excl(bits, &idx[j * stride], k)
                                 fresh_count += hit
                             else:
                                 if lines:
-                                    hit = _probe_test_line(bits, &idx[j * k], k)
+                                    hit = _probe_test_line(bits, &idx[j * stride], k)
                                 elif branchless:
-                                    hit = _probe_test_all(bits, &idx[j * k], k)
+                                    hit = _probe_test_all(bits, &idx[j * stride], k)
                                 else:
-                                    hit = _probe_test(bits, &idx[j * k], k)
+                                    hit = _probe_test(bits, &idx[j * stride], k)
                             res[start + j] = hit
                         g += gcnt
                     if adding and not atomic:

@@ -37,11 +37,49 @@ cdef extern from "_cd_index.h" nogil:
     int cd_ix_remove(cd_ix* ix, uint64_t id)
     void cd_ix_query_many(const cd_ix* ix, const uint64_t* qs, size_t m, int64_t* offsets,
                           cd_ix_out* o)
+    ctypedef struct cd_ix_qjob:
+        const cd_ix* ix
+        const uint64_t* qs
+        size_t m
+        int64_t* offsets
+        cd_ix_out o
+    int CD_IX_MAX_THREADS
+    void cd_ix_query_many_jobs(cd_ix_qjob* jobs, int n)
     void cd_ix_pairs(const cd_ix* ix, cd_ix_out* o)
     void cd_ix_export(const cd_ix* ix, uint64_t* fps, uint64_t* ids)
     void cd_ix_out_free(cd_ix_out* o)
 
 MAX_HAMMING_K = 8
+# A batch query takes one more thread per this many queries (a slice of
+# about a millisecond of work, so starting a thread costs little).
+QUERIES_PER_THREAD = 4096
+
+
+cdef int _query_threads(Py_ssize_t m, object threads) except -1:
+    """How many threads a batch of m queries runs on: ``threads`` when
+    given (an int >= 1; never more than one per query), else one per
+    QUERIES_PER_THREAD queries up to the CPUs this process may run on."""
+    cdef Py_ssize_t n
+    if threads is None:
+        n = m // QUERIES_PER_THREAD
+        if n > 1:
+            n = min(n, _usable_cpus())
+    else:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an int or None, not {type(threads).__name__}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        n = min(threads, m)
+    return <int>max(1, min(n, CD_IX_MAX_THREADS))
+
+
+def _usable_cpus():
+    """The number of CPUs this process may run on."""
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 cdef inline uint64_t _ix_u64(object v, str name) except? 0:
@@ -195,17 +233,22 @@ cdef class HammingIndex:
         finally:
             cd_ix_out_free(&o)
 
-    def query_many(self, fps):
+    def query_many(self, fps, threads=None):
         """(offsets int64[m+1], ids uint64, distances uint8): the results of
-        query fps[i] are ids[offsets[i]:offsets[i+1]], by distance then id."""
+        query fps[i] are ids[offsets[i]:offsets[i+1]], by distance then id.
+        Large batches are cut into slices searched by ``threads`` threads
+        at once (None: see _query_threads); the results are the same."""
         cdef const uint64_t[::1] q = _ix_u64_array(fps, "fps")
         cdef Py_ssize_t m = q.shape[0]
+        cdef int n = _query_threads(m, threads)
         offsets = _np.zeros(m + 1, dtype=_np.int64)
         cdef int64_t[::1] ov = offsets
         cdef cd_ix_out o
         memset(&o, 0, sizeof(o))
         if m == 0:
             return offsets, _np.zeros(0, _np.uint64), _np.zeros(0, _np.uint8)
+        if n > 1:
+            return self._query_many_threads(q, n, offsets)
         self._readers += 1
         try:
             with nogil:
@@ -221,6 +264,56 @@ cdef class HammingIndex:
         finally:
             self._readers -= 1
             cd_ix_out_free(&o)
+
+    cdef object _query_many_threads(self, const uint64_t[::1] q, int n, object offsets):
+        """query_many over n slices of q, one thread each, then the slices'
+        results joined in order."""
+        cdef Py_ssize_t m = q.shape[0], start = 0, total = 0, i, size
+        cdef int64_t[::1] ov = offsets
+        cdef int r
+        cdef bint oom = False
+        cdef cd_ix_qjob* jobs = <cd_ix_qjob*>PyMem_Malloc(n * sizeof(cd_ix_qjob))
+        if jobs == NULL:
+            raise MemoryError()
+        memset(jobs, 0, n * sizeof(cd_ix_qjob))
+        self._readers += 1
+        try:
+            for r in range(n):
+                size = m // n + (1 if r < m % n else 0)
+                jobs[r].ix = &self._ix
+                jobs[r].qs = &q[start]
+                jobs[r].m = <size_t>size
+                jobs[r].offsets = <int64_t*>PyMem_Malloc((size + 1) * sizeof(int64_t))
+                if jobs[r].offsets == NULL:
+                    raise MemoryError()
+                start += size
+            with nogil:
+                cd_ix_query_many_jobs(jobs, n)
+            for r in range(n):
+                oom = oom or jobs[r].o.oom
+                total += <Py_ssize_t>jobs[r].o.n
+            if oom:
+                raise MemoryError()
+            ids = _np.empty(total, dtype=_np.uint64)
+            dists = _np.empty(total, dtype=_np.uint8)
+            start = 0
+            total = 0
+            for r in range(n):
+                for i in range(<Py_ssize_t>jobs[r].m):
+                    ov[start + i] = jobs[r].offsets[i] + total
+                if jobs[r].o.n:
+                    memcpy(<char*>_np_data(ids) + total * 8, jobs[r].o.b, jobs[r].o.n * 8)
+                    memcpy(<char*>_np_data(dists) + total, jobs[r].o.d, jobs[r].o.n)
+                start += <Py_ssize_t>jobs[r].m
+                total += <Py_ssize_t>jobs[r].o.n
+            ov[m] = total
+            return offsets, ids, dists
+        finally:
+            self._readers -= 1
+            for r in range(n):
+                PyMem_Free(jobs[r].offsets)
+                cd_ix_out_free(&jobs[r].o)
+            PyMem_Free(jobs)
 
     def pairs(self):
         """(a uint64, b uint64, d uint8): every pair of entries within k, a < b,

@@ -98,6 +98,25 @@ def test_argument_checks():
 
 # ------------------------------------------------------------ object ids
 
+@pytest.mark.parametrize("object_ids", [False, True])
+def test_query_many_threads(object_ids):
+    rng = np.random.default_rng(12)
+    fps = rng.integers(0, 1 << 20, 20000, dtype=np.uint64)   # many near pairs
+    ix = SimhashIndex(k=2)
+    ids = [f"doc{i}" for i in range(len(fps))] if object_ids else np.arange(len(fps))
+    ix.add_many(ids, fps)
+    qs = fps[::2] ^ np.uint64(1)
+    one = ix.query_many(qs, threads=1)
+    assert one[0][-1] > len(qs)
+    for threads in (None, 2, 3):
+        got = ix.query_many(qs, threads=threads)
+        assert got[1].dtype == (object if object_ids else np.uint64)
+        for a, b in zip(got, one):
+            assert a.tolist() == b.tolist()
+    with pytest.raises(ValueError, match="threads"):
+        ix.query_many(qs, threads=0)
+
+
 def test_object_ids_and_the_switch_from_int_ids():
     ix = SimhashIndex(k=2)
     ix.add(5, 0)

@@ -418,6 +418,47 @@ def test_query_many_releases_the_gil(core):
             assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("k", [0, 3, 8])
+def test_query_many_on_threads_equals_one_thread(core, k):
+    """A batch cut into slices searched on several threads gives exactly the
+    one-thread results: every split, fewer queries than threads, segments,
+    pending entries and tombstones, and the automatic choice."""
+    rng = np.random.default_rng(70 + k)
+    fps = planted(rng, 12000, k)
+    ix = core.HammingIndex(k)
+    ix.add_many(fps[:10000], np.arange(10000, dtype=np.uint64))
+    for f, i in zip(fps[10000:].tolist(), range(10000, 12000)):
+        ix.add(f, i)
+    for i in range(0, 12000, 7):
+        ix.remove(i)
+    qs = queries_for(rng, fps, k, 9000)
+    one = ix.query_many(qs, threads=1)
+    lists = csr_lists(one)
+    for j in range(0, len(qs), 97):
+        assert lists[j] == ix.query(int(qs[j]))
+    for threads in (2, 3, 5, 64, 1000, None):
+        for part in (qs, qs[:1], qs[:3], qs[:4097]):
+            got = ix.query_many(part, threads=threads)
+            want = ix.query_many(part, threads=1)
+            for a, b in zip(got, want):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert [a.tolist() for a in ix.query_many(qs, threads=4)] == [a.tolist() for a in one]
+
+
+def test_query_many_threads_argument(impl):
+    ix = impl.HammingIndex(3)
+    ix.add(5, 1)
+    qs = np.array([5, 4], dtype=np.uint64)
+    for good in (None, 1, 2, 100):
+        assert csr_lists(ix.query_many(qs, threads=good)) == [[(1, 0)], [(1, 1)]]
+    for bad in (True, 1.5, "2"):
+        with pytest.raises(TypeError, match="threads"):
+            ix.query_many(qs, threads=bad)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="threads"):
+            ix.query_many(qs, threads=bad)
+
+
 @pytest.mark.parametrize("k,shared", [(1, 16), (2, 21), (3, 16), (3, 40), (5, 11), (8, 30)])
 def test_big_shared_block_buckets_join_recursively(core, k, shared):
     """Thousands of fingerprints sharing their top bits (one huge bucket, no

@@ -770,10 +770,17 @@ class HammingIndex:
         """[(id, distance)] of the entries within k of fp, by distance then id."""
         return self._search(_ix_u64(fp, "fp"))
 
-    def query_many(self, fps: object) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def query_many(self, fps: object,
+                   threads: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets int64[m+1], ids uint64, distances uint8): the results of
-        query fps[i] are ids[offsets[i]:offsets[i+1]], by distance then id."""
+        query fps[i] are ids[offsets[i]:offsets[i+1]], by distance then id.
+        ``threads`` is checked as the core checks it; the twin uses one."""
         q = _ix_u64_array(fps, "fps")
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int):
+                raise TypeError(f"threads must be an int or None, not {type(threads).__name__}")
+            if threads < 1:
+                raise ValueError(f"threads must be at least 1, got {threads}")
         offsets, ids, dists = [0], [], []
         for v in q.tolist():
             for id, d in self._search(v):

@@ -270,15 +270,21 @@ class SimhashIndex:
         """True if some stored fingerprint is within k of fp."""
         return bool(self._core.query(fp))
 
-    def query_many(self, fps: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def query_many(self, fps: Any,
+                   threads: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Search many fingerprints at once (without the GIL).
 
         Returns (offsets, ids, distances), a CSR layout: the results of
         fps[i] are ids[offsets[i]:offsets[i+1]] with their distances, in the
         order of :meth:`query`.  ids is uint64 while every id is an int,
         otherwise an object array; distances is uint8, offsets int64.
+
+        A large batch is searched by several threads, each over a slice of
+        fps: by default one per 4,096 queries, up to the CPUs this process
+        may use; ``threads=1`` keeps the search on the calling thread, and
+        ``threads=n`` asks for n.  The results do not depend on it.
         """
-        offsets, ids, dists = self._core.query_many(_fp_array(fps))
+        offsets, ids, dists = self._core.query_many(_fp_array(fps), threads)
         if self._ids is None:
             return offsets, ids, dists
         out = np.empty(len(ids), dtype=object)
