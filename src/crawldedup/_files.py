@@ -247,3 +247,63 @@ def read_exactly(f: BinaryIO, view: memoryview, path: Optional[PathLike]) -> Non
         if not n:
             raise CorruptFileError(path, "truncated while reading the payload")
         done += n
+
+
+# A header check of one kind of file: raises CorruptFileError for a header
+# that is not of that kind (path None for bytes in memory).
+HeaderCheck = Callable[[Header, Optional[PathLike]], None]
+
+
+def sealed(header: Header, payload: Union[bytes, bytearray, memoryview]) -> Header:
+    """header with the checksum of itself and payload filled in."""
+    header.checksum = checksum(header, payload)
+    return header
+
+
+def read_file(path: PathLike, check: HeaderCheck) -> "tuple[Header, memoryview]":
+    """The header of the state file at path, parsed and checked, and its
+    whole payload, read into memory (not yet checked against the checksum)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header = parse_header(f.read(HEADER_SIZE), size, path)
+        check(header, path)
+        # parse_header checked that the file really has payload_size bytes.
+        payload = memoryview(bytearray(header.payload_size))
+        read_exactly(f, payload, path)
+    return header, payload
+
+
+def split_bytes(data: Union[bytes, bytearray, memoryview],
+                check: HeaderCheck) -> "tuple[Header, memoryview]":
+    """read_file for a file's bytes in memory (a to_bytes result)."""
+    view = memoryview(data).cast("B")
+    header = parse_header(view[:HEADER_SIZE], len(view), None)
+    check(header, None)
+    return header, view[HEADER_SIZE:]
+
+
+class Saved:
+    """save() and to_bytes() for a class whose state is one file: it gives
+    _payload(), the bytes after the header, and _header(payload), the
+    sealed header for them."""
+
+    def _payload(self) -> Union[bytes, bytearray]:
+        raise NotImplementedError
+
+    def _header(self, payload: Union[bytes, bytearray]) -> Header:
+        raise NotImplementedError
+
+    def _write(self, f: BinaryIO) -> None:
+        payload = self._payload()
+        f.write(self._header(payload).pack())
+        f.write(payload)
+
+    def to_bytes(self) -> bytes:
+        """The bytes of the file that :meth:`save` writes (docs/format.md)."""
+        payload = self._payload()
+        return bytes(self._header(payload).pack()) + bytes(payload)
+
+    def save(self, path: PathLike) -> None:
+        """Write to path atomically: a crash at any moment leaves the
+        previous file or the new one, never a damaged one."""
+        atomic_write(path, self._write)

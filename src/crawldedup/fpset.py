@@ -26,7 +26,7 @@ same digests write identical files.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
@@ -40,7 +40,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 HASH_FPSET_FMIX = 2
 
 
-class FingerprintSet(FingerprintTable):
+class FingerprintSet(_files.Saved, FingerprintTable):
     """An exact set of ``digest_size``-byte digests (MD5 = 16, SHA-1 = 20).
 
     ``add(d) -> bool`` (True when new), ``d in s``, ``add_many`` and
@@ -133,31 +133,20 @@ class FingerprintSet(FingerprintTable):
             layout=_files.LAYOUT_STANDARD, flags=0, seed=0, num_bits=0,
             num_hashes=0, capacity=self.digest_size, error_rate=0.0,
             insert_count=len(payload) // self.digest_size, payload_size=len(payload))
-        header.checksum = _files.checksum(header, payload)
-        return header
+        return _files.sealed(header, payload)
 
-    def _write(self, f: BinaryIO) -> None:
-        payload = self._digests()
-        f.write(self._header(payload).pack())
-        f.write(payload)
+    def _payload(self) -> bytes:
+        return self._digests()
 
     def to_bytes(self) -> bytes:  # type: ignore[override]
         """The set in the file format of :meth:`save` (docs/fpset.md)."""
-        payload = self._digests()
-        return bytes(self._header(payload).pack()) + payload
+        return _files.Saved.to_bytes(self)
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "FingerprintSet":
         """The set that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
-        view = memoryview(data).cast("B")
-        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
-        _check_header(header, None)
-        return cls._from_payload(header, view[_files.HEADER_SIZE:], None)
-
-    def save(self, path: PathLike) -> None:
-        """Write the set to path atomically: a crash at any moment leaves the
-        previous file or the new one, never a damaged one."""
-        _files.atomic_write(path, self._write)
+        header, payload = _files.split_bytes(data, _check_header)
+        return cls._from_payload(header, payload, None)
 
     @classmethod
     def load(cls, path: PathLike) -> "FingerprintSet":  # type: ignore[override]
@@ -168,12 +157,7 @@ class FingerprintSet(FingerprintTable):
         else, IncompatibleFilterError for another format version, and OSError
         when it cannot be read.
         """
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            header = _files.parse_header(f.read(_files.HEADER_SIZE), size, path)
-            _check_header(header, path)
-            payload = memoryview(bytearray(header.payload_size))
-            _files.read_exactly(f, payload, path)
+        header, payload = _files.read_file(path, _check_header)
         return cls._from_payload(header, payload, path)
 
     @classmethod

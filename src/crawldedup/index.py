@@ -340,8 +340,7 @@ class SimhashIndex:
         """The index in the file format of :meth:`save` (docs/index.md)."""
         layout, parts = self._payload()
         payload = b"".join(parts)
-        header = self._header(layout, len(payload))
-        header.checksum = _files.checksum(header, payload)
+        header = _files.sealed(self._header(layout, len(payload)), payload)
         return bytes(header.pack()) + payload
 
     def save(self, path: PathLike) -> None:

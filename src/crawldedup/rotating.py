@@ -24,7 +24,7 @@ import os
 import struct
 import sys
 import time
-from typing import (Any, BinaryIO, Callable, Dict, Iterable, NamedTuple, Optional, Sequence,
+from typing import (Any, Callable, Dict, Iterable, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
@@ -253,7 +253,7 @@ def _parse_state(header: _files.Header, payload: memoryview,
                   sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
 
 
-class RotatingBloomFilter(MappedHandle):
+class RotatingBloomFilter(_files.Saved, MappedHandle):
     """Bloom filter generations: keys not seen for a while are forgotten.
 
     It holds ``generations`` :class:`BloomFilter` s, each sized for
@@ -770,19 +770,12 @@ class RotatingBloomFilter(MappedHandle):
             num_bits=newest.num_bits, num_hashes=newest.num_hashes, capacity=self._capacity,
             error_rate=self._error_rate, insert_count=self.insert_count,
             payload_size=len(payload))
-        header.checksum = _files.checksum(header, payload)
-        return header
-
-    def _write(self, f: BinaryIO) -> None:
-        payload = self._payload()
-        f.write(self._header(payload).pack())
-        f.write(payload)
+        return _files.sealed(header, payload)
 
     def to_bytes(self) -> bytes:
         """The filter in the file format of :meth:`save` (docs/format.md),
         rotation state included; the clock is not."""
-        payload = self._payload()
-        return bytes(self._header(payload).pack() + payload)
+        return super().to_bytes()
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview], *,
@@ -791,15 +784,13 @@ class RotatingBloomFilter(MappedHandle):
         clock; CorruptFileError if damaged.  Rotations that fell due since it
         was written happen at its first use."""
         clock = _check_clock(clock)
-        view = memoryview(data).cast("B")
-        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
-        _check_header(header, None)
-        return cls._from_payload(header, view[_files.HEADER_SIZE:], None, clock)
+        header, payload = _files.split_bytes(data, _check_header)
+        return cls._from_payload(header, payload, None, clock)
 
     def save(self, path: PathLike) -> None:
         """Write the filter and its rotation state to path atomically: a
         crash at any moment leaves the previous file or the new one."""
-        _files.atomic_write(path, self._write)
+        super().save(path)
 
     @classmethod
     def load(cls, path: PathLike, *, clock: Clock = time.time) -> "RotatingBloomFilter":
@@ -814,13 +805,7 @@ class RotatingBloomFilter(MappedHandle):
         another format version, and OSError if it cannot be read.
         """
         clock = _check_clock(clock)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            header = _files.parse_header(f.read(_files.HEADER_SIZE), size, path)
-            _check_header(header, path)
-            # parse_header checked that the file really has payload_size bytes.
-            payload = memoryview(bytearray(header.payload_size))
-            _files.read_exactly(f, payload, path)
+        header, payload = _files.read_file(path, _check_header)
         return cls._from_payload(header, payload, path, clock)
 
     @classmethod

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numbers
 import os
 import struct
-from typing import Any, BinaryIO, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -110,7 +110,7 @@ def _held(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray:
     return found
 
 
-class ScalableBloomFilter:
+class ScalableBloomFilter(_files.Saved):
     """A Bloom filter that grows past any capacity and keeps its error bound.
 
     It starts as one :class:`BloomFilter` of ``initial_capacity`` keys.  When
@@ -399,31 +399,13 @@ class ScalableBloomFilter:
             layout=_files.LAYOUT_STANDARD, flags=0, seed=self._seed, num_bits=0,
             num_hashes=0, capacity=self._initial_capacity, error_rate=self._error_rate,
             insert_count=self.insert_count, payload_size=len(payload))
-        header.checksum = _files.checksum(header, payload)
-        return header
-
-    def _write(self, f: BinaryIO) -> None:
-        payload = self._payload()
-        f.write(self._header(payload).pack())
-        f.write(payload)
-
-    def to_bytes(self) -> bytes:
-        """The filter in the file format of :meth:`save` (docs/format.md)."""
-        payload = self._payload()
-        return bytes(self._header(payload).pack() + payload)
+        return _files.sealed(header, payload)
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "ScalableBloomFilter":
         """The filter that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
-        view = memoryview(data).cast("B")
-        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
-        _check_header(header, None)
-        return cls._from_payload(header, view[_files.HEADER_SIZE:], None)
-
-    def save(self, path: PathLike) -> None:
-        """Write the filter to path atomically: a crash at any moment leaves
-        the previous file or the new one, never a damaged one."""
-        _files.atomic_write(path, self._write)
+        header, payload = _files.split_bytes(data, _check_header)
+        return cls._from_payload(header, payload, None)
 
     @classmethod
     def load(cls, path: PathLike) -> "ScalableBloomFilter":
@@ -434,13 +416,7 @@ class ScalableBloomFilter:
         kind of filter, IncompatibleFilterError for a file of another format
         version, and OSError if it cannot be read.
         """
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            header = _files.parse_header(f.read(_files.HEADER_SIZE), size, path)
-            _check_header(header, path)
-            # parse_header checked that the file really has payload_size bytes.
-            payload = memoryview(bytearray(header.payload_size))
-            _files.read_exactly(f, payload, path)
+        header, payload = _files.read_file(path, _check_header)
         return cls._from_payload(header, payload, path)
 
     @classmethod
