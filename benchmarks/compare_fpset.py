@@ -236,7 +236,7 @@ def main() -> None:
     b["fps_contains_many_list_s"] = timed(lambda a: fps.contains_many(a), args.reps,
                                           lambda: fresh(present))
     print("batch", json.dumps(b), flush=True)
-    del s
+    s = set()  # free its memory
 
     # ---- stores
     st = res["stores"] = {}

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import importlib
 import importlib.util
 import json

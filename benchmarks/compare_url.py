@@ -176,7 +176,7 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
 
 def markdown(payload: Dict[str, Any]) -> str:
     cfg = payload["config"]
-    lines = [f"# URL canonicalization and request fingerprints",
+    lines = ["# URL canonicalization and request fingerprints",
              "",
              f"crawldedup {cfg['crawldedup']} ({cfg['implementation']}), w3lib {cfg['w3lib']}, "
              f"scrapy {cfg['scrapy']}, Python {cfg['python']}, {cfg['machine']}; "

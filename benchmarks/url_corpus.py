@@ -89,7 +89,7 @@ def _shop(rng: random.Random, uid: int) -> tuple[str, str, list[tuple[str, str]]
                                     ("ev", f"exbrand_{_q(rng, rng.choice(_CJK))}"),
                                     ("page", str(uid % 20)), ("sort", "sort_totalsales15_desc"),
                                     ("cat", str(uid % 13))]      # repeated key
-    return host, f"/goods.html", [("goods_id", str(uid)), ("page_from", "23"),
+    return host, "/goods.html", [("goods_id", str(uid)), ("page_from", "23"),
                                   ("refer_page_name", "index"), ("refer_page_id", f"10002_{uid}")]
 
 

@@ -323,6 +323,10 @@ static inline PyObject *cd_pylong_from_u128(uint64_t lo, uint64_t hi) {
 }
 
 /* The bytes of a compact ASCII str (the usual URL), which are its UTF-8. */
+/* The item arrays of a list and a tuple (borrowed references). */
+#define cd_list_items(o) (((PyListObject *)(o))->ob_item)
+#define cd_tuple_items(o) (((PyTupleObject *)(o))->ob_item)
+
 static inline int cd_compact_ascii(PyObject *o, const unsigned char **data, Py_ssize_t *size) {
     if (!PyUnicode_Check(o) || !PyUnicode_IS_COMPACT_ASCII(o))
         return 0;

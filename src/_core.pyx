@@ -13,10 +13,12 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
-                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
+                               PyThread_free_lock, PyThread_release_lock,
+                               PyThread_start_new_thread, PyThread_type_lock)
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport UINT64_MAX, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 cimport cython
@@ -25,9 +27,9 @@ import mmap as _mmap
 
 import numpy as _np
 
-cdef extern from "Python.h":
+cdef extern from "Python.h" nogil:
     # Borrowed-pointer access for the batch loop, without reference counting
-    # on every touch.
+    # on every touch (field reads only, so also without the GIL).
     PyObject* _list_item "PyList_GET_ITEM" (object, Py_ssize_t)
     PyObject* _tuple_item "PyTuple_GET_ITEM" (object, Py_ssize_t)
     Py_ssize_t _list_size "PyList_GET_SIZE" (object)
@@ -49,6 +51,9 @@ cdef extern from "_cd_support.h" nogil:
     const uint64_t CD_LCG_MULTIPLIER
     const uint64_t CD_LCG_INCREMENT
     int cd_popcount64(uint64_t x)
+    bint cd_compact_ascii(PyObject* o, const unsigned char** data, Py_ssize_t* size)
+    PyObject** cd_list_items(object o)
+    PyObject** cd_tuple_items(object o)
     void cd_murmur3_x64_128(const unsigned char* data, size_t length, uint32_t seed,
                             uint64_t* out1, uint64_t* out2)
     void cd_murmur3_x64_128_x2(const unsigned char* a, size_t la,
@@ -64,7 +69,6 @@ cdef extern from "_cd_support.h":
     Py_ssize_t _unicode_length "PyUnicode_GET_LENGTH" (PyObject*)
     object PyUnicode_AsUTF8String(object)
     object cd_pylong_from_u128(uint64_t lo, uint64_t hi)
-    bint cd_compact_ascii(PyObject* o, const unsigned char** data, Py_ssize_t* size)
 
 IMPLEMENTATION = "core"
 
@@ -90,6 +94,26 @@ DEF TOUCH_MIN_BYTES = 4 << 20
 cdef uint64_t _touch_sink = 0
 # Benchmarks switch prefetching (and touching) off to measure what it buys.
 cdef bint _prefetching = True
+
+
+# Lookup batches of at least 2 * THREAD_KEYS keys are cut into slices looked
+# up on several threads (one per THREAD_KEYS keys, up to the CPUs the process
+# may use, or _batch_threads when set).
+DEF THREAD_KEYS = 16384
+cdef int _batch_threads = 0
+
+
+def _set_batch_threads(n):
+    """At most n threads for a lookup batch (0: as many as the CPUs the
+    process may use); the previous setting.  See crawldedup.set_threads."""
+    global _batch_threads
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"threads must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"threads must be at least 0, got {n}")
+    previous = _batch_threads
+    _batch_threads = min(n, 64)
+    return previous
 
 
 def _set_prefetching(enabled):
@@ -420,7 +444,7 @@ cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ss
 
 
 cdef inline bint _plain_key(PyObject* obj, const unsigned char** data,
-                            Py_ssize_t* size) noexcept:
+                            Py_ssize_t* size) noexcept nogil:
     """Point at the bytes of an ASCII str or a bytes key, without copying;
     False for any other key."""
     if cd_compact_ascii(obj, data, size):
@@ -467,6 +491,127 @@ cdef inline bint _probe_test_all(const uint8_t* bits, const uint64_t* idx, int k
         pos = idx[i]
         acc &= cd_load8(bits + (pos >> 3)) >> (pos & 7)
     return acc & 1
+
+
+ctypedef struct LookupJob:
+    PyObject** items          # the batch's keys (kept alive by the caller)
+    Py_ssize_t start, stop    # this job's slice
+    uint8_t* res              # 1 / 0, or 2 for a key left to the caller
+    const uint8_t* bits
+    uint64_t m, unit
+    uint64_t* idx             # CHUNK * stride words of scratch
+    int k, layout, stride
+    uint32_t seed
+    bint touch, branchless, blocked
+    uint64_t sink
+    PyThread_type_lock done   # released when the job is finished
+
+
+cdef void _lookup_slice(LookupJob* job) noexcept nogil:
+    """contains_many over a slice of keys without the GIL: the keys that are
+    ASCII str or bytes (immutable, their bytes read in place) are hashed and
+    probed chunk by chunk, as _batch does; any other key is marked 2 for the
+    caller to look up with the GIL."""
+    cdef Py_ssize_t c0, c1, j
+    cdef PyObject* obj
+    cdef const unsigned char* data
+    cdef const unsigned char* data2
+    cdef Py_ssize_t size, size2
+    cdef uint64_t h1, h2, g1, g2
+    cdef uint64_t* at
+    cdef int stride = job.stride, t
+    cdef uint8_t hit
+    c0 = job.start
+    while c0 < job.stop:
+        c1 = min(c0 + CHUNK, job.stop)
+        j = c0
+        while j < c1:
+            if j + PREFETCH_KEYS + 1 < c1:
+                cd_prefetch(job.items[j + PREFETCH_KEYS])
+                cd_prefetch(<char*>job.items[j + PREFETCH_KEYS] + 64)
+                cd_prefetch(job.items[j + PREFETCH_KEYS + 1])
+                cd_prefetch(<char*>job.items[j + PREFETCH_KEYS + 1] + 64)
+            obj = job.items[j]
+            at = &job.idx[(j - c0) * stride]
+            if _plain_key(obj, &data, &size):
+                if j + 1 < c1 and _plain_key(job.items[j + 1], &data2, &size2):
+                    # two keys at once, as _batch hashes them
+                    cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, job.seed,
+                                          &h1, &h2, &g1, &g2)
+                    if job.blocked:
+                        _line_of(h1, h2, job.m, at)
+                        _line_of(g1, g2, job.m, at + stride)
+                    else:
+                        _positions(job.layout, h1, h2, job.k, job.m, job.unit, at)
+                        _positions(job.layout, g1, g2, job.k, job.m, job.unit, at + stride)
+                    job.res[j] = 0
+                    job.res[j + 1] = 0
+                    j += 2
+                    continue
+                cd_murmur3_x64_128(data, <size_t>size, job.seed, &h1, &h2)
+                if job.blocked:
+                    _line_of(h1, h2, job.m, at)
+                else:
+                    _positions(job.layout, h1, h2, job.k, job.m, job.unit, at)
+                job.res[j] = 0
+            else:
+                job.res[j] = 2
+                at[0] = 0   # probed harmlessly, the result ignored
+                if job.blocked:
+                    at[1] = 0
+                else:
+                    for t in range(1, job.k):
+                        at[t] = 0
+            j += 1
+        if job.touch:
+            for j in range(c0, c1):
+                job.sink += cd_load8(job.bits + (job.idx[(j - c0) * stride] >> 3))
+        for j in range(c0, c1):
+            at = &job.idx[(j - c0) * stride]
+            if job.blocked:
+                hit = _probe_test_line(job.bits, at, job.k)
+            elif job.branchless:
+                hit = _probe_test_all(job.bits, at, job.k)
+            else:
+                hit = _probe_test(job.bits, at, job.k)
+            if job.res[j] != 2:
+                job.res[j] = hit
+        c0 = c1
+
+
+cdef void _lookup_job(void* arg) noexcept nogil:
+    cdef LookupJob* job = <LookupJob*>arg
+    _lookup_slice(job)
+    PyThread_release_lock(job.done)
+
+
+cdef int _lookup_threads(Py_ssize_t n) noexcept:
+    """How many threads a lookup batch of n keys takes (see THREAD_KEYS)."""
+    cdef Py_ssize_t t = n // THREAD_KEYS
+    cdef int cpus
+    if t < 2:
+        return 1
+    cpus = _usable_cpus_cached()
+    if _batch_threads:
+        cpus = min(cpus, _batch_threads)
+    return <int>max(1, min(t, cpus, 64))
+
+
+cdef int _cpus = 0
+
+
+cdef int _usable_cpus_cached() noexcept:
+    global _cpus
+    if _cpus == 0:
+        try:
+            import os
+            try:
+                _cpus = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                _cpus = os.cpu_count() or 1
+        except BaseException:
+            _cpus = 1
+    return _cpus
 
 
 @cython.no_gc_clear
@@ -771,6 +916,7 @@ cdef class BloomBits:
         cdef bint lines = blocked and not adding
         # idx holds stride words a key: its k positions, or its line (2 words).
         cdef int stride = 2 if lines and k < 2 else k
+        cdef int threads
         cdef uint64_t sink = 0
         if adding:
             self._writable()
@@ -791,6 +937,11 @@ cdef class BloomBits:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
+        if not adding:
+            threads = _lookup_threads(n)
+            if threads > 1:
+                self._lookup_on_threads(seq, keys, n, res, threads, stride, branchless, touch)
+                return out
         idx = <uint64_t*>PyMem_Malloc(CHUNK * stride * sizeof(uint64_t))
         if idx == NULL:
             raise MemoryError()
@@ -910,6 +1061,85 @@ cdef class BloomBits:
             if fresh_count:
                 self._count_add(fresh_count)
         return out
+
+    cdef int _lookup_on_threads(self, object seq, object keys, Py_ssize_t n, uint8_t* res,
+                                int threads, int stride, bint branchless,
+                                bint touch) except -1:
+        """contains_many of a large batch: slices of it looked up at once on
+        threads threads (the calling one included), then the keys that are
+        neither ASCII str nor bytes.  The calling thread keeps the GIL
+        throughout, so no Python code can change the keys while the other
+        threads read them (a copy of the list, with a new reference to every
+        key, would make the other threads read lines this one just wrote)."""
+        cdef object held = seq
+        cdef PyObject** items
+        cdef LookupJob* jobs
+        cdef Py_ssize_t i, per, at = 0
+        cdef int r
+        global _touch_sink
+        if type(held) is list:
+            items = cd_list_items(held)
+        else:
+            items = cd_tuple_items(held)
+        jobs = <LookupJob*>PyMem_Malloc(threads * sizeof(LookupJob))
+        if jobs == NULL:
+            raise MemoryError()
+        memset(jobs, 0, threads * sizeof(LookupJob))
+        try:
+            per = n // threads
+            for r in range(threads):
+                jobs[r].items = items
+                jobs[r].start = at
+                jobs[r].stop = n if r == threads - 1 else at + per
+                at = jobs[r].stop
+                jobs[r].res = res
+                jobs[r].bits = self._bits
+                jobs[r].m = self._m
+                jobs[r].unit = self._unit
+                jobs[r].k = self._k
+                jobs[r].layout = self._layout
+                jobs[r].stride = stride
+                jobs[r].seed = self._seed
+                jobs[r].touch = touch
+                jobs[r].branchless = branchless
+                jobs[r].blocked = self._layout == LAYOUT_BLOCKED
+                jobs[r].idx = <uint64_t*>malloc(CHUNK * stride * sizeof(uint64_t))
+                jobs[r].done = PyThread_allocate_lock()
+                if jobs[r].idx == NULL or jobs[r].done == NULL:
+                    raise MemoryError()
+            self._active += 1
+            try:
+                for r in range(1, threads):
+                    # held until the job is finished (it releases it)
+                    PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
+                    if PyThread_start_new_thread(_lookup_job, &jobs[r]) == -1:
+                        PyThread_release_lock(jobs[r].done)
+                        jobs[r].stride = 0   # no thread: run it here below
+                _lookup_slice(&jobs[0])
+                for r in range(1, threads):
+                    if jobs[r].stride == 0:
+                        jobs[r].stride = stride
+                        _lookup_slice(&jobs[r])
+                    else:   # wait, the GIL held (see above)
+                        PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
+                        PyThread_release_lock(jobs[r].done)
+            finally:
+                self._active -= 1
+            for r in range(threads):
+                _touch_sink += jobs[r].sink
+            for i in range(n):
+                if res[i] == 2:   # a key the threads left: with the GIL
+                    try:
+                        res[i] = BloomBits.__contains__(self, <object>items[i])
+                    except TypeError as exc:
+                        raise TypeError(f"keys[{i}]: {exc}") from None
+        finally:
+            for r in range(threads):
+                free(jobs[r].idx)
+                if jobs[r].done != NULL:
+                    PyThread_free_lock(jobs[r].done)
+            PyMem_Free(jobs)
+        return 0
 
     def _popcount(self):
         """Number of set bits."""

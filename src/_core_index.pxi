@@ -58,12 +58,15 @@ QUERIES_PER_THREAD = 4096
 cdef int _query_threads(Py_ssize_t m, object threads) except -1:
     """How many threads a batch of m queries runs on: ``threads`` when
     given (an int >= 1; never more than one per query), else one per
-    QUERIES_PER_THREAD queries up to the CPUs this process may run on."""
+    QUERIES_PER_THREAD queries up to the CPUs this process may run on and
+    the cap of crawldedup.set_threads."""
     cdef Py_ssize_t n
     if threads is None:
         n = m // QUERIES_PER_THREAD
         if n > 1:
-            n = min(n, _usable_cpus())
+            n = min(n, _usable_cpus_cached())
+            if _batch_threads:
+                n = min(n, _batch_threads)
     else:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"threads must be an int or None, not {type(threads).__name__}")
@@ -72,14 +75,6 @@ cdef int _query_threads(Py_ssize_t m, object threads) except -1:
         n = min(threads, m)
     return <int>max(1, min(n, CD_IX_MAX_THREADS))
 
-
-def _usable_cpus():
-    """The number of CPUs this process may run on."""
-    import os
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 cdef inline uint64_t _ix_u64(object v, str name) except? 0:

@@ -247,3 +247,63 @@ def test_batches_of_long_mixed_keys_set_the_bits_of_single_adds(core, reference,
     probes = [bytes([len(batch) % 256]) + b"/absent/" + str(i).encode() * i for i in range(60)]
     assert batched.contains_many(probes).tolist() == twin.contains_many(probes).tolist()
     assert batched.contains_many(probes).tolist() == [p in one_by_one for p in probes]
+
+
+# Lookup batches of 32,768 keys or more are cut into slices looked up on
+# several threads; the keys that are neither ASCII str nor bytes are left to
+# the calling thread.  Whatever the number of threads, the answers are those
+# of single lookups.
+@pytest.mark.parametrize("layout,k", [("standard", 7), ("blocked", 7), ("blocked", 1),
+                                      ("standard", 1)])
+def test_threaded_lookups_equal_single_lookups(core, layout, k):
+    import crawldedup
+    bits = core.BloomBits()
+    bits._init_bits(1 << 20 if layout == "blocked" else 1_000_003, k, 9, layout=layout)
+    added = [f"https://example.com/{i}" for i in range(0, 60000, 2)]
+    bits.add_many(added)
+    keys = []
+    for i in range(70000):
+        kind = i % 7
+        if kind == 0:
+            keys.append(f"https://example.com/{i}")
+        elif kind == 1:
+            keys.append(f"https://example.com/{i}".encode())
+        elif kind == 2:
+            keys.append(f"https://例え.jp/{i}")
+        elif kind == 3:
+            keys.append(bytearray(f"https://example.com/{i}".encode()))
+        elif kind == 4:
+            keys.append(memoryview(f"https://example.com/{i}".encode()))
+        else:
+            keys.append(f"https://example.com/{i - i % 2}")
+    expect = [key in bits for key in keys]
+    previous = crawldedup.set_threads(None)
+    try:
+        for threads in (None, 2, 3, 1):
+            crawldedup.set_threads(threads)
+            assert bits.contains_many(keys).tolist() == expect
+            assert bits.contains_many(tuple(keys)).tolist() == expect
+            assert bits.contains_many(iter(keys)).tolist() == expect
+        crawldedup.set_threads(None)
+        bad = keys[:40000] + [12345] + keys[40000:]
+        with pytest.raises(TypeError, match=r"keys\[40000\]"):
+            bits.contains_many(bad)
+    finally:
+        crawldedup.set_threads(previous)
+
+
+def test_set_threads_arguments(impl):
+    import crawldedup
+    previous = crawldedup.set_threads(3)
+    try:
+        assert crawldedup.set_threads(None) == 3
+        assert crawldedup.set_threads(1) is None
+        for bad in (0, -2, True, 1.5, "2"):
+            with pytest.raises(ValueError, match="threads"):
+                crawldedup.set_threads(bad)
+        with pytest.raises(TypeError):
+            impl._set_batch_threads(1.5)
+        with pytest.raises(ValueError):
+            impl._set_batch_threads(-1)
+    finally:
+        crawldedup.set_threads(previous)

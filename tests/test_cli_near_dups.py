@@ -141,7 +141,7 @@ def test_skip_bad_reports_and_goes_on(tmp_path, line, words):
                       + json.dumps({"id": 2, "text": "a b c d e f g h"}) + "\n").encode()
                      + b'{"id": 9, "text": "\xff"}\n')
     strict = crawldedup_cli("near-dups", path)
-    assert strict.returncode == 1 and f":2: ".encode() in strict.stderr
+    assert strict.returncode == 1 and b":2: " in strict.stderr
     assert words.encode() in strict.stderr
     run = crawldedup_cli("near-dups", path, "--skip-bad")
     assert run.returncode == 0, run.stderr

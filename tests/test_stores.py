@@ -3,7 +3,6 @@ through SQLAlchemy, all behind one interface, against the real servers."""
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -11,7 +11,7 @@ True
 True
 """
 
-from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices
+from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
                                StoreUnavailableError)
@@ -29,6 +29,7 @@ from crawldedup._version import __version__
 
 __all__ = [
     "IMPLEMENTATION",
+    "set_threads",
     # Bloom filters
     "BloomFilter",
     "RotatingBloomFilter",

@@ -37,6 +37,29 @@ lower_text = impl.lower_text
 leonsim_text = impl.leonsim_text
 leonsim_features = impl.leonsim_features
 
+# threads of the batch calls
+_set_batch_threads = impl._set_batch_threads
+
+
+def set_threads(n: "int | None" = None) -> "int | None":
+    """Cap the threads that crawldedup's large batch calls start.
+
+    ``contains_many`` of 32,768 keys or more (Bloom filters) and
+    ``SimhashIndex.query_many`` of 8,192 queries or more cut the batch into
+    slices searched at once on several threads: by default as many as the
+    CPUs the process may use.  ``set_threads(1)`` keeps every batch on the
+    calling thread (for one crawler process per core, say), ``set_threads(n)``
+    allows at most n, ``set_threads(None)`` restores the default.  Results
+    never depend on it.  Returns the previous setting.
+    """
+    if n is None:
+        n = 0
+    elif isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be None or an int >= 1, got {n!r}")
+    previous = _set_batch_threads(n)
+    return previous or None
+
+
 # index
 HammingIndex = impl.HammingIndex
 MAX_HAMMING_K: int = impl.MAX_HAMMING_K

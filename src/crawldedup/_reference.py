@@ -209,6 +209,22 @@ def _set_prefetching(enabled: object) -> bool:
     return previous
 
 
+_batch_threads = 0
+
+
+def _set_batch_threads(n: object) -> int:
+    """The core's cap on the threads of a batch call (0: the CPUs the
+    process may use); checked as the core checks it, and otherwise only
+    kept: the twin runs every batch on the calling thread."""
+    global _batch_threads
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"threads must be an int, not {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"threads must be at least 0, got {n}")
+    previous, _batch_threads = _batch_threads, min(n, 64)
+    return previous
+
+
 def nbytes_for(num_bits: int) -> int:
     """Bytes of storage for num_bits bits: whole 8-byte words."""
     return ((num_bits + 63) // 64) * 8
