@@ -874,7 +874,7 @@ cdef class BloomBits:
         """A numpy bool array, True where the key is (probably) present."""
         return self._batch(keys, False)
 
-    cdef object _batch(self, object keys, bint adding):
+    cdef object _batch(self, object keys, bint adding, bint may_thread=True):
         # Chunk by chunk: with the GIL, walk the keys (borrowed references,
         # key objects prefetched ahead: freshly built strings are rarely in
         # cache), hash them and compute their bit positions; then, without the
@@ -937,8 +937,16 @@ cdef class BloomBits:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
-        if not adding:
+        if not adding and may_thread:
             threads = _lookup_threads(n)
+            # The threads read ASCII str and bytes keys only (the rest is
+            # left to this thread): a batch with other keys among 64
+            # spread samples stays on this thread.
+            for j in range(64):
+                if threads > 1 and not _plain_key(
+                        _list_item(seq, j * (n // 64)) if is_list
+                        else _tuple_item(seq, j * (n // 64)), &data, &size):
+                    threads = 1
             if threads > 1:
                 self._lookup_on_threads(seq, keys, n, res, threads, stride, branchless, touch)
                 return out
@@ -1127,12 +1135,21 @@ cdef class BloomBits:
                 self._active -= 1
             for r in range(threads):
                 _touch_sink += jobs[r].sink
-            for i in range(n):
-                if res[i] == 2:   # a key the threads left: with the GIL
-                    try:
-                        res[i] = BloomBits.__contains__(self, <object>items[i])
-                    except TypeError as exc:
-                        raise TypeError(f"keys[{i}]: {exc}") from None
+            # The keys the threads left (non-ASCII str, buffers...): one
+            # batch on this thread; a bad key is named by its own position.
+            left = [i for i in range(n) if res[i] == 2]
+            if left:
+                try:
+                    found = self._batch([<object>items[i] for i in left], False, False)
+                except TypeError:
+                    for i in left:
+                        try:
+                            BloomBits.__contains__(self, <object>items[i])
+                        except TypeError as exc:
+                            raise TypeError(f"keys[{i}]: {exc}") from None
+                    raise
+                for i, hit in zip(left, found.tolist()):
+                    res[i] = hit
         finally:
             for r in range(threads):
                 free(jobs[r].idx)
