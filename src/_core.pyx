@@ -269,6 +269,8 @@ cdef inline uint64_t _unit(uint64_t m) noexcept nogil:
     return UINT64_MAX / m + (1 if m > 1 else 0)
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m, uint64_t unit,
                           uint64_t* out) noexcept nogil:
     # Enhanced double hashing (Dillinger & Manolios 2004) in the 64-bit space
@@ -286,6 +288,8 @@ cdef inline void _indices(uint64_t h1, uint64_t h2, int k, uint64_t m, uint64_t 
         y += <uint64_t>(i + 1) * unit
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblocks,
                                   uint64_t* out) noexcept nogil:
     # The blocked layout: every position of a key in one 512-bit block (one
@@ -301,6 +305,8 @@ cdef inline void _indices_blocked(uint64_t h1, uint64_t h2, int k, uint64_t nblo
         state = state * CD_LCG_MULTIPLIER + CD_LCG_INCREMENT
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline void _line_of(uint64_t h1, uint64_t h2, uint64_t m, uint64_t* out) noexcept nogil:
     """A key's block in the blocked layout, as _indices_blocked finds it: the
     bit index of the block's start (so out[0] >> 3 is the byte of its line,
@@ -309,6 +315,8 @@ cdef inline void _line_of(uint64_t h1, uint64_t h2, uint64_t m, uint64_t* out) n
     out[1] = h2
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline bint _probe_test_line(const uint8_t* bits, const uint64_t* line, int k) noexcept nogil:
     """_probe_test_all for a key given by _line_of: the offsets in its line
     generated as they are tested."""
@@ -323,6 +331,8 @@ cdef inline bint _probe_test_line(const uint8_t* bits, const uint64_t* line, int
     return acc & 1
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline void _positions(int layout, uint64_t h1, uint64_t h2, int k, uint64_t m,
                             uint64_t unit, uint64_t* out) noexcept nogil:
     if layout == LAYOUT_BLOCKED:
@@ -411,6 +421,8 @@ cdef inline bint _probe_add_excl(uint8_t* bits, const uint64_t* idx, int k) noex
     return fresh != 0
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
     cdef int i
     cdef uint64_t pos
@@ -443,6 +455,8 @@ cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ss
                 cd_prefetch(bits + (idx[j * k + t] >> 3))
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline bint _plain_key(PyObject* obj, const unsigned char** data,
                             Py_ssize_t* size) noexcept nogil:
     """Point at the bytes of an ASCII str or a bytes key, without copying;
@@ -481,6 +495,8 @@ cdef inline bint _lookup(const uint8_t* bits, uint64_t h1, uint64_t h2, int k,
     return True
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline bint _probe_test_all(const uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
     """_probe_test without early exit: no branch to mispredict on the
     random outcome of each probe, for batches whose positions are prefetched."""
@@ -493,6 +509,10 @@ cdef inline bint _probe_test_all(const uint8_t* bits, const uint64_t* idx, int k
     return acc & 1
 
 
+# Everything the lookup threads run is compiled without line tracing and
+# profiling hooks (the decorators on it and on the helpers it calls): in a
+# debug build those hooks take the GIL, which the calling thread holds while
+# it waits for the threads.
 ctypedef struct LookupJob:
     PyObject** items          # the batch's keys (kept alive by the caller)
     Py_ssize_t start, stop    # this job's slice
@@ -507,6 +527,8 @@ ctypedef struct LookupJob:
     PyThread_type_lock done   # released when the job is finished
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef void _lookup_slice(LookupJob* job) noexcept nogil:
     """contains_many over a slice of keys without the GIL: the keys that are
     ASCII str or bytes (immutable, their bytes read in place) are hashed and
@@ -579,6 +601,8 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
         c0 = c1
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef void _lookup_job(void* arg) noexcept nogil:
     cdef LookupJob* job = <LookupJob*>arg
     _lookup_slice(job)
