@@ -67,6 +67,14 @@ SERVICE_URLS = {
 }
 
 
+def platform_lacks(condition, reason):
+    """skipif for a platform without what the test needs (POSIX signals,
+    flock, fork...).  Under CRAWLDEDUP_REQUIRE_SERVICES (CI) it never skips:
+    the test runs and fails where the platform lacks it."""
+    return pytest.mark.skipif(bool(condition) and not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES"),
+                              reason=reason)
+
+
 def require_service(name):
     """The URL of the test server `name`, after checking that it accepts
     connections; skips (or fails, under CRAWLDEDUP_REQUIRE_SERVICES) if not."""

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from crawldedup import BloomFilter, IncompatibleFilterError, optimal_parameters
+from conftest import platform_lacks
 
 
 # ---------------------------------------------------------------- sizing
@@ -330,7 +331,7 @@ def test_large_filters_round_trip(tmp_path):
     assert union == bf
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+@platform_lacks(not hasattr(__import__("os"), "fork"), "needs fork")
 def test_forked_child_has_its_own_copy():
     import os
     bf = BloomFilter(2_000_000, 0.01)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from crawldedup import BloomFilter
+from conftest import platform_lacks
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
@@ -128,7 +129,7 @@ def test_errors_exit_1_with_one_line(tmp_path, setup, words):
         assert state.read_bytes() == b"garbage"
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+@platform_lacks(sys.platform == "win32", "flock")
 def test_second_process_on_the_same_state_is_refused(tmp_path):
     import fcntl
     state = tmp_path / "s"
@@ -140,7 +141,7 @@ def test_second_process_on_the_same_state_is_refused(tmp_path):
     assert not state.exists()
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@platform_lacks(sys.platform == "win32", "POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_saves_what_was_printed(tmp_path, sig):
     state = tmp_path / "s"
@@ -162,7 +163,7 @@ def test_signal_saves_what_was_printed(tmp_path, sig):
     assert lines(rerun.stdout) == ["https://e.com/new"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX pipes")
+@platform_lacks(sys.platform == "win32", "POSIX pipes")
 def test_closed_output_loses_no_url(tmp_path):
     state = tmp_path / "s"
     urls = [f"https://e.com/{i}".encode() for i in range(300_000)]
@@ -196,7 +197,7 @@ def test_closed_output_loses_no_url(tmp_path):
 KILL_FEED = 200_000
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+@platform_lacks(sys.platform == "win32", "SIGKILL")
 def test_kill_9_neither_loses_nor_repeats_urls(tmp_path):
     state = tmp_path / "s"
     urls = [f"https://e.com/{i}".encode() for i in range(KILL_FEED)]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from crawldedup import (BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError,
                         hash_indices)
 from crawldedup import _files
+from conftest import platform_lacks
 
 HEADER = 4096
 
@@ -222,7 +223,7 @@ SAVER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+@platform_lacks(sys.platform == "win32", "SIGKILL is POSIX")
 def test_kill_9_during_saves_leaves_a_whole_file_and_no_temp_pile(tmp_path):
     path = tmp_path / "state.bloom"
     for attempt in range(8):

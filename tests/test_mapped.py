@@ -11,6 +11,7 @@ import time
 import pytest
 
 from crawldedup import BloomFilter, CorruptFileError, IncompatibleFilterError
+from conftest import platform_lacks
 
 POSIX = sys.platform != "win32"
 FLAGS_AT, COUNT_AT, CHECKSUM_AT = 20, 64, 88
@@ -169,7 +170,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not POSIX, reason="shared mappings with flock")
+@platform_lacks(not POSIX, "shared mappings with flock")
 def test_four_processes_add_at_once(tmp_path):
     path = tmp_path / "shared.bloom"
     BloomFilter.open(path, capacity=400_000, error_rate=0.001).close()
@@ -216,7 +217,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not POSIX, reason="SIGKILL")
+@platform_lacks(not POSIX, "SIGKILL")
 def test_kill_9_loses_no_reported_key(tmp_path):
     path = tmp_path / "s.bloom"
     BloomFilter.open(path, capacity=100_000).close()

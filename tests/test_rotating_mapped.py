@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from crawldedup import CorruptFileError, IncompatibleFilterError, _files
 from crawldedup.rotating import RotatingBloomFilter
+from conftest import platform_lacks
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+pytestmark = platform_lacks(sys.platform == "win32", "POSIX file locks")
 
 HEADER = 4096
 WORDS = HEADER  # the state block's words start right after the header

@@ -287,11 +287,9 @@ class Saved:
     _payload(), the bytes after the header, and _header(payload), the
     sealed header for them."""
 
-    def _payload(self) -> Union[bytes, bytearray]:
-        raise NotImplementedError
-
-    def _header(self, payload: Union[bytes, bytearray]) -> Header:
-        raise NotImplementedError
+    # Given by every subclass.
+    _payload: Callable[[], Union[bytes, bytearray]]
+    _header: Callable[[Union[bytes, bytearray]], Header]
 
     def _write(self, f: BinaryIO) -> None:
         payload = self._payload()
