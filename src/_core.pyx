@@ -541,8 +541,7 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
     cdef Py_ssize_t size, size2
     cdef uint64_t h1, h2, g1, g2
     cdef uint64_t* at
-    cdef int stride = job.stride, t
-    cdef uint8_t hit
+    cdef int stride = job.stride
     c0 = job.start
     while c0 < job.stop:
         c1 = min(c0 + CHUNK, job.stop)
@@ -577,27 +576,22 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
                     _positions(job.layout, h1, h2, job.k, job.m, job.unit, at)
                 job.res[j] = 0
             else:
-                job.res[j] = 2
-                at[0] = 0   # probed harmlessly, the result ignored
-                if job.blocked:
-                    at[1] = 0
-                else:
-                    for t in range(1, job.k):
-                        at[t] = 0
+                job.res[j] = 2   # no positions: skipped below
             j += 1
         if job.touch:
             for j in range(c0, c1):
-                job.sink += cd_load8(job.bits + (job.idx[(j - c0) * stride] >> 3))
+                if job.res[j] != 2:
+                    job.sink += cd_load8(job.bits + (job.idx[(j - c0) * stride] >> 3))
         for j in range(c0, c1):
+            if job.res[j] == 2:
+                continue
             at = &job.idx[(j - c0) * stride]
             if job.blocked:
-                hit = _probe_test_line(job.bits, at, job.k)
+                job.res[j] = _probe_test_line(job.bits, at, job.k)
             elif job.branchless:
-                hit = _probe_test_all(job.bits, at, job.k)
+                job.res[j] = _probe_test_all(job.bits, at, job.k)
             else:
-                hit = _probe_test(job.bits, at, job.k)
-            if job.res[j] != 2:
-                job.res[j] = hit
+                job.res[j] = _probe_test(job.bits, at, job.k)
         c0 = c1
 
 
@@ -609,7 +603,7 @@ cdef void _lookup_job(void* arg) noexcept nogil:
     PyThread_release_lock(job.done)
 
 
-cdef int _lookup_threads(Py_ssize_t n) noexcept:
+cdef int _lookup_threads(Py_ssize_t n) except -1:
     """How many threads a lookup batch of n keys takes (see THREAD_KEYS)."""
     cdef Py_ssize_t t = n // THREAD_KEYS
     cdef int cpus
@@ -624,17 +618,15 @@ cdef int _lookup_threads(Py_ssize_t n) noexcept:
 cdef int _cpus = 0
 
 
-cdef int _usable_cpus_cached() noexcept:
+cdef int _usable_cpus_cached():
+    """The CPUs this process may run on (asked once)."""
     global _cpus
     if _cpus == 0:
+        import os
         try:
-            import os
-            try:
-                _cpus = len(os.sched_getaffinity(0))
-            except (AttributeError, OSError):
-                _cpus = os.cpu_count() or 1
-        except BaseException:
-            _cpus = 1
+            _cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            _cpus = os.cpu_count() or 1
     return _cpus
 
 
@@ -966,11 +958,12 @@ cdef class BloomBits:
             # The threads read ASCII str and bytes keys only (the rest is
             # left to this thread): a batch with other keys among 64
             # spread samples stays on this thread.
-            for j in range(64):
-                if threads > 1 and not _plain_key(
-                        _list_item(seq, j * (n // 64)) if is_list
-                        else _tuple_item(seq, j * (n // 64)), &data, &size):
+            j = 0
+            while threads > 1 and j < 64:
+                if not _plain_key(_list_item(seq, j * (n // 64)) if is_list
+                                  else _tuple_item(seq, j * (n // 64)), &data, &size):
                     threads = 1
+                j += 1
             if threads > 1:
                 self._lookup_on_threads(seq, keys, n, res, threads, stride, branchless, touch)
                 return out
