@@ -64,6 +64,7 @@ SERVICE_URLS = {
                                  "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
     "mariadb": os.environ.get("CRAWLDEDUP_TEST_MYSQL_URL",
                               "mysql+pymysql://root@127.0.0.1:3306/test"),
+    "redis": os.environ.get("CRAWLDEDUP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
 }
 
 
@@ -99,3 +100,11 @@ def postgres_url():
 @pytest.fixture
 def mariadb_url():
     return require_service("mariadb")
+
+
+@pytest.fixture
+def redis_url():
+    """The test Redis server (database 0 unless CRAWLDEDUP_TEST_REDIS_URL says
+    otherwise).  Tests share it: each names its keys with a unique prefix and
+    deletes them afterwards."""
+    return require_service("redis")
