@@ -228,7 +228,7 @@ class SyncTransport:
                             payload.append(p)
                     conn.send_packed_command(payload)
                     sent.append((name, conn, indices))
-                for name, conn, indices in sent:
+                for name, conn, indices in sent:  # noqa: B007 - named in errors
                     for i in indices:
                         out = results[i]
                         for _ in range(requests[i].replies):
