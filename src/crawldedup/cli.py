@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 from itertools import compress
@@ -164,6 +165,18 @@ class _OutputFailed(Exception):
     pass
 
 
+def file_kind(path: str) -> int:
+    """The kind of crawldedup file at path (``_files.KIND_*``); CorruptFileError
+    for a file that is not one."""
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    return _files.parse_header(head, os.path.getsize(path), path).kind
+
+
+def _kind_name(kind: int) -> str:
+    return _files.KIND_NAMES.get(kind, f"file of unknown kind {kind}")
+
+
 def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
     """The state file, mapped in place (created with the options when missing):
     a BloomFilter, or a RotatingBloomFilter with --rotate-every/--generations
@@ -174,6 +187,10 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
         with open(path, "rb") as f:
             head = f.read(_files.HEADER_SIZE)
         header = _files.parse_header(head, os.path.getsize(path), path)
+    if header is not None and header.kind not in (_files.KIND_BLOOM, _files.KIND_ROTATING):
+        raise CrawldedupError(
+            f"{path!r} holds a {_kind_name(header.kind)}; crawldedup urls keeps a Bloom filter "
+            f"there (with --exact, a fingerprint set): use another --state path")
     if rotating_asked or (header is not None and header.kind == _files.KIND_ROTATING):
         return _open_rotating(path, header, args, err)
     if header is not None:
@@ -240,6 +257,8 @@ def _duration(text: str) -> float:
     """Seconds in '3600', '90s', '15m', '12h', '7d', '2w' or a sum like '1d12h'."""
     import re
     spec = text.strip().lower()
+    if spec.startswith("-"):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
     try:
         seconds = float(spec)
     except ValueError:
@@ -263,7 +282,7 @@ def _format_duration(seconds: float) -> str:
 
 def _generations(text: str) -> int:
     from crawldedup.rotating import MAX_GENERATIONS, MIN_GENERATIONS
-    value = _positive_int(text)
+    value = _integer(text)
     if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
         raise argparse.ArgumentTypeError(
             f"must be in [{MIN_GENERATIONS}, {MAX_GENERATIONS}], got {value}")
@@ -458,6 +477,8 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     state_path = os.path.abspath(args.state)
     if not args.db:
         _check_writable(state_path)
+    if not (args.exact or args.db) and not os.path.exists(state_path):
+        _check_new_state_size(state_path, args)
     canonical = _Canonical(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
     try:
@@ -535,6 +556,37 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     return 0
 
 
+def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
+    """Usage errors, before anything is created, for a new Bloom state that
+    the options cannot size (too many hash functions or bits) or that would
+    not fit on the file system that would hold it."""
+    from crawldedup._kernel import nbytes_for
+    from crawldedup.bloom import format_size, optimal_parameters
+
+    capacity = DEFAULT_CAPACITY if args.capacity is None else args.capacity
+    error_rate = DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate
+    rotating = args.rotate_every is not None
+    generations = (2 if args.generations is None else args.generations) if rotating else 1
+    try:
+        num_bits, _ = optimal_parameters(capacity, error_rate / generations,
+                                         args.layout or "standard")
+    except ValueError as exc:
+        flag = "--error-rate" if "hash functions" in str(exc) else "--capacity"
+        value = error_rate if flag == "--error-rate" else capacity
+        raise UsageError(f"{flag} {value}: {exc}") from None
+    need = generations * nbytes_for(num_bits)
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError:
+        return  # a missing folder: opening the state says so
+    if need > free:
+        raise UsageError(
+            f"--capacity {capacity:,} at --error-rate {error_rate:g} needs a "
+            f"{format_size(need)} state file" + (f" ({generations} generations)" if rotating
+                                                  else "")
+            + f"; {os.path.dirname(path)} has {format_size(free)} free")
+
+
 def _count(n: int, noun: str) -> str:
     """'1 URL', '2 URLs'."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
@@ -554,6 +606,10 @@ def _check_urls_args(args: argparse.Namespace) -> None:
 
 def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
     path = os.path.abspath(args.path)
+    if not os.path.lexists(path):
+        raise CrawldedupError(
+            f"no state file at {path!r} (a crawldedup urls --db state keeps its URLs in the "
+            f"database: its --state path only names a lock and a journal while it runs)")
     with open(path, "rb") as f:
         head = f.read(_files.HEADER_SIZE)
     size = os.path.getsize(path)
@@ -658,6 +714,13 @@ def _composite_loader(kind: int) -> Optional[Any]:
 
 
 def _positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
     except ValueError:
@@ -668,8 +731,6 @@ def _positive_int(text: str) -> int:
         if not as_float.is_integer():
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         value = int(as_float)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -741,13 +802,39 @@ def build_parser() -> argparse.ArgumentParser:
                       help="check the checksum even of a large file (reads it whole)")
     info.add_argument("--repair", action="store_true",
                       help="seal the checksum of a file left open by a killed writer")
+    for command in commands.choices.values():
+        # A usage error found after parsing shows the usage of its command.
+        command.set_defaults(command_parser=command)
     return parser
+
+
+# Options whose value may start with "-" ("--rotate-every -1d"): argparse
+# would take such a value for an option and say "expected one argument".
+_VALUE_OPTIONS = ("--capacity", "--error-rate", "--rotate-every", "--generations", "--k")
+
+
+def _attach_values(argv: Sequence[str]) -> List[str]:
+    """"--rotate-every -1d" -> "--rotate-every=-1d", so that the option's
+    own check reports the value."""
+    out: List[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if (arg in _VALUE_OPTIONS and i + 1 < len(argv) and len(argv[i + 1]) > 1
+                and argv[i + 1][0] == "-" and (argv[i + 1][1].isdigit() or argv[i + 1][1] == ".")):
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)  # exits with status 2 on a usage error
+    args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    # (parse_args exits with status 2 on a usage error)
     err = sys.stderr
     try:
         if args.command == "urls":
@@ -763,7 +850,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _near_dups.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
-        parser.print_usage(err)
+        getattr(args, "command_parser", parser).print_usage(err)
         err.write(f"crawldedup: error: {exc}\n")
         return 2
     except (CrawldedupError, OSError) as exc:
