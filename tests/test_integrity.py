@@ -461,3 +461,42 @@ def test_opening_a_folder_names_it(tmp_path):
 
 def test_the_package_still_exports_what_it_did():
     assert crawldedup.BloomFilter is BloomFilter
+
+
+# ------------------------------------------- check_keys: core against twin
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+_any_key = st.one_of(
+    st.text(max_size=20), st.binary(max_size=20),
+    st.text(alphabet=st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=5),
+    st.text(alphabet=st.characters(min_codepoint=0x1F600, max_codepoint=0x1F64F), max_size=5),
+    st.builds(bytearray, st.binary(max_size=8)),
+    st.none(), st.integers(), st.floats(allow_nan=False),
+    st.builds(lambda b: memoryview(b)[::2], st.binary(min_size=2, max_size=8)),
+)
+
+
+def _outcome(check, keys):
+    try:
+        check(keys)
+    except (TypeError, UnicodeEncodeError) as exc:
+        message = str(exc)
+        return type(exc).__name__, message.split(":")[0] if isinstance(exc, TypeError) else ""
+    return None
+
+
+@given(st.lists(_any_key, max_size=30), st.booleans())
+def test_check_keys_core_and_twin_agree(core, reference, keys, as_tuple):
+    keys = tuple(keys) if as_tuple else keys
+    expected = _outcome(reference.check_keys, keys)
+    assert _outcome(core.check_keys, keys) == expected
+    # A batch that check_keys accepts is added whole; one it refuses, not at all.
+    bits = core.BloomBits()
+    bits._init_bits(4096, 3)
+    if expected is None:
+        assert len(bits.add_many(keys)) == len(keys)
+    else:
+        with pytest.raises((TypeError, UnicodeEncodeError)):
+            bits.add_many(keys)
+        assert bits._popcount() == 0 and bits.insert_count == 0

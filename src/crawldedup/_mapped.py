@@ -88,6 +88,8 @@ class MappedFile:
         # Set once this process marked the file DIRTY: only then does close()
         # seal it (a file refused at opening is left exactly as it was).
         self._marked = False
+        # Set once this process found the stored checksum right.
+        self._checked = False
         self._views: List[memoryview] = []
         # Called just before the checksum is computed by seal(), to bring
         # derived fields (a composite file's insert count) up to date.
@@ -182,6 +184,7 @@ class MappedFile:
         if self.dirty:
             return False
         if self.checksum() == self.stored_checksum():
+            self._checked = True
             return True
         if self.dirty:
             return False
@@ -208,7 +211,11 @@ class MappedFile:
             return
         if self.closed:
             raise ValueError("the filter is closed")
-        self.verify_clean()
+        # Checked at opening (verify=True) and still clean: nobody changed it
+        # since (a writer marks the file first), or a writer sealed it after
+        # checking it itself.
+        if not (self._checked and not self.dirty):
+            self.verify_clean()
         self.mark_dirty()
 
     def checksum(self) -> int:
@@ -216,14 +223,30 @@ class MappedFile:
         head = bytearray(self.mem[:_files.HEADER_SIZE])
         head[_CHECKSUM_AT:_CHECKSUM_AT + 4] = b"\0\0\0\0"
         crc = zlib.crc32(head)
-        payload = memoryview(self.mem)[_files.HEADER_SIZE:]
+        # Read through the descriptor (the same page cache as the shared
+        # mapping), not the mapping: the mapping is advised MADV_RANDOM for
+        # the probes, and a pass over it would fault in one page at a time.
+        size = len(self.mem)
+        step = 8 << 20
+        buffer = bytearray(min(step, max(size - _files.HEADER_SIZE, 0)))
+        view = memoryview(buffer)
+        at = _files.HEADER_SIZE
         try:
-            step = 1 << 30
-            for start in range(0, len(payload), step):
-                crc = zlib.crc32(payload[start:start + step], crc)
+            while at < size:
+                n = os.preadv(self.fd, [view[:min(step, size - at)]], at) \
+                    if hasattr(os, "preadv") else self._read_into(view[:min(step, size - at)], at)
+                if n <= 0:
+                    raise _files.CorruptFileError(self.path, "the file shrank while it was read")
+                crc = zlib.crc32(view[:n], crc)
+                at += n
         finally:
-            payload.release()
+            view.release()
         return crc & 0xFFFFFFFF
+
+    def _read_into(self, view: memoryview, at: int) -> int:  # pragma: no cover - no preadv
+        chunk = self.mem[at:at + len(view)]
+        view[:len(chunk)] = chunk
+        return len(chunk)
 
     def stored_checksum(self) -> int:
         return int.from_bytes(self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4], "little")
