@@ -20,7 +20,8 @@ in --workdir, every crawldedup run with a fresh state:
   ``--exact``, ``--canonical``, ``--canonical --exact`` and
   ``--db sqlite:///S.db``.
 
-Reported per command: the median wall time, the peak RSS of the process
+Reported per command: the median wall time, the CPU time (user + system,
+all threads: on a busy machine the steadier measure), the peak RSS of the process
 (its ``wait4`` rusage), the lines it printed, the speed in input lines per
 second, and the ratio ``awk time / its time`` ("x faster than awk").  The
 issue's targets are checked and printed at the end: every local mode at least
@@ -154,7 +155,8 @@ def run_once(spec: Dict[str, Any], out_path: Path) -> Dict[str, Any]:
     # ru_maxrss is in KiB on Linux, bytes on macOS.
     rss = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
     _clean(spec)
-    return {"wall": wall, "rss_mib": rss, "printed": printed}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": rss,
+            "printed": printed}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -212,6 +214,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in names:
         wall = statistics.median(r["wall"] for r in runs[name])
         rows.append({"name": name, "label": specs[name]["label"], "wall": wall,
+                     "cpu": statistics.median(r["cpu"] for r in runs[name]),
                      "walls": [r["wall"] for r in runs[name]],
                      "rss_mib": max(r["rss_mib"] for r in runs[name]),
                      "printed": runs[name][-1]["printed"],
@@ -222,12 +225,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         a for a in (argv if argv is not None else sys.argv[1:]))
     header = (f"{args.lines:,} lines, {args.repeats:.0%} repeats ({distinct:,} distinct), "
               f"seed {args.seed}, median of {args.reps}; {platform.platform()}, "
-              f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
-    table = ["| command | time (s) | peak RSS (MiB) | lines printed | lines/s "
-             "| x faster than awk |", "|---|---:|---:|---:|---:|---:|"]
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+              f"Python {platform.python_version()}")
+    table = ["| command | time (s) | CPU (s) | peak RSS (MiB) | lines printed | lines/s "
+             "| x faster than awk |", "|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         ratio = f"{row['vs_awk']:.2f}" if row["vs_awk"] is not None else "-"
-        table.append(f"| `{row['label']}` | {row['wall']:.2f} | {row['rss_mib']:.0f} | "
+        table.append(f"| `{row['label']}` | {row['wall']:.2f} | {row['cpu']:.2f} | "
+                     f"{row['rss_mib']:.0f} | "
                      f"{row['printed']:,} | {row['lines_per_s']:,.0f} | {ratio} |")
 
     by = {row["name"]: row for row in rows}

@@ -1,7 +1,8 @@
 """The state of ``crawldedup urls --exact``: URL digests, no false positives.
 
 A URL's digest is the MD5 of its bytes (the input line, i.e. the URL's UTF-8
-encoding): 16 bytes, the seeds' scheme (``crawldedup.fpset.url_digest``).
+encoding; with --canonical, of its canonical form): 16 bytes, the seeds' scheme
+(``crawldedup.url_fingerprint(url, canonical=False)``, in a compiled batch).
 
 Two places to keep them:
 
@@ -33,13 +34,20 @@ import numpy as np
 from crawldedup import _files
 from crawldedup._url_state import UrlState
 from crawldedup.errors import CrawldedupError
-from crawldedup.fpset import FingerprintSet, url_digests
+from crawldedup._kernel import url_digests_fast
+from crawldedup.fingerprint import url_fingerprints
+from crawldedup.fpset import FingerprintSet
 
 LOG_LIMIT = 64 << 20
 DIGEST_SIZE = 16
-# A database insert of many rows at once runs several times faster than
-# small ones: read about a megabyte of URLs (10,000 or more) per batch.
-DB_READ_SIZE = 1 << 20
+# Digests are random: each insert transaction touches pages all over the
+# table's B-tree and commits every page it touched, so a big table costs a
+# page written per row inserted unless a transaction holds many rows.  Read
+# up to 8 MiB of URLs (about 90,000) per batch when the input has them.
+DB_READ_SIZE = 8 << 20
+# --db: digests known to be in the database, kept in memory (27 bytes each at
+# most) to skip repeats; emptied past this many.
+KNOWN_LIMIT = 8_000_000
 
 
 def flag_list(names: List[str]) -> str:
@@ -71,11 +79,12 @@ class ExactState(UrlState):
             except ValueError as exc:
                 raise CrawldedupError(f"--db {self.db!r}: {exc}") from None
             # The store's insert-if-absent is atomic and reports what it
-            # added: no separate lookup, and big batches.
-            self.atomic = True
+            # added; the lookup before it is local: the digests this run
+            # knows to be in the database (it added or met them), so that
+            # repeats never reach the database.  Big batches.
             self.read_size = DB_READ_SIZE
-            self.add_many = self.store.add_many
-            self.contains_many = self.store.contains_many
+            self.known = FingerprintSet(DIGEST_SIZE)
+            self.contains_many = self.known.contains_many
             return
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -103,13 +112,25 @@ class ExactState(UrlState):
             self._log.truncate(whole)
         self._log.seek(0, os.SEEK_END)
 
-    def keys(self, lines: List[bytes]) -> np.ndarray:
+    def keys(self, lines: List[Any]) -> np.ndarray:
         """The MD5 digests of the lines (of their canonical forms with
-        --canonical), computed once per chunk."""
-        return url_digests(lines)
+        --canonical), computed once per chunk: ``url_fingerprints(lines,
+        canonical=False)``, through its batch kernel (without the GIL, on
+        several threads for big chunks)."""
+        digests = url_digests_fast(lines)
+        if None in digests:  # not for lines read (bytes) nor canonical forms (str)
+            digests = url_fingerprints(lines, canonical=False)
+        return np.frombuffer(b"".join(digests), dtype=f"S{DIGEST_SIZE}")
 
     def add_many(self, digests: np.ndarray) -> np.ndarray:  # type: ignore[override]
-        """Record the digests (in the log first); True where this call added them."""
+        """Record the digests (in the log first, or in the database); True
+        where this call added them."""
+        if self.store is not None:
+            added = self.store.add_many(digests)
+            if len(self.known) > KNOWN_LIMIT:
+                self.known.clear()  # only a cache: the database decides
+            self.known.add_many(digests)
+            return added  # type: ignore[no-any-return]
         assert self.fps is not None and self._log is not None
         self._log.write(digests.tobytes())
         self._log.flush()

@@ -7,10 +7,12 @@ The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
   per chunk and passed to the two calls below;
 * ``contains_many(keys)`` / ``add_many(keys)``: numpy bool arrays, as
   BloomFilter's (``add_many``: True where this call added the key, the first
-  of repeats within a call counting as new);
-* ``atomic``: True when ``add_many`` alone decides what is new, atomically,
-  for a state shared by several crawlers (a database): the command then skips
-  ``contains_many`` and prints exactly what its own ``add_many`` added;
+  of repeats within a call counting as new).  The command looks a chunk up,
+  records the keys not found with ``add_many`` and prints the lines whose
+  keys that call added.  For a state shared by several crawlers (a database)
+  ``add_many`` is the store's atomic insert-if-absent, which alone decides
+  what is new, and ``contains_many`` may answer from what this process knows
+  the store holds (a local cache that saves the round trips for repeats);
 * ``refresh``: True when keys met again are added again so that they stay
   remembered (a rotating filter);
 * ``read_size``: how many bytes of input the command reads per chunk (a
@@ -37,7 +39,6 @@ class UrlState:
     """The interface (see the module docstring), with the defaults of a
     local state whose keys are the lines."""
 
-    atomic = False
     refresh = False
     read_size = LOCAL_READ_SIZE
 
