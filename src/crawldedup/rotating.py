@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 import struct
 import time
-from typing import (Any, Callable, Iterable, Optional, Sequence,
+from typing import (Any, Iterable, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
@@ -35,10 +34,8 @@ from crawldedup._rotating_ring import SharedRing
 from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
                               optimal_parameters)
 from crawldedup.errors import CorruptFileError
+from crawldedup._types import Clock, Key, PathLike
 
-Key = Union[str, bytes, bytearray, memoryview]
-PathLike = Union[str, "os.PathLike[str]"]
-Clock = Callable[[], float]
 
 MIN_GENERATIONS = _checks.MIN_GENERATIONS
 MAX_GENERATIONS = _checks.MAX_GENERATIONS
@@ -657,11 +654,11 @@ class RotatingBloomFilter(_files.Saved, SharedRing):
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # The clock is not pickled: the copy tells the time with time.time.
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
 
-def _restore(cls: type, data: bytes) -> RotatingBloomFilter:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+# Pickles made before _files.restore name this.
+_restore = _files.restore
 
 
 __all__ = ["RotatingBloomFilter"]
