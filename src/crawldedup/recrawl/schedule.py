@@ -44,7 +44,7 @@ import numpy as np
 DAY = 86400.0
 
 #: Weight of the prior, in pseudo fetch intervals.
-PRIOR_WEIGHT = 2.0
+PRIOR_WEIGHT = 1.0
 #: Share of the prior's pseudo intervals (of length 1/lambda0) that end with
 #: a change: 1 - 1/e, so that without data the estimate is lambda0.
 PRIOR_CHANGED = 1.0 - math.exp(-1.0)

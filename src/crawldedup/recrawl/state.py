@@ -39,6 +39,7 @@ import numpy as np
 from crawldedup._kernel import hash128
 from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl.schedule import (
+    PRIOR_WEIGHT,
     ChangeRatePolicy,
     NutchPolicy,
     Policy,
@@ -360,7 +361,7 @@ class RecrawlState:
             return np.zeros(0)
         arr = np.asarray(stats, dtype=np.float64)
         prior = getattr(self.policy, "prior_rate", 1.0 / (7 * 86400.0))
-        weight = getattr(self.policy, "prior_weight", 2.0)
+        weight = getattr(self.policy, "prior_weight", PRIOR_WEIGHT)
         return estimate_rate(arr[:, _H["changes"]], arr[:, _H["t_changed"]],
                              arr[:, _H["t_unchanged"]], arr[:, _H["intervals"]] + 1.0,
                              prior, weight)
@@ -621,7 +622,7 @@ class RecrawlState:
         arr = np.array([(r[_P["changes"]], r[_P["t_changed"]], r[_P["t_unchanged"]],
                          r[_P["fetches"]]) for r in final], dtype=np.float64)
         rates = estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], prior,
-                              getattr(self.policy, "prior_weight", 2.0))
+                              getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
             for r in final:
@@ -658,7 +659,8 @@ class RecrawlState:
             self.store.set_meta({"mu": self._mu})
 
     def due(self, now: Optional[float] = None, limit: int = 1000, *,
-            per_host: Optional[int] = None, lease: Optional[float] = None) -> List[str]:
+            per_host: Optional[int] = None, lease: Optional[float] = None,
+            fill: bool = False) -> List[str]:
         """Up to ``limit`` URLs to fetch now, best first.
 
         With the change-rate policy they are the URLs whose scheduled time
@@ -667,7 +669,8 @@ class RecrawlState:
         with Nutch's, the most overdue first.  ``per_host``: at most that many
         URLs of one host.  ``lease``: push the returned URLs' due time ``lease``
         seconds ahead, so a second call before they are recorded does not
-        return them again.
+        return them again.  ``fill``: when fewer than ``limit`` URLs are due,
+        top up with those due soonest (a crawler with spare capacity).
         """
         if now is None:
             now = time.time()
@@ -700,25 +703,46 @@ class RecrawlState:
             if budget is not None:
                 self._update_mu(budget)
         wanted = limit * (8 if per_host is not None else 4) + 64
-        candidates = self.store.due_candidates(float(now), wanted)
-        if isinstance(policy, ChangeRatePolicy) and candidates:
-            gains = marginal(np.array([c[3] for c in candidates]),
-                             now - np.array([c[2] for c in candidates]))
-            order = np.argsort(-gains, kind="stable").tolist()
-            candidates = [candidates[i] for i in order]
         chosen: List[str] = []
         per: Dict[str, int] = {}
-        for url, host, _last, _rate, _due in candidates:
-            if per_host is not None:
-                if per.get(host, 0) >= per_host:
-                    continue
-                per[host] = per.get(host, 0) + 1
-            chosen.append(url)
+        seen: set = set()
+        for until in ((now, float("inf")) if fill else (now,)):
+            candidates = [c for c in self.store.due_candidates(float(until), wanted + len(seen))
+                          if c[0] not in seen]
+            seen.update(c[0] for c in candidates)
+            for url, host in self._ranked(candidates, now):
+                if per_host is not None:
+                    if per.get(host, 0) >= per_host:
+                        continue
+                    per[host] = per.get(host, 0) + 1
+                chosen.append(url)
+                if len(chosen) >= limit:
+                    break
             if len(chosen) >= limit:
                 break
         if lease is not None and chosen:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen
+
+    def _ranked(self, candidates: List[Tuple[Any, ...]], now: float) -> List[Tuple[str, str]]:
+        """Candidates best first: by expected freshness gain now (rates
+        re-estimated with their hosts' current pooled rates) for the
+        change-rate policy, most overdue first for Nutch's."""
+        if not candidates:
+            return []
+        if not isinstance(self.policy, ChangeRatePolicy):
+            return [(c[0], c[1]) for c in candidates]
+        hosts = list(dict.fromkeys(c[1] for c in candidates))
+        stats = self.store.get_hosts(hosts)
+        host_rate = dict(zip(hosts, self._host_rates(
+            [stats.get(h, [0.0] * len(HOST_FIELDS)) for h in hosts]).tolist()))
+        arr = np.array([c[2:] for c in candidates], dtype=np.float64)
+        rates = estimate_rate(arr[:, 3], arr[:, 4], arr[:, 5], arr[:, 6],
+                              np.array([host_rate[c[1]] for c in candidates]),
+                              self.policy.prior_weight)
+        gains = marginal(rates, now - arr[:, 0])
+        order = np.argsort(-gains, kind="stable").tolist()
+        return [(candidates[i][0], candidates[i][1]) for i in order]
 
     def count_due(self, now: Optional[float] = None) -> int:
         """How many URLs are due at ``now``."""

@@ -36,6 +36,9 @@ PAGE_FIELDS = ("url", "host", "etag", "last_modified", "content_length", "digest
                "t_changed", "t_unchanged", "rate", "interval", "due_at")
 HOST_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals", "lm_checks", "lm_lies",
                "etag_checks", "etag_lies", "bad_dates", "bad_lengths")
+#: What due_candidates returns of each page.
+CANDIDATE_FIELDS = ("url", "host", "last_fetched", "rate", "due_at", "changes", "t_changed",
+                    "t_unchanged", "fetches")
 _TEXT = {"url", "host", "etag", "last_modified"}
 _INT = {"content_length", "simhash", "fetches", "changes"}
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
@@ -64,9 +67,8 @@ class RecrawlStore(abc.ABC):
         """Write page rows, add host and histogram increments: all or nothing."""
 
     @abc.abstractmethod
-    def due_candidates(self, now: float, n: int) -> List[Tuple[str, str, float, float, float]]:
-        """Up to n (url, host, last_fetched, rate, due_at) with due_at <= now,
-        earliest due first."""
+    def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
+        """Up to n rows (CANDIDATE_FIELDS) with due_at <= now, earliest due first."""
 
     @abc.abstractmethod
     def count_due(self, now: float) -> int:
@@ -258,9 +260,9 @@ class SQLiteRecrawlStore(RecrawlStore):
             conn.execute("COMMIT")
         self._run(work)
 
-    def due_candidates(self, now: float, n: int) -> List[Tuple[str, str, float, float, float]]:
-        sql = ("SELECT url, host, last_fetched, rate, due_at FROM pages WHERE due_at <= ? "
-               "ORDER BY due_at LIMIT ?")
+    def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
+        sql = (f"SELECT {', '.join(CANDIDATE_FIELDS)} FROM pages WHERE due_at <= ? "
+               f"ORDER BY due_at LIMIT ?")
         return self._run(lambda conn: conn.execute(sql, (now, n)).fetchall())  # type: ignore
 
     def count_due(self, now: float) -> int:
@@ -453,22 +455,21 @@ class RedisRecrawlStore(RecrawlStore):
             pipe.execute()
         self._call(work)
 
-    def due_candidates(self, now: float, n: int) -> List[Tuple[str, str, float, float, float]]:
-        def work() -> List[Tuple[str, str, float, float, float]]:
+    def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
+        def work() -> List[Tuple[Any, ...]]:
             items = self.client.zrangebyscore(self._due, "-inf", now, start=0, num=n,
                                               withscores=True)
             if not items:
                 return []
             pipe = self.client.pipeline(transaction=False)
             for member, _ in items:
-                pipe.hmget(self._page_key(member.decode("utf-8")),
-                           ["host", "last_fetched", "rate"])
+                pipe.hmget(self._page_key(member.decode("utf-8")), list(CANDIDATE_FIELDS[1:]))
             out = []
-            for (member, score), (host, last, rate) in zip(items, pipe.execute()):
-                if host is None:
+            for (member, _score), values in zip(items, pipe.execute()):
+                if values[0] is None:
                     continue  # removed meanwhile
-                out.append((member.decode("utf-8"), host.decode("utf-8"), float(last),
-                            float(rate), float(score)))
+                out.append((member.decode("utf-8"), values[0].decode("utf-8"),
+                            *(float(v) for v in values[1:])))
             return out
         return self._call(work)  # type: ignore[no-any-return]
 
