@@ -218,10 +218,15 @@ def parse_http_date(value: str) -> Optional[float]:
 
 @functools.lru_cache(maxsize=65536)
 def _hostname(netloc: str) -> str:
+    """The host of a URL's netloc, lower-case, with its port when it has one
+    (two servers on one machine are two sites)."""
     try:
-        return (urlsplit("//" + netloc).hostname or "").lower()
+        parts = urlsplit("//" + netloc)
+        host = (parts.hostname or "").lower()
+        port = parts.port
     except ValueError:
         return ""
+    return host if port is None else f"{host}:{port}"
 
 
 def _digest_bytes(value: Any, where: str) -> bytes:
