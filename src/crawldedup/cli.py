@@ -11,11 +11,15 @@ Guarantees:
   it as new again, even after ``kill -9``.
 * No URL is lost either: the URLs of the chunk being recorded and printed are
   kept in ``STATE.pending`` until they are printed; a run that was killed, or
-  whose output was closed early (``| head``), leaves them there and the next
-  run prints them first (at-least-once delivery for that chunk).
+  whose output failed, leaves them there and the next run prints them first
+  (at-least-once delivery for that chunk).  URLs already written into a pipe
+  whose reader then exits (``| head``) count as delivered (README).
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
-* One ``crawldedup urls`` at a time uses a state file (a lock file beside
-  it); a second one exits with an error.
+* One ``crawldedup urls`` at a time uses a state file (``STATE.lock`` beside
+  it while the command runs); a second one exits with an error.
+
+The loop reads chunks, computes each chunk's keys once, and talks to its state
+through the small interface of ``crawldedup._url_state`` (docs/cli.md).
 
 ``crawldedup info PATH`` describes any crawldedup state file.
 
@@ -576,8 +580,8 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
     raw = ""
     if canonical is not None and canonical.raw:
-        raw = (f", {_count(canonical.raw, 'line')} not canonicalizable (not UTF-8 or not a "
-               f"URL canonicalize_url accepts) compared as read")
+        raw = (f", {_count(canonical.raw, 'line')} not canonicalizable (no URL "
+               f"canonicalize_url accepts) compared as read")
     err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}{raw}, "
               f"{detail}, state {args.state}\n")
     for warning in warnings:
