@@ -30,9 +30,12 @@ sys.path.insert(0, TESTS)
 from recrawl_site import Site  # noqa: E402
 
 
+WORDS = 1200  # about 8.5 KB a page; --words changes it
+
+
 def page(i: int, version: int) -> str:
     rng = random.Random(i * 1000 + version)
-    words = " ".join(f"w{rng.randrange(100000)}" for _ in range(1200))
+    words = " ".join(f"w{rng.randrange(100000)}" for _ in range(WORDS))
     return f"<html><body><h1>Page {i} v{version}</h1><p>{words}</p></body></html>"
 
 
@@ -52,7 +55,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--changed", type=float, default=0.2)
+    parser.add_argument("--words", type=int, default=WORDS,
+                        help="words a page (1200: about 8.5 KB)")
     args = parser.parse_args()
+    global WORDS
+    WORDS = args.words
     half = args.pages // 2
     paths = [f"/v/{i}" for i in range(half)] + [f"/plain/{i}" for i in range(half, args.pages)]
     site = Site({p: page(i, 0) for i, p in enumerate(paths)})
@@ -92,7 +99,7 @@ def main() -> None:
     unchanged = 1 - len(changed) / args.pages
     print(f"{args.pages} pages ({half} with ETag/Last-Modified, {args.pages - half} with "
           f"Content-Length only), {len(changed)} changed ({1 - unchanged:.0%}); first crawl "
-          f"sent {first:,} bytes\n")
+          f"sent {first:,} bytes ({first // args.pages:,} a page)\n")
     print(f"{'second crawl':<36}{'bytes sent':>12}{'saved':>8}{'200s':>6}{'304s':>6}"
           f"{'HEADs':>7}{'parsed':>8}")
     base = rows[0][1]
@@ -102,7 +109,7 @@ def main() -> None:
     print(f"\nshare of unchanged pages: {unchanged:.0%}; bytes saved by conditional + HEAD: "
           f"{1 - rows[-1][1] / base:.0%} (target: at least the unchanged share)")
     print(f"\nreproduce: PYTHONPATH=src python benchmarks/recrawl_bytes.py --pages {args.pages} "
-          f"--changed {args.changed}")
+          f"--changed {args.changed} --words {args.words}")
 
 
 if __name__ == "__main__":

@@ -567,45 +567,45 @@ class RecrawlState:
         deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
         hist: Dict[int, int] = {}
         rows: Dict[str, List[Any]] = {}
-        changed_flags: Dict[str, Optional[bool]] = {}
         old_rates: Dict[str, float] = {}
         verdicts: List[Verdict] = []
         nutch = isinstance(self.policy, NutchPolicy)
         nutch_rows: Dict[str, Tuple[Optional[float], Optional[bool], float, Optional[str]]] = {}
         k = self.k
-        for f, sim in zip(parsed, simhashes):
-            delta = deltas[f.host]
-            if f.bad_date:
+        for (f_key, f_host, f_status, f_etag, f_last_modified, f_content_length, f_digest,
+             _text, f_at, f_bad_date, f_bad_length), sim in zip(parsed, simhashes):
+            delta = deltas[f_host]
+            if f_bad_date:
                 delta[_H_BAD_DATES] += 1
                 self.stats["bad_dates"] += 1
-            if f.bad_length:
+            if f_bad_length:
                 delta[_H_BAD_LENGTHS] += 1
                 self.stats["bad_lengths"] += 1
-            row = rows.get(f.key)
-            if row is None and f.key in stored:
-                row = list(stored[f.key])
-                rows[f.key] = row
-                old_rates[f.key] = row[_P_RATE]
+            row = rows.get(f_key)
+            if row is None and f_key in stored:
+                row = list(stored[f_key])
+                rows[f_key] = row
+                old_rates[f_key] = row[_P_RATE]
             if row is None:
                 verdict = _NEW
-                row = [f.key, f.host, f.etag, f.last_modified, f.content_length, f.digest,
-                       None if sim is None else _signed64(sim), f.at, f.at, f.at, 1, 0,
-                       0.0, 0.0, 0.0, 0.0, f.at]
-                rows[f.key] = row
-                changed_flags[f.key] = None
-                nutch_rows[f.key] = (None, None, f.at, f.last_modified)
+                row = [f_key, f_host, f_etag, f_last_modified, f_content_length, f_digest,
+                       None if sim is None else _signed64(sim), f_at, f_at, f_at, 1, 0,
+                       0.0, 0.0, 0.0, 0.0, f_at]
+                rows[f_key] = row
+                if nutch:
+                    nutch_rows[f_key] = (None, None, f_at, f_last_modified)
                 verdicts.append(verdict)
                 continue
             old_digest = row[_P_DIGEST]
-            if f.status == 304:
+            if f_status == 304:
                 verdict = _NOT_MODIFIED
-                if f.etag is not None:
-                    row[_P_ETAG] = f.etag
-                if f.last_modified is not None:
-                    row[_P_LAST_MODIFIED] = f.last_modified
+                if f_etag is not None:
+                    row[_P_ETAG] = f_etag
+                if f_last_modified is not None:
+                    row[_P_LAST_MODIFIED] = f_last_modified
             else:
                 old_sim = row[_P_SIMHASH]
-                if old_digest is not None and f.digest == old_digest:
+                if old_digest is not None and f_digest == old_digest:
                     verdict = _UNCHANGED
                 elif (old_sim is not None and sim is not None
                       and hamming(old_sim & ((1 << 64) - 1), sim) <= k):
@@ -614,25 +614,25 @@ class RecrawlState:
                     verdict = _CHANGED
                 same = verdict is _UNCHANGED
                 moved = verdict is _CHANGED
-                for which, field, new in (("lm", _P_LAST_MODIFIED, f.last_modified),
-                                          ("etag", _P_ETAG, f.etag)):
+                for which, field, new in (("lm", _P_LAST_MODIFIED, f_last_modified),
+                                          ("etag", _P_ETAG, f_etag)):
                     old = row[field]
                     if old is not None and new is not None and old_digest is not None:
                         delta[_H[f"{which}_checks"]] += 1
                         if (new != old and same) or (new == old and moved):
                             delta[_H[f"{which}_lies"]] += 1
                             self.stats[f"{which}_lies"] += 1
-                row[_P_ETAG] = f.etag
-                row[_P_LAST_MODIFIED] = f.last_modified
-                row[_P_CONTENT_LENGTH] = f.content_length
-                row[_P_DIGEST] = f.digest
+                row[_P_ETAG] = f_etag
+                row[_P_LAST_MODIFIED] = f_last_modified
+                row[_P_CONTENT_LENGTH] = f_content_length
+                row[_P_DIGEST] = f_digest
                 if sim is not None and (old_sim is None or verdict is _CHANGED
                                         or (verdict is _NEAR_DUPLICATE
                                             and self.near_duplicate_is_change)):
                     row[_P_SIMHASH] = _signed64(sim)
             changed = verdict is _CHANGED or (
                 verdict is _NEAR_DUPLICATE and self.near_duplicate_is_change)
-            interval = f.at - row[_P_LAST_FETCHED]
+            interval = f_at - row[_P_LAST_FETCHED]
             if interval > 0:
                 if changed:
                     row[_P_CHANGES] += 1
@@ -646,12 +646,12 @@ class RecrawlState:
             elif changed:
                 row[_P_CHANGES] += 1
             if changed:
-                row[_P_LAST_CHANGED] = f.at
-            nutch_rows[f.key] = (row[_P_INTERVAL] or None, changed, f.at,
-                                 row[_P_LAST_MODIFIED])
-            row[_P_LAST_FETCHED] = max(row[_P_LAST_FETCHED], f.at)
+                row[_P_LAST_CHANGED] = f_at
+            if nutch:
+                nutch_rows[f_key] = (row[_P_INTERVAL] or None, changed, f_at,
+                                     row[_P_LAST_MODIFIED])
+            row[_P_LAST_FETCHED] = max(row[_P_LAST_FETCHED], f_at)
             row[_P_FETCHES] += 1
-            changed_flags[f.key] = changed
             verdicts.append(verdict)
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
