@@ -667,10 +667,10 @@ class RecrawlState:
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
             for r in final:
-                old_interval, changed, at, lm = nutch_rows[r[0]]
-                modified = parse_http_date(lm) if (changed and lm) else None
+                old_interval, was_changed, at, lm = nutch_rows[r[0]]
+                modified = parse_http_date(lm) if (was_changed and lm) else None
                 r[_P_INTERVAL], r[_P_DUE_AT] = self.policy.next(
-                    old_interval, changed, at, modified)
+                    old_interval, was_changed, at, modified)
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
             intervals = self.policy.intervals(rates, self._mu)

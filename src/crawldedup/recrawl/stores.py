@@ -435,7 +435,7 @@ class RedisRecrawlStore(RecrawlStore):
         def work() -> None:
             pipe = self.client.pipeline(transaction=True)
             for row in pages:
-                mapping = {}
+                mapping: Dict[str, Any] = {}
                 for name, value in zip(PAGE_FIELDS[1:], row[1:]):
                     if value is None:
                         mapping[name] = b""
