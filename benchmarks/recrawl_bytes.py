@@ -52,13 +52,13 @@ def crawl(urls, settings) -> dict:
 
 
 def main() -> None:
+    global WORDS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--changed", type=float, default=0.2)
-    parser.add_argument("--words", type=int, default=WORDS,
+    parser.add_argument("--words", type=int, default=1200,
                         help="words a page (1200: about 8.5 KB)")
     args = parser.parse_args()
-    global WORDS
     WORDS = args.words
     half = args.pages // 2
     paths = [f"/v/{i}" for i in range(half)] + [f"/plain/{i}" for i in range(half, args.pages)]
@@ -104,10 +104,10 @@ def main() -> None:
           f"{'HEADs':>7}{'parsed':>8}")
     base = rows[0][1]
     for name, sent, full, not_modified, heads, parsed in rows:
-        print(f"{name:<36}{sent:>12,}{1 - sent / base:>8.0%}{full:>6}{not_modified:>6}"
+        print(f"{name:<36}{sent:>12,}{1 - sent / base:>8.1%}{full:>6}{not_modified:>6}"
               f"{heads:>7}{parsed:>8}")
     print(f"\nshare of unchanged pages: {unchanged:.0%}; bytes saved by conditional + HEAD: "
-          f"{1 - rows[-1][1] / base:.0%} (target: at least the unchanged share)")
+          f"{1 - rows[-1][1] / base:.1%} (target: at least the unchanged share)")
     print(f"\nreproduce: PYTHONPATH=src python benchmarks/recrawl_bytes.py --pages {args.pages} "
           f"--changed {args.changed} --words {args.words}")
 
