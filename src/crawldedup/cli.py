@@ -42,7 +42,7 @@ import signal
 import sys
 from itertools import compress
 from types import FrameType
-from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, cast
 
 import numpy as np
 
@@ -400,7 +400,7 @@ class _Canonical:
         if self.strip_params is None and fingerprint.FAST_PATH:
             # The batch kernel itself: canonicalize_urls adds two Python
             # loops over the batch, a third of this mode's time (profiled).
-            keys = canonicalize_urls_fast(urls, False, True)
+            keys = cast(List[Any], canonicalize_urls_fast(urls, False, True))
             if None in keys:
                 cache = self.slow
                 for i, key in enumerate(keys):
@@ -415,8 +415,8 @@ class _Canonical:
                             self.raw += 1
                         keys[i] = key
             return keys
-        keys = fingerprint.canonicalize_urls(urls, strip_params=self.strip_params,
-                                             errors="none")
+        keys = cast(List[Any], fingerprint.canonicalize_urls(
+            urls, strip_params=self.strip_params, errors="none"))
         if None in keys:
             for i, key in enumerate(keys):
                 if key is None:
