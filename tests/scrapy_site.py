@@ -107,9 +107,14 @@ def expected_keys(pages: int) -> Set[str]:
 class Site:
     """The server: ``with Site(pages) as site:``, ``site.root``, ``site.counts``."""
 
-    def __init__(self, pages: int = 2000, delay: float = 0.0) -> None:
+    def __init__(self, pages: int = 2000, delay: float = 0.0, gate: bool = False) -> None:
+        """``delay``: seconds each response waits.  ``gate``: responses wait
+        until ``site.gate.set()`` (requests are counted as they arrive)."""
         self.pages = pages
         self.delay = delay
+        self.gate = threading.Event()
+        if not gate:
+            self.gate.set()
         self.counts: Dict[str, int] = {}
         self.lock = threading.Lock()
         site = self
@@ -131,6 +136,7 @@ class Site:
                 with site.lock:
                     key = page_key(self.path)
                     site.counts[key] = site.counts.get(key, 0) + 1
+                site.gate.wait()
                 if site.delay:
                     time.sleep(site.delay)
                 body = ("<html><body>" + "".join(f'<a href="{h}">l</a>' for h in links(i, site.pages))
@@ -144,7 +150,11 @@ class Site:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a crawler stopped by a signal drops its connections
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.root = f"http://127.0.0.1:{self.server.server_address[1]}/p/0"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -162,6 +172,7 @@ class Site:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.gate.set()
         self.server.shutdown()
         self.server.server_close()
 

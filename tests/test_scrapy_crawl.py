@@ -122,3 +122,42 @@ def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
     assert result.stderr.count(message) == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
+
+
+def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url):
+    """Two crawler processes with scrapy-redis's scheduler and queue and the
+    'redis' backend: each page is fetched once between them."""
+    pytest.importorskip("scrapy_redis")
+    import uuid
+
+    import redis
+    name = f"test-crawldedup-{uuid.uuid4().hex[:12]}"
+    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": "redis", "REDIS_URL": redis_url,
+                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",
+                "SCHEDULER_PERSIST": "True"}
+    client = redis.Redis.from_url(redis_url)
+    try:
+        # Each process starts from its own page; the server holds the
+        # responses until both have asked, so both take part for sure.
+        with Site(PAGES, gate=True) as site:
+            roots = [site.root, site.root[:-1] + "1"]
+            procs = [start_crawl(str(tmp_path), root, settings, str(tmp_path / f"s{i}.json"),
+                                 name=name) for i, root in enumerate(roots)]
+            deadline = time.monotonic() + 60
+            while site.fetched() < 2:
+                assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+                time.sleep(0.02)
+            site.gate.set()
+            outputs = [p.communicate(timeout=120)[0] for p in procs]
+            for p, out in zip(procs, outputs):
+                assert p.returncode == 0, out[-3000:]
+            assert site.counts == {key: 1 for key in expected}
+        stats = [read_stats(str(tmp_path / f"s{i}.json")) for i in range(2)]
+        counts = [s.get("downloader/response_count", 0) for s in stats]
+        assert sum(counts) == len(expected)
+        assert all(n > 0 for n in counts), counts
+        assert client.scard(f"{name}:crawldedup-seen") == len(expected)
+    finally:
+        client.delete(f"{name}:crawldedup-seen", f"{name}:requests")
+        client.close()

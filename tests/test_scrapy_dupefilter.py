@@ -295,3 +295,101 @@ def test_docstring_examples():
     for test in tests:
         runner.run(test)
     assert runner.failures == 0
+
+
+# --------------------------------------------------------------- redis
+
+@pytest.fixture
+def redis_key(redis_url):
+    import uuid
+
+    import redis
+    key = f"test-crawldedup-scrapy-{uuid.uuid4().hex}"
+    yield key
+    client = redis.Redis.from_url(redis_url)
+    client.delete(key)
+    client.close()
+
+
+def test_redis_backend_is_shared(redis_url, redis_key):
+    settings = {"CRAWLDEDUP_DUPEFILTER": "redis", "CRAWLDEDUP_REDIS_URL": redis_url,
+                "CRAWLDEDUP_REDIS_KEY": redis_key}
+    _, a = make(**settings)
+    _, b = make(**settings)
+    assert a.backend == "redis"
+    assert a.request_seen(Request("https://example.com/?b=1&a=2")) is False
+    assert b.request_seen(Request("https://example.com/?a=2&b=1")) is True
+    assert b.request_seen(Request("https://example.com/other")) is False
+    assert a.request_seen(Request("https://example.com/other")) is True
+    assert len(a) == 2
+    a.close("finished")
+    b.clear()
+    assert b.request_seen(Request("https://example.com/other")) is False
+    b.close("finished")
+
+
+def test_redis_key_follows_the_spider(redis_url):
+    import redis
+    c = crawler(CRAWLDEDUP_DUPEFILTER="redis", CRAWLDEDUP_REDIS_URL=redis_url)
+    c.spider = Spider("test-crawldedup-spider-key")
+    df = DupeFilter.from_crawler(c)
+    try:
+        assert df._backend.key == "test-crawldedup-spider-key:crawldedup-seen"
+        df.request_seen(Request("https://example.com/"))
+        client = redis.Redis.from_url(redis_url)
+        assert client.scard("test-crawldedup-spider-key:crawldedup-seen") == 1
+    finally:
+        df.clear()
+        df.close("finished")
+        client.close()
+
+
+def test_redis_unreachable_or_wrong_key(redis_url, redis_key):
+    from crawldedup import StoreUnavailableError
+    with pytest.raises(StoreUnavailableError, match="127.0.0.1:1"):
+        DupeFilter("redis", settings=crawler(CRAWLDEDUP_REDIS_URL="redis://127.0.0.1:1",
+                                             CRAWLDEDUP_REDIS_KEY="k").settings)
+    c = crawler(CRAWLDEDUP_DUPEFILTER="redis", CRAWLDEDUP_REDIS_URL="redis://127.0.0.1:1",
+                CRAWLDEDUP_REDIS_KEY="k")
+    df = DupeFilter.from_crawler(c)
+    with pytest.raises(StoreUnavailableError):
+        df.request_seen(Request("https://example.com/"))
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    client.set(redis_key, "a string, not a set")
+    client.close()
+    with pytest.raises(DupeFilterConfigError, match=redis_key):
+        DupeFilter("redis", settings=crawler(CRAWLDEDUP_REDIS_URL=redis_url,
+                                             CRAWLDEDUP_REDIS_KEY=redis_key).settings)
+
+
+# scrapy-redis 0.9 passes spider= to the stats, which Scrapy 2.19 deprecates
+@pytest.mark.filterwarnings("ignore:Passing a 'spider' argument")
+def test_under_scrapy_redis_scheduler(redis_url):
+    pytest.importorskip("scrapy_redis")
+    import redis
+    from scrapy_redis.scheduler import Scheduler
+    name = "test-crawldedup-scrapy-redis"
+    c = crawler(CRAWLDEDUP_DUPEFILTER="redis", REDIS_URL=redis_url,
+                SCHEDULER="scrapy_redis.scheduler.Scheduler",
+                DUPEFILTER_CLASS="crawldedup.scrapy.DupeFilter")
+    spider = Spider(name)
+    spider.crawler = c
+    spider.settings = c.settings
+    scheduler = Scheduler.from_crawler(c)
+    scheduler.open(spider)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert isinstance(scheduler.df, DupeFilter)
+        assert scheduler.df._backend.key == f"{name}:crawldedup-seen"
+        assert scheduler.enqueue_request(Request("https://example.com/?b=1&a=2")) is True
+        assert scheduler.enqueue_request(Request("https://example.com/?a=2&b=1")) is False
+        assert scheduler.enqueue_request(Request("https://example.com/?a=2&b=1",
+                                                 dont_filter=True)) is True
+        assert len(scheduler) == 2
+        assert client.scard(f"{name}:crawldedup-seen") == 1
+        scheduler.close("finished")  # not SCHEDULER_PERSIST: flushes queue and filter
+        assert client.exists(f"{name}:crawldedup-seen") == 0
+    finally:
+        client.delete(f"{name}:crawldedup-seen", f"{name}:requests")
+        client.close()

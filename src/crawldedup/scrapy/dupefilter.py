@@ -406,13 +406,16 @@ class DupeFilter(BaseDupeFilter):
         and stops the crawl as the spider opens (``CloseSpider`` with the
         reason ``crawldedup_config_error``, from the ``spider_opened``
         signal, once every component is open); no request passes it."""
+        return cls._build(crawler, getattr(getattr(crawler, "spider", None), "name", None))
+
+    @classmethod
+    def _build(cls, crawler: "Crawler", spider_name: Optional[str]) -> "DupeFilter":
         settings = crawler.settings
-        spider = getattr(crawler, "spider", None)
         try:
             df = cls(settings.get("CRAWLDEDUP_DUPEFILTER", "exact"),
                      jobdir=job_dir(settings), debug=settings.getbool("DUPEFILTER_DEBUG"),
                      fingerprinter=crawler.request_fingerprinter, settings=settings,
-                     stats=crawler.stats, spider_name=getattr(spider, "name", None))
+                     stats=crawler.stats, spider_name=spider_name)
         except (DupeFilterConfigError, StoreUnavailableError) as exc:
             df = cls.__new__(cls)
             df._fail(exc)
@@ -425,7 +428,7 @@ class DupeFilter(BaseDupeFilter):
     def from_spider(cls, spider: "Spider") -> "DupeFilter":
         """For scrapy-redis's Scheduler, which builds its filter from the
         spider when the spider opens (and never calls ``open``)."""
-        return cls.from_crawler(spider.crawler)
+        return cls._build(spider.crawler, spider.name)
 
     def _fail(self, error: Exception) -> None:
         self._error = error
