@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Set
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
 SPIDER = '''
-import json, os
+import datetime, json, os
 import scrapy
 
 class SiteSpider(scrapy.Spider):
@@ -42,9 +42,13 @@ class SiteSpider(scrapy.Spider):
     def closed(self, reason):
         out = os.environ.get("SITE_STATS")
         if out:
-            stats = {k: v for k, v in self.crawler.stats.get_stats().items()
-                     if isinstance(v, (int, float, str))}
+            all_stats = self.crawler.stats.get_stats()
+            stats = {k: v for k, v in all_stats.items() if isinstance(v, (int, float, str))}
             stats["reason"] = reason
+            start = all_stats.get("start_time")
+            if start is not None:
+                now = datetime.datetime.now(start.tzinfo)
+                stats["elapsed"] = (now - start).total_seconds()
             with open(out, "w") as f:
                 json.dump(stats, f)
 '''
