@@ -128,8 +128,10 @@ def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
 
 
 def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url):
-    """Two crawler processes with scrapy-redis's scheduler and queue and the
-    'redis' backend: each page is fetched once between them."""
+    """Two crawler processes under scrapy-redis's scheduler, each with its
+    own request queue, sharing only the 'redis' backend of the duplicate
+    filter: each page is fetched once between them, by the process that met
+    it first."""
     pytest.importorskip("scrapy_redis")
     import uuid
 
@@ -145,8 +147,10 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
         # responses until both have asked, so both take part for sure.
         with Site(PAGES, gate=True) as site:
             roots = [site.root, site.root[:-1] + "1"]
-            procs = [start_crawl(str(tmp_path), root, settings, str(tmp_path / f"s{i}.json"),
-                                 name=name) for i, root in enumerate(roots)]
+            procs = [start_crawl(str(tmp_path), root,
+                                 {**settings, "SCHEDULER_QUEUE_KEY": f"%(spider)s:requests:{i}"},
+                                 str(tmp_path / f"s{i}.json"), name=name)
+                     for i, root in enumerate(roots)]
             deadline = time.monotonic() + 60
             while site.fetched() < 2:
                 assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
@@ -159,8 +163,10 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
         stats = [read_stats(str(tmp_path / f"s{i}.json")) for i in range(2)]
         counts = [s.get("downloader/response_count", 0) for s in stats]
         assert sum(counts) == len(expected)
-        assert all(n > 0 for n in counts), counts
+        assert all(n > 0 for n in counts), counts  # both took part
+        # each also met, and dropped, pages the other one had
+        assert all(s["dupefilter/filtered"] > 0 for s in stats)
         assert client.scard(f"{name}:crawldedup-seen") == len(expected)
     finally:
-        client.delete(f"{name}:crawldedup-seen", f"{name}:requests")
+        client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1")
         client.close()
