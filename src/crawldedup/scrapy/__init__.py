@@ -6,8 +6,9 @@ In ``settings.py``::
     DUPEFILTER_CLASS = "crawldedup.scrapy.DupeFilter"
     CRAWLDEDUP_DUPEFILTER = "exact"        # or "bloom", "redis"
 
-See docs/scrapy.md.  The names are imported when first used, so importing
-this package does not import Scrapy.
+See docs/scrapy.md; ``RecrawlMiddleware``: see docs/recrawl.md.  The names
+are imported when first used, so importing this package does not import
+Scrapy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _EXPORTS: Dict[str, str] = {
     "RequestFingerprinter": ".fingerprinter",
     "fingerprint": ".fingerprinter",
     "DupeFilter": ".dupefilter",
+    "RecrawlMiddleware": ".recrawl",
 }
 
 __all__ = sorted(_EXPORTS)
