@@ -9,10 +9,14 @@ Guarantees:
 * The state is a memory-mapped file, updated in place as URLs are printed: a
   URL printed as new is recorded before it is printed, so no later run prints
   it as new again, even after ``kill -9``.
-* No URL is lost either: the URLs of the chunk being recorded and printed are
-  kept in ``STATE.pending`` until they are printed; a run that was killed, or
-  whose output was closed early (``| head``), leaves them there and the next
-  run prints them first (at-least-once delivery for that chunk).
+* Every new URL is written to the output: the URLs of the chunk being
+  recorded and written are kept in ``STATE.pending`` until they are written;
+  a run that was killed, or whose output was closed early, leaves them there
+  and the next run writes them first (at-least-once delivery for that
+  chunk).  URLs already written into a pipe whose reader exits before
+  reading them (``| head``) are lost with the pipe, up to one pipe buffer:
+  a consumer that needs every URL reads the output to its end or writes it
+  to a file (README, "The command line").
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
 * One ``crawldedup urls`` at a time uses a state file (a lock file beside
   it); a second one exits with an error.
