@@ -366,19 +366,18 @@ def canonicalize_urls(
             and (encoding is None or encoding.lower() in _UTF8_NAMES))
     out = cast(List[Optional[str]], _fast_many(items, keep_fragments, keep_blank_values)
                if fast else [None] * len(items))
-    extras = params is not None or remove_default_port or rules is not None
-    for i, result in enumerate(out):
-        if result is None:
-            try:
-                result = _canonical(items[i], keep_fragments, keep_blank_values, encoding,
-                                    query_separator)
-            except (TypeError, ValueError) as exc:
-                if errors == "none" and not isinstance(exc, TypeError):
-                    continue
-                raise _at_index(exc, i) from exc
-        if extras:
-            result = _extras(result, keep_fragments, params, remove_default_port, rules)
-        out[i] = result
+    for i in [i for i, result in enumerate(out) if result is None]:
+        try:
+            out[i] = _canonical(items[i], keep_fragments, keep_blank_values, encoding,
+                                query_separator)
+        except (TypeError, ValueError) as exc:
+            if errors == "none" and not isinstance(exc, TypeError):
+                continue
+            raise _at_index(exc, i) from exc
+    if params is not None or remove_default_port or rules is not None:
+        out = [None if result is None else
+               _extras(result, keep_fragments, params, remove_default_port, rules)
+               for result in out]
     return out
 
 
