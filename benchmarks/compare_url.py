@@ -72,8 +72,10 @@ def _load(path: Path, name: str):
     return module
 
 
-def fresh(urls: List[str]) -> List[str]:
-    """New str objects with the same text (no cached UTF-8 or hash)."""
+def fresh(urls: List[Any]) -> List[Any]:
+    """New str (or bytes) objects with the same text (no cached UTF-8 or hash)."""
+    if urls and isinstance(urls[0], bytes):
+        return [(u + b"\x00")[:-1] for u in urls]
     return [(u + "\x00")[:-1] for u in urls]
 
 
@@ -113,18 +115,6 @@ def timed_batch(fn: Callable[[List[str]], Any], urls: List[str], reps: int) -> f
         fn(xs)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) / len(urls) * 1e6
-
-
-def timed_batch_bytes(fn: Callable[[List[bytes]], Any], lines: List[bytes], reps: int) -> float:
-    """Median microseconds per line of one fn(lines) call over fresh copies."""
-    times = []
-    for _ in range(reps):
-        xs = [(x + b"\x00")[:-1] for x in lines]
-        gc.collect()
-        t0 = time.perf_counter()
-        fn(xs)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / len(lines) * 1e6
 
 
 def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
@@ -199,7 +189,7 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
                  timed_batch(canonicalize_urls, urls, reps), "one call for all URLs")
             pair(f"canonicalize_urls bytes, {label}", "w3lib canonicalize_url(line), bytes",
                  peer_bytes, "crawldedup.canonicalize_urls(lines)",
-                 timed_batch_bytes(canonicalize_urls, as_bytes, reps),
+                 timed_batch(canonicalize_urls, as_bytes, reps),
                  "UTF-8 lines as a file gives them, as the command line does")
             pair(f"url_fingerprints, {label}", "md5(w3lib canonicalize_url(url)).digest()",
                  rows[3]["peer_us"], "crawldedup.url_fingerprints(urls)",
@@ -210,7 +200,7 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
             pair(f"url_fingerprints raw, {label}", "hashlib.md5(line).digest()",
                  timed(lambda u: md5(u).digest(), as_bytes, reps),
                  "url_fingerprints(lines, canonical=False)",
-                 timed_batch_bytes(lambda xs: url_fingerprints(xs, canonical=False), as_bytes, reps),
+                 timed_batch(lambda xs: url_fingerprints(xs, canonical=False), as_bytes, reps),
                  "no canonicalization (the --exact key)")
         finally:
             crawldedup.set_threads(previous)
