@@ -19,7 +19,7 @@ the next ``WARC/1.`` line of a ``.warc``).
 >>> with open(path, "wb") as f:
 ...     w = WARCWriter(f, gzip=True)
 ...     rec = w.create_warc_record("https://example.com/", "conversion",
-...                                payload=io.BytesIO(b"Hello, world."),
+...                                payload=io.BytesIO(b"Hello, world."), length=13,
 ...                                warc_content_type="text/plain")
 ...     w.write_record(rec)
 >>> [(d.uri, d.text) for d in iter_warc(path)]

@@ -6,6 +6,8 @@ as a context manager:
 
 * :class:`SQLiteStore` — the embedded default: one file, WAL, batched
   transactions, safe to share between processes.
+* :class:`RedisStore` — Redis sets shared by a fleet of crawlers, optional
+  time windows (``pip install 'crawldedup[redis]'``; imported on first use).
 * :class:`SQLStore` — PostgreSQL, MySQL/MariaDB (or SQLite) through
   SQLAlchemy (``pip install 'crawldedup[sql]'``), with a unique key and an
   atomic insert-if-absent, so ``add`` reports "new" exactly once even with
@@ -19,4 +21,11 @@ from crawldedup.stores.base import FingerprintStore, open_store
 from crawldedup.stores.sql import SQLStore
 from crawldedup.stores.sqlite import SQLiteStore
 
-__all__ = ["FingerprintStore", "SQLiteStore", "SQLStore", "open_store"]
+__all__ = ["FingerprintStore", "RedisStore", "SQLiteStore", "SQLStore", "open_store"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "RedisStore":  # lazily: importing crawldedup.stores needs no redis-py
+        from crawldedup.redis.store import RedisStore
+        return RedisStore
+    raise AttributeError(f"module 'crawldedup.stores' has no attribute {name!r}")

@@ -141,12 +141,16 @@ def chunks(items: Sequence[bytes], size: int) -> List[Sequence[bytes]]:
 def open_store(url: str, *, table: Optional[str] = None, digest_size: int = 16
                ) -> FingerprintStore:
     """A store for a database URL: ``sqlite:///path`` opens a
-    :class:`SQLiteStore` (no SQLAlchemy needed), anything else a
-    :class:`SQLStore` through SQLAlchemy."""
+    :class:`SQLiteStore` (no SQLAlchemy needed), ``redis://host:port/db/name``
+    a :class:`~crawldedup.redis.RedisStore` (``table`` is its name when the
+    URL has none), anything else a :class:`SQLStore` through SQLAlchemy."""
     from crawldedup.stores.sql import SQLStore
     from crawldedup.stores.sqlite import SQLiteStore
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from crawldedup.redis.store import open_redis_store
+        return open_redis_store(url, name=table, digest_size=digest_size)
     kwargs = {"digest_size": digest_size}
     if table is not None:
         kwargs["table"] = table  # type: ignore[assignment]

@@ -1,0 +1,295 @@
+"""RedisStore: exact fingerprints (raw digests) in Redis sets, shared by a
+fleet of crawlers, optionally forgotten after a time window."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import numbers
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
+
+from crawldedup.redis import _resp
+from crawldedup.redis._conn import Op, Request, SyncTransport, connect, split_url
+from crawldedup.stores.base import FingerprintStore, check_digest_size
+
+#: Digests per script call / SMISMEMBER: a call runs alone on the server, so
+#: it stays short (about 4 ms); a batch sends all its calls in one round trip.
+CHUNK = 4096
+
+# One SMISMEMBER and one variadic SADD per call, run atomically by the script:
+# a digest is new when the set lacked it before the call and it is the first
+# of its repeats in the call.  Of concurrent writers exactly one sees it new.
+# The reply holds 1 where the digest was already there.  (Twice as fast on the
+# server as one SADD per digest; see docs/redis.md.)
+ADD_SCRIPT = b"""local m = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV))
+redis.call('SADD', KEYS[1], unpack(ARGV))
+local seen = {}
+for i = 1, #ARGV do
+  if m[i] == 0 then
+    local d = ARGV[i]
+    if seen[d] then m[i] = 1 else seen[d] = true end
+  end
+end
+return m"""
+
+# KEYS[1] the current window, KEYS[2..] the older live windows; ARGV[1] the
+# expiry of the current window (ms since the epoch), ARGV[2..] the digests.
+# A digest held by a live window is seen; the others join the current one.
+ADD_WINDOWED_SCRIPT = b"""local m = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 2))
+for j = 2, #KEYS do
+  local o = redis.call('SMISMEMBER', KEYS[j], unpack(ARGV, 2))
+  for i = 1, #o do if o[i] == 1 then m[i] = 1 end end
+end
+local fresh = {}
+local seen = {}
+for i = 1, #m do
+  if m[i] == 0 then
+    local d = ARGV[i + 1]
+    if seen[d] then m[i] = 1 else seen[d] = true fresh[#fresh + 1] = d end
+  end
+end
+if #fresh > 0 then redis.call('SADD', KEYS[1], unpack(fresh)) end
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return m"""
+
+
+def check_name(name: Any) -> bytes:
+    if isinstance(name, bytes):
+        data = name
+    elif isinstance(name, str):
+        data = name.encode("utf-8")
+    else:
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if not data:
+        raise ValueError("name must not be empty")
+    return data
+
+
+def _seconds(window: Any) -> float:
+    if isinstance(window, datetime.timedelta):
+        window = window.total_seconds()
+    if isinstance(window, bool) or not isinstance(window, numbers.Real):
+        raise TypeError(f"window must be seconds (a number) or a timedelta, "
+                        f"not {type(window).__name__}")
+    seconds = float(window)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"window must be a positive number of seconds, got {window!r}")
+    return seconds
+
+
+class StoreLogic:
+    """What RedisStore sends and how it reads the replies, without I/O
+    (shared by :class:`RedisStore` and the asyncio one)."""
+
+    def __init__(self, name: Any, digest_size: int, window: Any, windows: Any,
+                 clock: Callable[[], float]) -> None:
+        self.name = check_name(name)
+        self.digest_size = check_digest_size(digest_size)
+        if windows is not None and window is None:
+            raise ValueError("windows needs window (the seconds a digest stays seen)")
+        self.window: Optional[float] = None if window is None else _seconds(window)
+        if windows is None:
+            windows = 1
+        if isinstance(windows, bool) or not isinstance(windows, int):
+            raise TypeError(f"windows must be an int, not {type(windows).__name__}")
+        if not 1 <= windows <= 64:
+            raise ValueError(f"windows must be between 1 and 64, got {windows}")
+        self.windows = windows
+        if not callable(clock):
+            raise TypeError("clock must be callable (returning seconds since the epoch)")
+        self.clock = clock
+
+    # ----------------------------------------------------------- keys
+
+    def live_keys(self) -> Tuple[List[bytes], int]:
+        """(keys of the live sets, current first; expiry of the current in ms)."""
+        if self.window is None:
+            return [self.name], 0
+        slot = self.window / self.windows
+        now = float(self.clock())
+        current = int(now // slot)
+        keys = [b"{%s}:%d" % (self.name, i) for i in range(current, current - self.windows - 1, -1)]
+        expire_ms = int(math.ceil((current + self.windows + 1) * slot * 1000))
+        return keys, expire_ms
+
+    # ----------------------------------------------------- operations
+
+    def add_op(self, raw: bytes, count: int) -> Op:
+        """Adds ``count`` digests (concatenated in ``raw``); the result is a
+        bool array, True where this call added the digest."""
+        if count == 0:
+            return np.zeros(0, dtype=np.bool_)
+        keys, expire_ms = self.live_keys()
+        ds = self.digest_size
+        requests = []
+        for start in range(0, count, CHUNK):
+            n = min(CHUNK, count - start)
+            body = _resp.bulk_fixed(raw[start * ds:(start + n) * ds], ds)
+            if self.window is None:
+                head = _resp.head(3 + 1 + n, b"EVAL", ADD_SCRIPT, 1, keys[0])
+            else:
+                head = _resp.head(3 + len(keys) + 1 + n, b"EVAL", ADD_WINDOWED_SCRIPT,
+                                  len(keys), *keys, expire_ms)
+            requests.append(Request(keys[0], [head, body], 1))
+        replies = yield requests
+        return ~self._flags(replies, requests, count)
+
+    def contains_op(self, raw: bytes, count: int) -> Op:
+        if count == 0:
+            return np.zeros(0, dtype=np.bool_)
+        keys, _ = self.live_keys()
+        ds = self.digest_size
+        requests = []
+        for start in range(0, count, CHUNK):
+            n = min(CHUNK, count - start)
+            body = _resp.bulk_fixed(raw[start * ds:(start + n) * ds], ds)
+            for key in keys:
+                requests.append(Request(keys[0], [_resp.head(2 + n, b"SMISMEMBER", key), body],
+                                        1, key))
+        replies = yield requests
+        self._flags(replies, requests, None)
+        per = len(keys)
+        parts = []
+        for r in range(0, len(requests), per):
+            acc = np.asarray(replies[r][0], dtype=np.bool_)
+            for j in range(1, per):
+                acc = acc | np.asarray(replies[r + j][0], dtype=np.bool_)
+            parts.append(acc)
+        return np.concatenate(parts)
+
+    def len_op(self) -> Op:
+        keys, _ = self.live_keys()
+        requests = [Request(keys[0], _resp.command(b"SCARD", key), 1, key) for key in keys]
+        replies = yield requests
+        self._flags(replies, requests, None)
+        return sum(int(r[0]) for r in replies)
+
+    def clear_op(self) -> Op:
+        keys, _ = self.live_keys()
+        requests = [Request(keys[0], _resp.command(b"DEL", *keys), 1)]
+        replies = yield requests
+        self._flags(replies, requests, None)
+        return None
+
+    def _flags(self, replies: List[List[Any]], requests: List[Request],
+               count: Optional[int]) -> np.ndarray:
+        """Checks every reply (errors raised); for add, the concatenated flags."""
+        from crawldedup.redis._conn import check_reply
+        parts = []
+        for req, reply in zip(requests, replies):
+            value = check_reply(reply[0], req, self._address)
+            if count is not None:
+                parts.append(np.asarray(value, dtype=np.bool_))
+        if count is None:
+            return np.zeros(0, dtype=np.bool_)
+        out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.bool_)
+        if len(out) != count:  # pragma: no cover - a server bug, never silently
+            raise RuntimeError(f"Redis answered {len(out)} flags for {count} digests")
+        return out
+
+    _address = "Redis"
+
+
+class RedisStore(FingerprintStore):
+    """Fingerprints (raw digests) in a Redis set: ``RedisStore(url_or_client, name)``.
+
+    ``add`` reports "new" exactly once across any number of concurrent
+    writers: one script call per 4,096 digests (all of a batch's calls in
+    one round trip) tests and adds them atomically.  Works on Redis
+    Cluster (one set is one key, on one node).  Needs Redis 6.2 or later.
+
+    ``window=seconds`` forgets digests: they go to one set per time slot of
+    ``window / windows`` seconds, each set expiring by TTL, and a digest
+    counts as seen while any of the last ``windows + 1`` slots holds it -- so
+    for at least ``window`` and at most ``window * (1 + 1/windows)`` seconds
+    after it was added.  A crawler uses it to fetch a page again after N
+    days.  The windows' sets share a hash tag, so one script checks them all
+    atomically, on a cluster too.  Time is the client's clock (``clock``).
+
+    A server that cannot be reached raises StoreUnavailableError naming it,
+    never "not seen".  Needs ``pip install 'crawldedup[redis]'``.
+    """
+
+    def __init__(self, client_or_url: Any, name: Any,
+                 digest_size: int = 16, *, window: Any = None, windows: Optional[int] = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._logic = StoreLogic(name, digest_size, window, windows, clock)
+        self.digest_size = self._logic.digest_size
+        if isinstance(client_or_url, str):
+            client_or_url, _ = split_url(client_or_url)
+        client, is_cluster, self._owned = connect(client_or_url)
+        self._transport = SyncTransport(client, is_cluster)
+        self._logic._address = self._transport.address
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._logic.name.decode("utf-8", "replace")
+
+    @property
+    def address(self) -> str:
+        return self._transport.address
+
+    def __repr__(self) -> str:
+        window = "" if self._logic.window is None else \
+            f", window={self._logic.window!r}, windows={self._logic.windows}"
+        return f"RedisStore({self.address!r}, {self.name!r}{window})"
+
+    def _raw(self, fps: Any) -> Tuple[bytes, int]:
+        ds = self.digest_size
+        if isinstance(fps, np.ndarray) and fps.dtype.kind == "S" and fps.ndim == 1 \
+                and fps.dtype.itemsize == ds:
+            return np.ascontiguousarray(fps).tobytes(), len(fps)
+        items = self._fps(fps)
+        return b"".join(items), len(items)
+
+    def _run(self, op: Op) -> Any:
+        if self._closed:
+            raise ValueError("the store is closed")
+        return self._transport.run(op)
+
+    def add_many(self, fps: Any) -> np.ndarray:
+        """Add every digest; a numpy bool array, True where this call added it
+        (the first of repeats within the call counts as new)."""
+        raw, count = self._raw(fps)
+        return self._run(self._logic.add_op(raw, count))
+
+    def contains_many(self, fps: Any) -> np.ndarray:
+        raw, count = self._raw(fps)
+        return self._run(self._logic.contains_op(raw, count))
+
+    def _insert(self, unique: List[bytes]) -> set:
+        flags = self.add_many(unique)
+        return {fp for fp, new in zip(unique, flags) if new}
+
+    def _select(self, unique: List[bytes]) -> set:
+        flags = self.contains_many(unique)
+        return {fp for fp, hit in zip(unique, flags) if hit}
+
+    def __len__(self) -> int:
+        return int(self._run(self._logic.len_op()))
+
+    def clear(self) -> None:
+        """Remove every digest (the live windows' sets)."""
+        self._run(self._logic.clear_op())
+
+    def close(self) -> None:
+        """Close the connections if the store opened them (from a URL).  Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._owned:
+                self._transport.close()
+
+
+DEFAULT_NAME = "crawldedup:fingerprints"
+
+
+def open_redis_store(url: str, *, name: Optional[str] = None, digest_size: int = 16,
+                     **kwargs: Any) -> RedisStore:
+    """A RedisStore for ``redis://host:port/db/name`` (the name from the URL,
+    else ``name``, else ``crawldedup:fingerprints``)."""
+    base, from_url = split_url(url)
+    return RedisStore(base, from_url or name or DEFAULT_NAME, digest_size, **kwargs)
