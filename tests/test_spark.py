@@ -201,7 +201,8 @@ def test_a_bucket_of_a_million_equal_fingerprints(spark):  # noqa: F811
 def test_a_block_value_shared_by_a_tenth_of_the_data(spark):  # noqa: F811
     from crawldedup.spark import near_duplicates
     rng = np.random.default_rng(3)
-    n = 60_000
+    # the pure-Python twin scans a shared bucket quadratically: a smaller run
+    n = 60_000 if crawldedup.IMPLEMENTATION != "reference" else 5_000
     fps = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     shared = rng.choice(n, size=n // 10, replace=False)
     # a tenth of the data has the same top 16 bits (block 0 of k = 3)
@@ -219,7 +220,7 @@ def test_a_block_value_shared_by_a_tenth_of_the_data(spark):  # noqa: F811
     index = SimhashIndex(3)
     index.add_many(ids, fps)
     local = set(index.pairs())
-    assert len(local) >= 300
+    assert len(local) >= n // 200
     assert expand(rows) == local
 
 
