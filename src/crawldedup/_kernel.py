@@ -17,6 +17,7 @@ else:
 
 IMPLEMENTATION: str = impl.IMPLEMENTATION
 BloomBits = impl.BloomBits
+check_keys = impl.check_keys
 hash128 = impl.hash128
 hash64 = impl.hash64
 hash_indices = impl.hash_indices

@@ -8,7 +8,7 @@ without a compiler); the test suite runs every kernel test against both.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 import hashlib
 import sys
@@ -230,6 +230,19 @@ def nbytes_for(num_bits: int) -> int:
     return ((num_bits + 63) // 64) * 8
 
 
+def check_keys(keys: Union[list, tuple]) -> None:  # type: ignore[type-arg]
+    """Raise TypeError naming the position of the first key of a list or
+    tuple that cannot be hashed (UnicodeEncodeError for a str with a lone
+    surrogate); nothing otherwise.  See the compiled twin."""
+    if type(keys) is not list and type(keys) is not tuple:
+        raise TypeError(f"keys must be a list or tuple here, not {type(keys).__name__}")
+    for i, key in enumerate(keys):
+        try:
+            _key_bytes(key)
+        except TypeError as exc:
+            raise TypeError(f"keys[{i}]: {exc}") from None
+
+
 class BloomBits:
     """A bit array of ``num_bits`` bits probed by ``num_hashes`` positions per key.
 
@@ -237,7 +250,7 @@ class BloomBits:
     """
 
     __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout", "_readonly", "_counter",
-                 "_closed")
+                 "_closed", "_write_hook")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self._bits: Optional[memoryview] = None
@@ -287,7 +300,18 @@ class BloomBits:
         bits = self._ready()
         if self._readonly:
             raise ValueError("the filter is open read-only")
+        hook = getattr(self, "_write_hook", None)
+        if hook is not None:
+            hook()  # may raise: the hook stays, and every later change raises too
+            if self._write_hook is hook:
+                self._write_hook = None
         return bits
+
+    def _set_write_hook(self, hook: Optional[Callable[[], None]]) -> None:
+        """Call hook() (once it returns) before the first change to the bits."""
+        if hook is not None and not callable(hook):
+            raise TypeError("the write hook must be callable or None")
+        self._write_hook = hook
 
     def _count_add(self, n: int) -> None:
         if self._counter is not None:
@@ -375,8 +399,10 @@ class BloomBits:
 
     def add(self, key: Key) -> bool:
         """Add key; True when it was not present before (like Redis BF.ADD)."""
+        self._ready()
+        positions = self._positions(key)
         self._writable()
-        fresh = self._probe_add(self._positions(key))
+        fresh = self._probe_add(positions)
         if fresh:
             self._count_add(1)
         return fresh
@@ -400,9 +426,12 @@ class BloomBits:
 
     def add_many(self, keys: Iterable[Key]) -> np.ndarray:
         """Add every key in order; a numpy bool array, True where the key was new."""
-        self._writable()
-        all_positions = self._gather(keys)
+        if self._ready() is not None and self._readonly:
+            raise ValueError("the filter is open read-only")
+        all_positions = self._gather(keys)  # every key checked before any change
         out = np.zeros(len(all_positions), dtype=np.bool_)
+        if all_positions:
+            self._writable()
         for i, positions in enumerate(all_positions):
             if self._probe_add(positions):
                 out[i] = True

@@ -31,7 +31,7 @@ import numpy as np
 
 from crawldedup import _files, _members
 from crawldedup._mapped import MappedHandle
-from crawldedup._kernel import MAX_SEED, BloomBits, nbytes_for
+from crawldedup._kernel import MAX_SEED, BloomBits, check_keys, nbytes_for
 from crawldedup.bloom import (VERIFY_BELOW_BYTES, BloomFilter, _check_capacity,
                               _check_error_rate, _check_layout, optimal_parameters)
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
@@ -132,7 +132,9 @@ def _key_list(keys: Iterable[Key]) -> Sequence[Key]:
         raise TypeError(
             f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
             f"use add()/`in` for one key")
-    return keys if type(keys) is list or type(keys) is tuple else list(keys)
+    seq = keys if type(keys) is list or type(keys) is tuple else list(keys)
+    check_keys(seq)  # a batch is added whole or not at all
+    return seq
 
 
 def _pick(keys: Sequence[Key], index: np.ndarray) -> Sequence[Key]:
@@ -905,7 +907,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         if mode not in ("r", "w", "c"):
             raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
         clock = _check_clock(clock)
-        target = os.path.abspath(os.fspath(path))
+        target = _files.resolve(_files.check_path(path))
         checks = (("capacity", capacity, _check_capacity),
                   ("error_rate", error_rate, _check_error_rate),
                   ("generations", generations, _check_generations),
@@ -968,7 +970,9 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
 
         def bad(reason: str) -> CorruptFileError:
             return CorruptFileError(path, reason)
-        state = _parse_state(header, memoryview(mapping.mem)[_files.HEADER_SIZE:], bad)
+        # A view the mapping releases when it closes: a bare memoryview held
+        # by a traceback would keep the mapping from closing.
+        state = _parse_state(header, mapping.view(_files.HEADER_SIZE), bad)
         found = {"capacity": header.capacity, "error_rate": header.error_rate,
                  "generations": state.generations, "rotate_every": state.rotate_every,
                  "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
@@ -1005,28 +1009,26 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
                 except CorruptFileError as exc:
                     raise bad(f"slot {index}: {exc.reason}") from None
                 self._slots.append(member)
-            mapping.before_seal = self._before_seal
             self._seq = -1
             if verify is None:
                 verify = mapping.size < VERIFY_BELOW_BYTES
-            dirty = bool(header.flags & _files.FLAG_DIRTY)
-            if dirty or verify:
-                if mapping.try_exclusive():  # nobody else has it open
-                    try:
-                        if dirty:  # its last writer was killed: repair
-                            if not mapping.readonly:
-                                mapping.seal()
-                        elif mapping.checksum() != mapping.stored_checksum():
-                            raise bad("checksum mismatch (the file was damaged)")
-                    finally:
-                        mapping.back_to_shared()
+            if verify:
+                mapping.verify_clean()
+            # Nothing in the file changes before this process first writes
+            # (MappedFile.begin_write checks the file there), except that a
+            # file left DIRTY by a killed writer is sealed by a writer that
+            # has it alone.
+            mapping.before_seal = self._before_seal
             if not mapping.readonly:
-                mapping.mark_dirty()
+                mapping.repair_if_alone()
+                for member in self._slots:
+                    member._set_write_hook(mapping.begin_write)
                 with mapping.writer_section():
                     self._sync(locked=True)
             else:
                 self._sync(first=True)
         except BaseException:
+            mapping.before_seal = None
             for member in self._slots:
                 member._release()
             raise
@@ -1040,7 +1042,8 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         if words[_W_SEQUENCE] & 1:
             self._apply_pending()
         total = sum(words[_W_COUNTS + i] for i in range(self._generations))
-        self._mapping.mem[64:72] = (total & (2 ** 64 - 1)).to_bytes(8, "little")
+        at = _files.COUNT_AT
+        self._mapping.mem[at:at + 8] = (total & (2 ** 64 - 1)).to_bytes(8, "little")
 
     def _sync(self, locked: bool = False, first: bool = False) -> None:
         """Follow the rotations other processes made (seen through the state
@@ -1071,6 +1074,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
     def _apply_pending(self) -> None:
         """Do the rotation written in the state block's pending fields: clear
         the dropped slots, then publish the new schedule and newest slot."""
+        self._mapping.begin_write()
         words = self._words
         count = self._generations
         old, drops = words[_W_NEWEST], words[_W_DROPS]
@@ -1093,6 +1097,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
             action()
             drops = self._drops
             if drops:
+                mapping.begin_write()
                 words = self._words
                 count = self._generations
                 newest = (words[_W_NEWEST] + drops) % count

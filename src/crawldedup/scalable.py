@@ -20,7 +20,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from crawldedup import _files, _members
-from crawldedup._kernel import MAX_SEED, BloomBits
+from crawldedup._kernel import MAX_SEED, BloomBits, check_keys
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 
@@ -83,7 +83,9 @@ def _key_list(keys: Iterable[Key]) -> Sequence[Key]:
         raise TypeError(
             f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
             f"use add()/`in` for one key")
-    return keys if type(keys) is list or type(keys) is tuple else list(keys)
+    seq = keys if type(keys) is list or type(keys) is tuple else list(keys)
+    check_keys(seq)  # a batch is added whole or not at all
+    return seq
 
 
 def _pick(keys: Sequence[Key], index: np.ndarray) -> List[Key]:
