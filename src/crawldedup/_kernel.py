@@ -77,8 +77,11 @@ url_fingerprint_fast = impl.url_fingerprint_fast
 request_fingerprint_fast = impl.request_fingerprint_fast
 url_fingerprints_fast = impl.url_fingerprints_fast
 request_fingerprints_fast = impl.request_fingerprints_fast
+canonicalize_urls_fast = impl.canonicalize_urls_fast
+url_digests_fast = impl.url_digests_fast
 __all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
-            "url_fingerprints_fast", "request_fingerprints_fast"]
+            "url_fingerprints_fast", "request_fingerprints_fast", "canonicalize_urls_fast",
+            "url_digests_fast"]
 
 # ---- fpset ----
 FingerprintTable = impl.FingerprintTable

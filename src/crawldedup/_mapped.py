@@ -31,7 +31,7 @@ import os
 import stat
 import sys
 import zlib
-from typing import Callable, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from crawldedup import _files
 
@@ -189,6 +189,19 @@ class MappedFile:
         if self.dirty:
             return False
         raise _files.CorruptFileError(self.path, "checksum mismatch (the file was damaged)")
+
+    def check_on_open(self, verify: Optional[bool]) -> None:
+        """What opening does to a file, after its header was checked:
+        check the checksum when asked (by default, for files under
+        VERIFY_BELOW_BYTES), and seal a file left DIRTY by a killed writer
+        when this writer has it alone.  Nothing else in the file changes
+        before this process first writes (begin_write)."""
+        if verify is None:
+            verify = self.size < VERIFY_BELOW_BYTES
+        if verify:
+            self.verify_clean()
+        if not self.readonly:
+            self.repair_if_alone()
 
     def repair_if_alone(self) -> None:
         """Seal a DIRTY file that no other process has open (its writer was
@@ -427,8 +440,43 @@ def _write_every_page(fd: int, size: int, path: str) -> None:
         raise OSError(exc.errno, exc.strerror, path) from None
 
 
+# open(verify=None) reads files smaller than this whole to check them.
+VERIFY_BELOW_BYTES = 64 << 20
+
+_T = TypeVar("_T")
+
+
+def open_state(path: object, mode: str, asked: Dict[str, Any],
+               blank: Callable[[], Tuple[_files.Header, bytes]],
+               attach: Callable[[MappedFile], _T]) -> _T:
+    """The ``open`` of every class used in place in a mapped file.
+
+    ``mode``: "r" read-only, "w" create (replacing any file), "c" open, or
+    create when missing (which needs ``capacity`` in ``asked``, the checked
+    arguments); ``blank()`` gives a new file's header and payload prefix,
+    ``attach(mapping)`` the object, after its checks (see ``check_on_open``).
+    A refused attach releases the lock, descriptor and mapping it took.  A
+    symbolic link is followed to its target."""
+    if mode not in ("r", "w", "c"):
+        raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
+    target = _files.resolve(_files.check_path(path))
+    if mode == "w" or (mode == "c" and not os.path.exists(target)):
+        if "capacity" not in asked:
+            raise ValueError(f"capacity is needed to create {target!r}")
+        header, prefix = blank()
+        if not create(target, header, exclusive=(mode == "c"), prefix=prefix):
+            mode = "c"  # another process created it first: open theirs
+    mapping = MappedFile.open(target, readonly=(mode == "r"))
+    try:
+        return attach(mapping)
+    except BaseException:
+        mapping.close()
+        raise
+
+
 def supports_locking() -> bool:
     return fcntl is not None and sys.platform != "win32"
 
 
-__all__ = ["MappedFile", "MappedHandle", "create", "supports_locking"]
+__all__ = ["VERIFY_BELOW_BYTES", "MappedFile", "MappedHandle", "create", "open_state",
+           "supports_locking"]

@@ -16,17 +16,16 @@ import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
 
-from crawldedup import _files
+from crawldedup import _checks, _files
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
+from crawldedup import _mapped
 from crawldedup._mapped import MappedHandle
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup._types import Key, PathLike
 
-Key = Union[str, bytes, bytearray, memoryview]
-PathLike = Union[str, "os.PathLike[str]"]
 
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
-VERIFY_BELOW_BYTES = 64 << 20  # open(verify=None) reads smaller files whole
 
 
 def _check_capacity(capacity: Any) -> int:
@@ -161,10 +160,7 @@ class BloomFilter(BloomBits, MappedHandle):
                  layout: str = "standard") -> None:
         capacity = _check_capacity(capacity)
         error_rate = _check_error_rate(error_rate)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, not {type(seed).__name__}")
-        if not 0 <= seed <= MAX_SEED:
-            raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+        seed = _checks.check_seed(seed)
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         self._capacity = capacity
         self._error_rate = error_rate
@@ -428,7 +424,7 @@ class BloomFilter(BloomBits, MappedHandle):
         _check_padding_word(self.num_bits, bits[-8:], path)
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
     # ------------------------------------------------------------ mapped files
 
@@ -463,25 +459,9 @@ class BloomFilter(BloomBits, MappedHandle):
         ...     "https://example.com/" in bf, bf.insert_count
         (True, 1)
         """
-        from crawldedup import _mapped
-
-        if mode not in ("r", "w", "c"):
-            raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
-        target = _files.resolve(_files.check_path(path))
         asked = cls._asked(capacity, error_rate, seed, layout)
-        if mode == "w" or (mode == "c" and not os.path.exists(target)):
-            if capacity is None:
-                raise ValueError(f"capacity is needed to create {target!r}")
-            header = cls._blank_header(asked)
-            created = _mapped.create(target, header, exclusive=(mode == "c"))
-            if not created:  # another process created it first: open theirs
-                mode = "c"
-        mapping = _mapped.MappedFile.open(target, readonly=(mode == "r"))
-        try:
-            return cls._attach(mapping, asked, verify)
-        except BaseException:
-            mapping.close()
-            raise
+        return _mapped.open_state(path, mode, asked, lambda: (cls._blank_header(asked), b""),
+                                  lambda mapping: cls._attach(mapping, asked, verify))
 
     @staticmethod
     def _asked(capacity: Optional[int], error_rate: Optional[float], seed: Optional[int],
@@ -492,9 +472,7 @@ class BloomFilter(BloomBits, MappedHandle):
         if error_rate is not None:
             asked["error_rate"] = _check_error_rate(error_rate)
         if seed is not None:
-            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-                raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
-            asked["seed"] = seed
+            asked["seed"] = _checks.check_seed(seed)
         if layout is not None:
             asked["layout"] = _check_layout(layout)
         return asked
@@ -530,12 +508,7 @@ class BloomFilter(BloomBits, MappedHandle):
                                           + ", ".join(diff))
         end = _files.HEADER_SIZE + header.payload_size
         _check_padding_word(params[3], mapping.mem[end - 8:end], path)
-        if verify is None:
-            verify = mapping.size < VERIFY_BELOW_BYTES
-        if verify:
-            mapping.verify_clean()
-        if mapping.dirty and not mapping.readonly:
-            mapping.repair_if_alone()
+        mapping.check_on_open(verify)
         self = cls.__new__(cls)
         try:
             self._capacity, self._error_rate = params[0], params[1]
@@ -563,8 +536,8 @@ def _check_padding_word(num_bits: int, last_word: Union[bytes, memoryview],
         raise CorruptFileError(path, "padding bits past num_bits are set")
 
 
-def _restore(cls: type, data: bytes) -> BloomFilter:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+# Pickles made before _files.restore name this.
+_restore = _files.restore
 
 
 __all__ = ["BloomFilter", "optimal_parameters"]
