@@ -21,7 +21,7 @@ documents end up in one cluster).
 
     python benchmarks/compare_spark.py                      # both parts
     python benchmarks/compare_spark.py --n 1000000 --docs 5000
-    python benchmarks/compare_spark.py --skip-overhead --textdedup-python /work/venv-textdedup/bin/python
+    python benchmarks/compare_spark.py --skip-overhead --textdedup-python VENV/bin/python
 """
 
 from __future__ import annotations

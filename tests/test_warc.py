@@ -155,3 +155,37 @@ def test_docstring_examples():
     import crawldedup.warc
     failures, tried = doctest.testmod(crawldedup.warc, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
+
+
+def test_near_dups_command_reads_warc_files(tmp_path, capsys):
+    from crawldedup import simhash
+    from crawldedup.cli import main
+    a, b, c = damaged_archives(tmp_path)
+    # two more copies of pages in a.warc.gz and b.warc, under other URIs
+    recs = [("http://copy.example/0", "response", html(0), "text/html"),
+            ("http://copy.example/10", "response", html(10), "text/html"),
+            ("http://copy.example/zh", "conversion", "Plain text zero 零".encode(), "text/plain")]
+    data, _ = _write(recs, gz=True)
+    d = tmp_path / "d.warc.gz"
+    d.write_bytes(bytes(data))
+    jsonl = tmp_path / "more.jsonl"
+    jsonl.write_text('{"id": "json-1", "text": "Page 0: hello world\\n\\nsecond block 0"}\n')
+    assert main(["near-dups", str(a), str(b), str(c), str(d), str(jsonl), "--k", "0"]) == 0
+    captured = capsys.readouterr()
+    pairs = {(p["a"], p["b"], p["distance"])
+             for p in map(__import__("json").loads, captured.out.splitlines())}
+    assert pairs == {("http://a.example/0", "http://copy.example/0", 0),
+                     ("http://b.example/0", "http://copy.example/10", 0),
+                     ("http://c.example/0", "http://copy.example/zh", 0),
+                     ("http://a.example/0", "json-1", 0),
+                     ("http://copy.example/0", "json-1", 0)}
+    # every damaged record is reported with its file and offset, and counted
+    reports = [line for line in captured.err.splitlines() if "damaged record" in line]
+    assert len(reports) == 4
+    assert any(f"{a} at offset" in line for line in reports)
+    assert any(f"{b} at offset" in line for line in reports)
+    assert "11 documents, 5 near-duplicate pairs" in captured.err
+    assert "4 bad lines skipped" in captured.err
+    # the text of a WARC document is the same as read locally
+    docs = [i for i in iter_warc(d) if isinstance(i, WarcDocument)]
+    assert simhash(docs[0].text) == simhash("Page 0: hello world\n\nsecond block 0")

@@ -32,10 +32,10 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass
-from typing import IO, Any, BinaryIO, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
-__all__ = ["WarcDocument", "WarcProblem", "is_warc_path", "iter_warc", "read_documents",
-           "html_to_text", "WARC_SUFFIXES"]
+__all__ = ["WARC_SUFFIXES", "WarcDocument", "WarcProblem", "html_to_text", "is_warc_path",
+           "iter_warc", "near_dups_documents", "read_documents"]
 
 #: File names the command line reads as WARC/WET files.
 WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".arc.gz")
@@ -256,3 +256,23 @@ def read_documents(path: Union[str, "os.PathLike[str]"],
             out.write(f"crawldedup: skipped a damaged record in {item}\n")
             continue
         yield item.uri, item.text
+
+
+def near_dups_documents(path: str, err: IO[str],
+                        counts: Dict[str, int]) -> Iterator[Tuple[str, str, str]]:
+    """(where, id, text) of each document of a WARC/WET file, for
+    ``crawldedup near-dups``: the id is the WARC-Target-URI.  A damaged
+    record is written to err, counted in ``counts["skipped"]`` and skipped;
+    it never stops the command.  CrawldedupError (not a traceback) when
+    warcio or Resiliparse is missing."""
+    from crawldedup.errors import CrawldedupError
+
+    try:
+        for item in iter_warc(path):
+            if isinstance(item, WarcProblem):
+                counts["skipped"] = counts.get("skipped", 0) + 1
+                err.write(f"crawldedup: skipped a damaged record in {item}\n")
+                continue
+            yield f"{path} at offset {item.offset}", item.uri, item.text
+    except ImportError as exc:
+        raise CrawldedupError(str(exc)) from None
