@@ -290,15 +290,11 @@ def end_to_end(args, tmp: str) -> None:
         if run.returncode != 0:
             print(run.stderr.decode()[-3000:])
             raise SystemExit("text-dedup failed")
-        report = [line for line in run.stderr.decode().splitlines() + run.stdout.decode()
-                  .splitlines() if ":" in line and any(w in line for w in (
-                      "Loading", "SimHashing", "Clustering", "Filtering", "Saving", "Total"))]
         dump = subprocess.run([args.textdedup_python, "-c",
                                "import json, pickle, sys; uf = pickle.load(open(sys.argv[1], "
                                "'rb')); print(json.dumps({i: uf.find(i) for i in uf.parent}))",
                                os.path.join(out, "uf.pkl")], capture_output=True, check=True)
         clusters["text-dedup"] = {int(i): r for i, r in json.loads(dump.stdout).items()}
-        print("  text-dedup's own timer: " + "; ".join(" ".join(x.split()[-3:]) for x in report))
     else:
         print("  text-dedup: not run (give --textdedup-python)")
 
