@@ -16,6 +16,11 @@ settings.register_profile(
     "ci", max_examples=300, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=3000, deadline=None)
+# CI's second opinions (the pure-Python kernels, the oldest and newest
+# Pythons): the default Python's run has the ci profile's depth already.
+settings.register_profile(
+    "brief", max_examples=30, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow])
 # Under AddressSanitizer (an -O0 build, ten times slower): fewer examples, as
 # the sanitizer looks for bad memory accesses on the code paths, which a few
 # dozen examples per property already walk.
