@@ -1164,3 +1164,4 @@ def _fp_table_restore(digest_size: int, data: bytes) -> FingerprintTable:
     t = FingerprintTable(digest_size)
     t.load(data)
     return t
+from crawldedup._reference_resp import bloom_resp  # noqa: E402,F401

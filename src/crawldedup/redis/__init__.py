@@ -1,5 +1,7 @@
 """Shared state on Redis and Redis Cluster for a fleet of crawlers.
 
+* :class:`RedisBloomFilter` -- a Bloom filter in Redis strings, sharded,
+  atomic test-and-set per key, the same bits as a local BloomFilter.
 * :class:`RedisStore` -- exact fingerprints (raw digests) in Redis sets,
   "new" reported exactly once across concurrent writers, optional time windows.
 
@@ -13,9 +15,11 @@ from typing import Any
 
 from crawldedup.redis._conn import RedisKeyTypeError
 
-__all__ = ["RedisKeyTypeError", "RedisStore"]
+__all__ = ["RedisBloomFilter", "RedisDataLostError", "RedisKeyTypeError", "RedisStore"]
 
 _LAZY = {
+    "RedisBloomFilter": ("crawldedup.redis.bloom", "RedisBloomFilter"),
+    "RedisDataLostError": ("crawldedup.redis.bloom", "RedisDataLostError"),
     "RedisStore": ("crawldedup.redis.store", "RedisStore"),
 }
 
