@@ -108,3 +108,7 @@ def redis_url():
     otherwise).  Tests share it: each names its keys with a unique prefix and
     deletes them afterwards."""
     return require_service("redis")
+
+
+# Redis servers the tests start themselves (a throwaway server, a 3-master cluster).
+from redis_servers import redis_cluster_url, redis_server  # noqa: E402,F401
