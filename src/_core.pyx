@@ -17,7 +17,7 @@ from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_alloca
                                PyThread_start_new_thread, PyThread_type_lock)
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
-from libc.stdint cimport UINT64_MAX, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport UINT64_MAX, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -65,6 +65,7 @@ cdef extern from "_cd_support.h":
     Py_ssize_t cd_utf8_bound(PyObject* o)
     Py_ssize_t cd_utf8_encode(PyObject* o, unsigned char* out)
     bint _is_ascii "PyUnicode_IS_ASCII" (PyObject*)
+    int _unicode_kind "PyUnicode_KIND" (PyObject*)
     void* _unicode_data "PyUnicode_DATA" (PyObject*)
     Py_ssize_t _unicode_length "PyUnicode_GET_LENGTH" (PyObject*)
     object PyUnicode_AsUTF8String(object)
@@ -215,6 +216,15 @@ cdef inline void _key_close(KeyView* kv) noexcept:
 
 
 cdef object _ZERO = 0
+
+
+def check_keys(keys):
+    """Raise TypeError (or UnicodeEncodeError) naming the position of the
+    first key of a list or tuple that cannot be hashed; nothing otherwise.
+    Batch calls that change several filters call it before the first change."""
+    if type(keys) is not list and type(keys) is not tuple:
+        raise TypeError(f"keys must be a list or tuple here, not {type(keys).__name__}")
+    _check_batch_keys(keys, len(keys), type(keys) is list)
 
 
 cdef inline uint32_t _check_seed(object seed) except? 0:
@@ -478,6 +488,54 @@ cdef int _batch_key_open(object key, Py_ssize_t position, KeyView* kv) except -1
         raise TypeError(f"keys[{position}]: {exc}") from None
 
 
+cdef inline bint _str_encodable(PyObject* s) noexcept:
+    """False when a (ready) str holds a lone surrogate, which UTF-8 cannot
+    encode; a scan, cheaper than encoding the key twice."""
+    cdef Py_ssize_t i, n = _unicode_length(s)
+    cdef int kind = _unicode_kind(s)
+    cdef const uint16_t* u2
+    cdef const uint32_t* u4
+    if kind == 1:
+        return True
+    if kind == 2:
+        u2 = <const uint16_t*>_unicode_data(s)
+        for i in range(n):
+            if (u2[i] & 0xF800) == 0xD800:
+                return False
+        return True
+    u4 = <const uint32_t*>_unicode_data(s)
+    for i in range(n):
+        if (u4[i] & 0xFFFFF800) == 0xD800:
+            return False
+    return True
+
+
+cdef int _check_batch_keys(object seq, Py_ssize_t n, bint is_list) except -1:
+    """Raise for the first key of a batch that cannot be hashed (naming its
+    position), before an adding batch changes anything: a batch is added
+    whole or not at all."""
+    cdef Py_ssize_t j
+    cdef PyObject* obj
+    cdef const unsigned char* data
+    cdef Py_ssize_t size
+    cdef KeyView kv
+    for j in range(n):
+        obj = _list_item(seq, j) if is_list else _tuple_item(seq, j)
+        if _plain_key(obj, &data, &size):
+            continue
+        if _is_str(obj):
+            cd_unicode_ready(obj)
+            if _str_encodable(obj):
+                continue
+        if _is_bytes(obj):
+            continue
+        # Anything else is opened once, so that the error is the one the
+        # key itself would raise (a non-contiguous buffer, a surrogate).
+        _batch_key_open(<object>obj, j, &kv)
+        _key_close(&kv)
+    return 0
+
+
 cdef inline bint _lookup(const uint8_t* bits, uint64_t h1, uint64_t h2, int k,
                          uint64_t m, uint64_t unit) noexcept nogil:
     """Is every bit of the key set?  Positions are computed one at a time, so
@@ -666,6 +724,8 @@ cdef class BloomBits:
     cdef uint64_t* _shared_count
     cdef Py_buffer _count_view
     cdef bint _has_count_view
+    # Called once before the first change to the bits (see _set_write_hook).
+    cdef object _write_hook
 
     def __cinit__(self, *args, **kwargs):
         self._bits = NULL
@@ -798,7 +858,23 @@ cdef class BloomBits:
             self._ready()
         if self._readonly:
             raise ValueError("the filter is open read-only")
+        if self._write_hook is not None:
+            self._run_write_hook()
         return 0
+
+    cdef int _run_write_hook(self) except -1:
+        hook = self._write_hook
+        hook()  # may raise: the hook stays, and every later change raises too
+        if self._write_hook is hook:
+            self._write_hook = None
+        return 0
+
+    def _set_write_hook(self, hook):
+        """Call hook() (once it returns) before the first change to the bits:
+        a mapped file checks and marks itself there.  None removes it."""
+        if hook is not None and not callable(hook):
+            raise TypeError("the write hook must be callable or None")
+        self._write_hook = hook
 
     cdef inline void _count_add(self, uint64_t n) noexcept nogil:
         if self._shared_count != NULL:
@@ -852,10 +928,11 @@ cdef class BloomBits:
         cdef uint64_t idx[MAX_HASHES]
         cdef int i
         cdef bint fresh, locked
-        self._writable()
+        self._ready()
         _key_open(key, &kv)
         cd_murmur3_x64_128(kv.data, <size_t>kv.size, self._seed, &h1, &h2)
         _key_close(&kv)
+        self._writable()
         _positions(self._layout, h1, h2, self._k, self._m, self._unit, idx)
         for i in range(self._k):
             cd_prefetch(self._bits + (idx[i] >> 3))
@@ -935,7 +1012,9 @@ cdef class BloomBits:
         cdef int threads
         cdef uint64_t sink = 0
         if adding:
-            self._writable()
+            self._ready()
+            if self._readonly:
+                raise ValueError("the filter is open read-only")
         else:
             self._ready()
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
@@ -953,6 +1032,10 @@ cdef class BloomBits:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
+        if adding:
+            _check_batch_keys(seq, n, is_list)
+            self._writable()
+            bits = self._bits
         if not adding and may_thread:
             threads = _lookup_threads(n)
             # The threads read ASCII str and bytes keys only (the rest is

@@ -7,6 +7,7 @@
 # runs without the GIL.  Each function returns None outside the fast path.
 # Twins: the "url" section of _reference.py.
 
+from libc.stdlib cimport realloc
 from libc.string cimport strchr
 cdef extern from "_cd_url.h" nogil:
     size_t cd_url_work_size(size_t n)
@@ -22,6 +23,8 @@ cdef extern from "Python.h":
     const char* _cdu_utf8 "PyUnicode_AsUTF8AndSize" (object, Py_ssize_t*) except NULL
     object _cdu_decode_ascii "PyUnicode_DecodeASCII" (const char*, Py_ssize_t, const char*)
     object _cdu_bytes "PyBytes_FromStringAndSize" (const char*, Py_ssize_t)
+    object PyUnicode_New(Py_ssize_t, Py_UCS4)
+    void* PyUnicode_DATA(object)
 
 # Fill the byte-class table now, under the GIL at import, so the batch loops
 # (which run without the GIL, maybe in several threads) only ever read it.
@@ -61,12 +64,19 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
     cdef const unsigned char* canon
     cdef unsigned char digest[20]
     cdef size_t need
-    if not isinstance(url, str):
-        raise TypeError(f"url must be str, not {type(url).__name__}")
-    try:
-        data = _cdu_utf8(url, &n)
-    except UnicodeEncodeError:  # lone surrogates: w3lib decides what happens
-        return None
+    if PyBytes_Check(url) and what != _CDU_REQUEST_SHA1:
+        # bytes are read as UTF-8; w3lib percent-encodes the bytes that are
+        # not, which is what the fast path does with every byte >= 0x80
+        data = PyBytes_AS_STRING(url)
+        n = PyBytes_GET_SIZE(url)
+    elif not isinstance(url, str):
+        raise TypeError(f"url must be str{'' if what == _CDU_REQUEST_SHA1 else ' or bytes'}, "
+                        f"not {type(url).__name__}")
+    else:
+        try:
+            data = _cdu_utf8(url, &n)
+        except UnicodeEncodeError:  # lone surrogates: w3lib decides what happens
+            return None
     need = cd_url_work_size(<size_t>n)
     if need <= sizeof(stack_work):
         work = <void*>stack_work
@@ -114,7 +124,7 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
 def canonicalize_url_fast(url, bint keep_fragments=False, bint keep_blank_values=True):
     """w3lib.url.canonicalize_url(url, keep_blank_values, keep_fragments) for
     the URLs of the fast path (see _cd_url.h), or None for any other URL
-    (including a str that is not valid UTF-8)."""
+    (including a str that is not valid UTF-8).  url is str or bytes."""
     return _cdu_run(url, keep_fragments, keep_blank_values, _CDU_CANONICAL, NULL, 0, NULL, 0)
 
 
@@ -144,99 +154,293 @@ def request_fingerprint_fast(url, method, body, bint keep_fragments=False):
                     <const unsigned char*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body))
 
 
-cdef list _cdu_batch(list urls, bint keep_fragments, bint keep_blank_values, int what,
-                     object method):
-    """The batch form of _cdu_run for MD5 URL fingerprints or request
-    fingerprints with an empty body: a list with the digest of each URL on the
-    fast path and None for every other item (not a str, not UTF-8, outside
-    the fast path).  The canonicalization and hashing run without the GIL."""
-    cdef list items = list(urls)  # our own references: nothing frees a str mid-loop
-    cdef Py_ssize_t n = len(items), i, maxlen = 0, length, mlen = 0, jn
-    cdef Py_ssize_t width = 16 if what == _CDU_URL_MD5 else 20
-    cdef const char** ptrs = NULL
-    cdef Py_ssize_t* lens = NULL
-    cdef unsigned char* digests = NULL
-    cdef unsigned char* done = NULL
+# ---- batches: slices on several threads, none holding the GIL ----------------
+#
+# The caller gathers every URL's UTF-8 bytes with the GIL (str: the cached
+# UTF-8 or the compact ASCII data, read in place; bytes: their buffer), holding
+# its own reference to each item, so nothing can free or change them; then
+# releases the GIL while slices of the batch run at once on several threads
+# (itself included).  Items that are neither str nor bytes, or a str that is
+# not valid UTF-8, or a URL outside the fast path, come back as None for the
+# wrapper to hand to w3lib with the GIL.
+
+# Batches of at least 2 * URL_THREAD_URLS URLs are cut into slices, one per
+# URL_THREAD_URLS, up to the CPUs the process may use (or crawldedup.set_threads).
+# A URL takes 0.2 to 1 microsecond; starting a thread about 50.
+DEF URL_THREAD_URLS = 4096
+
+# What a batch computes.
+cdef enum:
+    _CDU_B_CANONICAL = 0     # canonical URL, str
+    _CDU_B_CANONICAL_BYTES = 1  # canonical URL, bytes (ASCII)
+    _CDU_B_URL_MD5 = 2       # MD5 of the canonical URL
+    _CDU_B_REQUEST_SHA1 = 3  # Scrapy's fingerprint, empty body, no headers
+    _CDU_B_RAW_MD5 = 4       # MD5 of the URL's own UTF-8 bytes (no canonicalization)
+
+ctypedef struct CduJob:
+    const char** ptrs           # UTF-8 bytes of each URL, NULL: not ours
+    Py_ssize_t* lens
+    Py_ssize_t start, stop      # this job's slice
+    int what, keep_fragments, keep_blank_values
+    const char* method
+    Py_ssize_t mlen
+    unsigned char* done         # 1 where the slot holds the answer
+    unsigned char* digests      # 20 bytes a URL (digest modes)
+    Py_ssize_t* offs            # canonical modes: where in arena, and how long
+    Py_ssize_t* outlens
+    unsigned char* arena        # canonical modes: this job's canonical URLs
+    size_t arena_cap, arena_used
+    int failed                  # out of memory: the caller raises MemoryError
+    PyThread_type_lock done_lock  # held while the job runs on its thread
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef void _cdu_slice(CduJob* job) noexcept nogil:
+    """Canonicalize / hash the URLs of one slice (no Python API, no GIL)."""
+    cdef Py_ssize_t i, length, maxlen = 0
     cdef void* work = NULL
     cdef unsigned char* json = NULL
     cdef unsigned char* p
+    cdef unsigned char* grown
     cdef const unsigned char* canon
+    cdef size_t need
+    for i in range(job.start, job.stop):
+        if job.ptrs[i] != NULL and job.lens[i] > maxlen:
+            maxlen = job.lens[i]
+    if job.what != _CDU_B_RAW_MD5:
+        work = malloc(cd_url_work_size(<size_t>maxlen))
+        if work == NULL:
+            job.failed = 1
+            return
+    if job.what == _CDU_B_REQUEST_SHA1:
+        # The request JSON around an empty body: fixed text, method, URL.
+        json = <unsigned char*>malloc(<size_t>(10 + 29 + job.mlen + 11 + (4 * maxlen + 64) + 2))
+        if json == NULL:
+            free(work)
+            job.failed = 1
+            return
+    for i in range(job.start, job.stop):
+        if job.ptrs[i] == NULL:
+            continue
+        if job.what == _CDU_B_RAW_MD5:
+            cd_md5(<const unsigned char*>job.ptrs[i], <size_t>job.lens[i], job.digests + 20 * i)
+            job.done[i] = 1
+            continue
+        length = cd_url_canonicalize(<const unsigned char*>job.ptrs[i], <size_t>job.lens[i],
+                                     job.keep_fragments, job.keep_blank_values, work)
+        if length < 0:
+            continue
+        canon = cd_url_output(work, <size_t>job.lens[i])
+        if job.what == _CDU_B_CANONICAL or job.what == _CDU_B_CANONICAL_BYTES:
+            need = job.arena_used + <size_t>length
+            if need > job.arena_cap:
+                need = need * 2 + 4096
+                grown = <unsigned char*>realloc(job.arena, need)
+                if grown == NULL:
+                    job.failed = 1
+                    break
+                job.arena = grown
+                job.arena_cap = need
+            memcpy(job.arena + job.arena_used, canon, <size_t>length)
+            job.offs[i] = <Py_ssize_t>job.arena_used
+            job.outlens[i] = length
+            job.arena_used += <size_t>length
+        elif job.what == _CDU_B_URL_MD5:
+            cd_md5(canon, <size_t>length, job.digests + 20 * i)
+        else:
+            p = json
+            memcpy(p, _CDU_J1, 10); p += 10
+            memcpy(p, _CDU_J2, 29); p += 29
+            memcpy(p, job.method, <size_t>job.mlen); p += job.mlen
+            memcpy(p, _CDU_J3, 11); p += 11
+            memcpy(p, canon, <size_t>length); p += length
+            memcpy(p, _CDU_J4, 2); p += 2
+            cd_sha1(json, <size_t>(p - json), job.digests + 20 * i)
+        job.done[i] = 1
+    free(work)
+    free(json)
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef void _cdu_job(void* arg) noexcept nogil:
+    cdef CduJob* job = <CduJob*>arg
+    _cdu_slice(job)
+    PyThread_release_lock(job.done_lock)
+
+
+cdef int _cdu_threads(Py_ssize_t n) except -1:
+    """How many threads a URL batch of n URLs takes (see URL_THREAD_URLS)."""
+    cdef Py_ssize_t t = n // URL_THREAD_URLS
+    cdef int cpus
+    if t < 2:
+        return 1
+    cpus = _usable_cpus_cached()
+    if _batch_threads:
+        cpus = min(cpus, _batch_threads)
+    return <int>max(1, min(t, cpus, 64))
+
+
+cdef object _cdu_ascii_str(const unsigned char* data, Py_ssize_t n):
+    cdef object s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(s), data, <size_t>n)
+    return s
+
+
+cdef list _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values, int what,
+                     object method):
+    """The batch kernels: a list with the answer for each item of urls (a
+    list) and None where the wrapper must find it (see above)."""
+    cdef list items = list(urls)  # our own references: nothing frees an item mid-call
+    cdef Py_ssize_t n = len(items), i, mlen = 0, per, at = 0
+    cdef Py_ssize_t width = 16 if what == _CDU_B_URL_MD5 or what == _CDU_B_RAW_MD5 else 20
+    cdef bint canonical = what == _CDU_B_CANONICAL or what == _CDU_B_CANONICAL_BYTES
+    cdef const char** ptrs = NULL
+    cdef Py_ssize_t* lens = NULL
+    cdef Py_ssize_t* offs = NULL
+    cdef Py_ssize_t* outlens = NULL
+    cdef unsigned char* digests = NULL
+    cdef unsigned char* done = NULL
+    cdef CduJob* jobs = NULL
     cdef const char* m = NULL
-    cdef object item
+    cdef PyObject* obj
+    cdef int threads, r, failed = 0
     cdef list out
-    if what == _CDU_REQUEST_SHA1:
+    if what == _CDU_B_REQUEST_SHA1:
         m = _cdu_utf8(method, &mlen)
+    threads = _cdu_threads(n)
     try:
         ptrs = <const char**>PyMem_Malloc((n + 1) * sizeof(const char*))
         lens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
-        digests = <unsigned char*>PyMem_Malloc((n + 1) * 20)
         done = <unsigned char*>PyMem_Malloc(n + 1)
-        if ptrs == NULL or lens == NULL or digests == NULL or done == NULL:
+        jobs = <CduJob*>PyMem_Malloc(threads * sizeof(CduJob))
+        if ptrs == NULL or lens == NULL or done == NULL or jobs == NULL:
             raise MemoryError()
+        if canonical:
+            offs = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+            outlens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+            if offs == NULL or outlens == NULL:
+                raise MemoryError()
+        else:
+            digests = <unsigned char*>PyMem_Malloc((n + 1) * 20)
+            if digests == NULL:
+                raise MemoryError()
+        memset(jobs, 0, threads * sizeof(CduJob))
+        memset(done, 0, <size_t>(n + 1))
         for i in range(n):
-            item = items[i]
+            obj = _list_item(items, i)
             ptrs[i] = NULL
             lens[i] = 0
-            done[i] = 0
-            if isinstance(item, str):
-                try:
-                    ptrs[i] = _cdu_utf8(item, &lens[i])
-                except UnicodeEncodeError:
-                    ptrs[i] = NULL
-                if ptrs[i] != NULL and lens[i] > maxlen:
-                    maxlen = lens[i]
-        work = PyMem_Malloc(cd_url_work_size(<size_t>maxlen))
-        # The request JSON around an empty body: fixed text, method, URL.
-        jn = 10 + 29 + mlen + 11 + (4 * maxlen + 64) + 2
-        json = <unsigned char*>PyMem_Malloc(<size_t>jn)
-        if work == NULL or json == NULL:
-            raise MemoryError()
+            if _is_str(obj):
+                if not cd_compact_ascii(obj, <const unsigned char**>&ptrs[i], &lens[i]):
+                    try:
+                        ptrs[i] = _cdu_utf8(<object>obj, &lens[i])
+                    except UnicodeEncodeError:  # lone surrogates: w3lib decides
+                        ptrs[i] = NULL
+            elif _is_bytes(obj):
+                ptrs[i] = _bytes_data(obj)
+                lens[i] = _bytes_size(obj)
+        per = n // threads
+        for r in range(threads):
+            jobs[r].ptrs = ptrs
+            jobs[r].lens = lens
+            jobs[r].start = at
+            jobs[r].stop = n if r == threads - 1 else at + per
+            at = jobs[r].stop
+            jobs[r].what = what
+            jobs[r].keep_fragments = keep_fragments
+            jobs[r].keep_blank_values = keep_blank_values
+            jobs[r].method = m
+            jobs[r].mlen = mlen
+            jobs[r].done = done
+            jobs[r].digests = digests
+            jobs[r].offs = offs
+            jobs[r].outlens = outlens
+            if r:
+                jobs[r].done_lock = PyThread_allocate_lock()
+                if jobs[r].done_lock == NULL:
+                    raise MemoryError()
+        for r in range(1, threads):
+            PyThread_acquire_lock(jobs[r].done_lock, WAIT_LOCK)  # released by the job
+            if PyThread_start_new_thread(_cdu_job, &jobs[r]) == <unsigned long>-1:
+                PyThread_release_lock(jobs[r].done_lock)
+                jobs[r].stop = -jobs[r].stop - 1   # no thread: run below
         with nogil:
-            for i in range(n):
-                if ptrs[i] == NULL:
-                    continue
-                length = cd_url_canonicalize(<const unsigned char*>ptrs[i], <size_t>lens[i],
-                                             keep_fragments, keep_blank_values, work)
-                if length < 0:
-                    continue
-                canon = cd_url_output(work, <size_t>lens[i])
-                if what == _CDU_URL_MD5:
-                    cd_md5(canon, <size_t>length, digests + 20 * i)
+            _cdu_slice(&jobs[0])
+            for r in range(1, threads):
+                if jobs[r].stop < 0:
+                    jobs[r].stop = -jobs[r].stop - 1
+                    _cdu_slice(&jobs[r])
                 else:
-                    p = json
-                    memcpy(p, _CDU_J1, 10); p += 10
-                    memcpy(p, _CDU_J2, 29); p += 29
-                    memcpy(p, m, <size_t>mlen); p += mlen
-                    memcpy(p, _CDU_J3, 11); p += 11
-                    memcpy(p, canon, <size_t>length); p += length
-                    memcpy(p, _CDU_J4, 2); p += 2
-                    cd_sha1(json, <size_t>(p - json), digests + 20 * i)
-                done[i] = 1
+                    PyThread_acquire_lock(jobs[r].done_lock, WAIT_LOCK)
+                    PyThread_release_lock(jobs[r].done_lock)
+        for r in range(threads):
+            failed |= jobs[r].failed
+        if failed:
+            raise MemoryError()
         out = [None] * n
-        for i in range(n):
-            if done[i]:
-                out[i] = _cdu_bytes(<const char*>(digests + 20 * i), width)
+        for r in range(threads):
+            for i in range(jobs[r].start, jobs[r].stop):
+                if not done[i]:
+                    continue
+                if what == _CDU_B_CANONICAL:
+                    out[i] = _cdu_ascii_str(jobs[r].arena + offs[i], outlens[i])
+                elif what == _CDU_B_CANONICAL_BYTES:
+                    out[i] = _cdu_bytes(<const char*>(jobs[r].arena + offs[i]), outlens[i])
+                else:
+                    out[i] = _cdu_bytes(<const char*>(digests + 20 * i), width)
         return out
     finally:
+        if jobs != NULL:
+            for r in range(threads):
+                free(jobs[r].arena)
+                if jobs[r].done_lock != NULL:
+                    PyThread_free_lock(jobs[r].done_lock)
+        PyMem_Free(jobs)
         PyMem_Free(ptrs)
         PyMem_Free(lens)
+        PyMem_Free(offs)
+        PyMem_Free(outlens)
         PyMem_Free(digests)
         PyMem_Free(done)
-        PyMem_Free(work)
-        PyMem_Free(json)
+
+
+def canonicalize_urls_fast(urls, bint keep_fragments=False, bint keep_blank_values=True,
+                           bint as_bytes=False):
+    """[canonicalize_url_fast(u, ...) for u in urls] for a list of str and
+    bytes (read as UTF-8; invalid bytes are percent-encoded, as w3lib does),
+    None for the other items; as str, or bytes with as_bytes.  Runs without
+    the GIL, a large batch on several threads."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return _cdu_batch(urls, keep_fragments, keep_blank_values,
+                      _CDU_B_CANONICAL_BYTES if as_bytes else _CDU_B_CANONICAL, None)
+
+
+def url_digests_fast(urls):
+    """[MD5 of the UTF-8 bytes of u for u in urls] (no canonicalization), None
+    for items that are neither str nor bytes and for a str that is not valid
+    UTF-8.  Runs without the GIL, a large batch on several threads."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return _cdu_batch(urls, False, True, _CDU_B_RAW_MD5, None)
 
 
 def url_fingerprints_fast(urls, bint keep_fragments=False, bint keep_blank_values=True):
-    """[url_fingerprint_fast(u, ...) for u in urls], with None for items that
-    are not str; the hashing loop releases the GIL."""
+    """[url_fingerprint_fast(u, ...) for u in urls] for a list of str and bytes
+    (read as UTF-8), None for the other items; runs without the GIL, a large
+    batch on several threads."""
     if not isinstance(urls, list):
         raise TypeError(f"urls must be a list, not {type(urls).__name__}")
-    return _cdu_batch(urls, keep_fragments, keep_blank_values, _CDU_URL_MD5, None)
+    return _cdu_batch(urls, keep_fragments, keep_blank_values, _CDU_B_URL_MD5, None)
 
 
 def request_fingerprints_fast(urls, method, bint keep_fragments=False):
     """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in
-    urls], with None for items that are not str; the loop releases the GIL."""
+    urls], with None for items that are not str (bytes included: Scrapy's
+    Request decodes them first); runs without the GIL, a large batch on
+    several threads."""
     cdef Py_ssize_t mlen, i
     cdef const char* m
     if not isinstance(urls, list):
@@ -249,4 +453,5 @@ def request_fingerprints_fast(urls, method, bint keep_fragments=False):
     for i in range(mlen):
         if m[i] == 0 or strchr(_CDU_TCHAR, m[i]) == NULL:
             raise ValueError(f"method must be an HTTP method name (a token), got {method!r}")
-    return _cdu_batch(urls, keep_fragments, True, _CDU_REQUEST_SHA1, method)
+    return _cdu_batch([u if isinstance(u, str) else None for u in urls], keep_fragments, True,
+                      _CDU_B_REQUEST_SHA1, method)

@@ -24,6 +24,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("CRAWLDEDUP_HYPOTHESIS_PROFILE", "dev"))
 
+
+def examples(fraction):
+    """A share of the profile's max_examples (at least 5), for properties
+    whose examples cost many ordinary ones: the profile still governs."""
+    return max(5, int(settings.default.max_examples * fraction))
+
 IMPLEMENTATIONS = ["core", "reference"]
 
 

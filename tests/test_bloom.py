@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from crawldedup import BloomFilter, IncompatibleFilterError, optimal_parameters
-from conftest import platform_lacks
+from conftest import platform_lacks, examples
 
 
 # ---------------------------------------------------------------- sizing
@@ -314,7 +314,7 @@ class BloomAgainstSet(RuleBasedStateMachine):
 
 
 TestBloomAgainstSet = BloomAgainstSet.TestCase
-TestBloomAgainstSet.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestBloomAgainstSet.settings = settings(max_examples=examples(0.2), stateful_step_count=40, deadline=None)
 
 
 def test_large_filters_round_trip(tmp_path):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from crawldedup import (BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError,
                         hash_indices)
 from crawldedup import _files
-from conftest import platform_lacks
+from conftest import platform_lacks, examples
 
 HEADER = 4096
 
@@ -145,7 +145,7 @@ def test_missing_file_is_an_os_error(tmp_path):
         BloomFilter.load(tmp_path / "nope")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(2 / 3), deadline=None)
 @given(offset=st.integers(0, N - 1), bit=st.integers(0, 7))
 def test_any_single_bit_flip_is_detected(offset, bit):
     with pytest.raises(CrawldedupError):

@@ -59,8 +59,10 @@ def test_request_kernel_checks_arguments(impl, method, body, error):
 
 
 def test_kernels_reject_non_str_url(impl):
-    with pytest.raises(TypeError, match="url must be str"):
-        impl.url_fingerprint_fast(b"http://a.com/")
+    with pytest.raises(TypeError, match="url must be str or bytes"):
+        impl.url_fingerprint_fast(bytearray(b"http://a.com/"))
+    with pytest.raises(TypeError, match="url must be str,"):
+        impl.request_fingerprint_fast(b"http://a.com/", "GET", b"")
     with pytest.raises(TypeError, match="url must be str"):
         impl.request_fingerprint_fast(None, "GET", b"")
 
@@ -75,7 +77,7 @@ batch_items = st.lists(fast_urls() | urls() | st.sampled_from([None, 1, b"http:/
 def test_url_batch_kernel(impl, items, keep_fragments, keep_blank_values):
     got = impl.url_fingerprints_fast(items, keep_fragments, keep_blank_values)
     assert got == [impl.url_fingerprint_fast(u, keep_fragments, keep_blank_values)
-                   if isinstance(u, str) else None for u in items]
+                   if isinstance(u, (str, bytes)) else None for u in items]
 
 
 @given(items=batch_items, method=st.sampled_from(TOKEN_METHODS), keep_fragments=st.booleans())

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from conftest import examples
 
 _MASK = (1 << 64) - 1
 
@@ -269,7 +270,7 @@ def test_threads_share_a_table(core):
     assert table.contains_many(keys).all()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(0.08), deadline=None)
 @given(st.sampled_from([1, 3, 8, 16, 20, 64]), st.integers(0, 2**32), st.data())
 def test_large_batches_sort_and_merge_like_the_twin(core, reference, ds, seed, data):
     # Batches of 1,024 keys and more, next to a set no more than 4 times

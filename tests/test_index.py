@@ -12,6 +12,7 @@ from crawldedup import CorruptFileError, CrawldedupError, SimhashIndex
 from crawldedup import _files
 
 from test_index_kernel import brute_query, planted, popcount, queries_for
+from conftest import examples
 
 U64 = (1 << 64) - 1
 
@@ -300,7 +301,7 @@ class WrapperMachine(RuleBasedStateMachine):
         assert len(self.ix) == len(self.model)
 
 
-WrapperMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30,
+WrapperMachine.TestCase.settings = settings(max_examples=examples(0.1), stateful_step_count=30,
                                             deadline=None)
 TestWrapperMachine = WrapperMachine.TestCase
 

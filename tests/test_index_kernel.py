@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, invariant,
                                  precondition, rule)
 
-from conftest import load_impl
+from conftest import load_impl, examples
 
 U64 = (1 << 64) - 1
 KS = list(range(9))
@@ -190,7 +190,7 @@ def dataset(draw, k):
 
 
 @pytest.mark.parametrize("k", KS)
-@settings(max_examples=40)
+@settings(max_examples=examples(0.13))
 @given(data=st.data())
 def test_hypothesis_against_brute_force_and_twin(core, reference, k, data):
     fps, ids = data.draw(dataset(k))
@@ -305,7 +305,7 @@ class IndexMachine(RuleBasedStateMachine):
         assert len(self.ix) == len(self.model)
 
 
-IndexMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=25, deadline=None)
+IndexMachine.TestCase.settings = settings(max_examples=examples(0.08), stateful_step_count=25, deadline=None)
 TestIndexMachineCore = IndexMachine.TestCase
 
 

@@ -136,8 +136,10 @@ def test_fast_path_equals_w3lib(impl, url, keep_fragments, keep_blank_values):
     expected = w3lib_outcome(url, keep_fragments=keep_fragments,
                              keep_blank_values=keep_blank_values)
     if got is None:
-        # Only an invalid port (w3lib raises) leaves the fast path here.
-        assert expected is ValueError
+        # Only a port w3lib must judge leaves the fast path here: out of
+        # range (w3lib raises) or of more than 5 digits (leading zeros).
+        port = url.split("//", 1)[1].split("/", 1)[0].partition(":")[2]
+        assert expected is ValueError or len(port) > 5
     else:
         assert got == expected
 
@@ -183,8 +185,9 @@ def test_fast_path_examples(impl, url, expected):
 
 
 def test_fast_path_type_error(impl):
-    with pytest.raises(TypeError, match="url must be str"):
-        impl.canonicalize_url_fast(b"http://a.com/")
+    for bad in (5, bytearray(b"http://a.com/"), None):
+        with pytest.raises(TypeError, match="url must be str or bytes"):
+            impl.canonicalize_url_fast(bad)
 
 
 def test_long_url_uses_the_heap(impl):
@@ -250,7 +253,7 @@ def test_other_w3lib_falls_back(monkeypatch):
 
 @pytest.mark.parametrize("bad", [None, 1, 1.5, ["http://a.com"], object()])
 def test_canonicalize_url_rejects_non_str(bad):
-    with pytest.raises(TypeError, match="url must be str or bytes"):
+    with pytest.raises(TypeError, match="url must be str, bytes"):
         canonicalize_url(bad)
 
 
@@ -276,7 +279,7 @@ def test_query_separator():
     (dict(encoding=5), TypeError, "encoding must be"),
     (dict(encoding="no-such-codec"), LookupError, "unknown encoding"),
     (dict(query_separator=""), ValueError, "query_separator"),
-    (dict(query_separator=b"&"), ValueError, "query_separator"),
+    (dict(query_separator=b"&"), TypeError, "query_separator"),
 ])
 def test_bad_canonicalize_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

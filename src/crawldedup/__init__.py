@@ -16,7 +16,8 @@ from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
                                StoreUnavailableError)
 from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
-                                    canonicalize_url, request_fingerprint, request_fingerprints,
+                                    canonicalize_url, canonicalize_urls, request_fingerprint,
+                                    request_fingerprints,
                                     url_fingerprint, url_fingerprints)
 from crawldedup.fpset import FingerprintSet
 from crawldedup.index import SimhashIndex
@@ -44,6 +45,7 @@ __all__ = [
     "UrlRule",
     "UrlRules",
     "canonicalize_url",
+    "canonicalize_urls",
     "request_fingerprint",
     "request_fingerprints",
     "url_fingerprint",

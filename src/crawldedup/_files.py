@@ -54,9 +54,12 @@ LAYOUT_NAMES = {v: k for k, v in LAYOUT_IDS.items()}
 # num_bits, num_hashes, capacity, error_rate, insert_count, payload offset,
 # payload size, checksum, header checksum.
 _HEADER = struct.Struct("<8sHHHHIIQQQQdQQQII")
-_COUNT_AT = 64
-_CHECKSUM_AT = 88
-_HEADER_CHECKSUM_AT = 92
+# Offsets of header fields that mapped files update in place.
+FLAGS_AT = 20
+COUNT_AT = 64
+CHECKSUM_AT = 88
+HEADER_CHECKSUM_AT = 92
+_COUNT_AT, _CHECKSUM_AT, _HEADER_CHECKSUM_AT = COUNT_AT, CHECKSUM_AT, HEADER_CHECKSUM_AT
 
 
 def header_checksum(raw: Union[bytes, bytearray, memoryview]) -> int:
@@ -215,9 +218,28 @@ def _fsync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def resolve(path: PathLike) -> str:
+    """The absolute path a state path stands for: a symbolic link is
+    followed to its target (which is then written, the link kept), as users
+    expect of a path they point at their state."""
+    return os.path.realpath(os.fspath(path))
+
+
+def check_path(path: object, what: str = "path") -> PathLike:
+    """path when it is a str or os.PathLike naming a file, else TypeError
+    (an int would be taken for a file descriptor, bytes paths are refused)."""
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        name = os.fspath(path)  # type: ignore[arg-type]
+        if isinstance(name, str):
+            return path  # type: ignore[return-value]
+    raise TypeError(f"{what} must be a str or os.PathLike file name, "
+                    f"not {type(path).__name__}")
+
+
 def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
-    """Replace path with what write(file) writes, all or nothing."""
-    target = os.path.abspath(os.fspath(path))
+    """Replace path with what write(file) writes, all or nothing (through a
+    symbolic link: its target is replaced)."""
+    target = resolve(path)
     for stale in _stale_temps(target):
         try:
             os.unlink(stale)
@@ -260,9 +282,34 @@ def sealed(header: Header, payload: Union[bytes, bytearray, memoryview]) -> Head
     return header
 
 
-def read_file(path: PathLike, check: HeaderCheck) -> "tuple[Header, memoryview]":
-    """The header of the state file at path, parsed and checked, and its
-    whole payload, read into memory (not yet checked against the checksum)."""
+def is_file_object(src: object) -> bool:
+    """True for an open file object given where a path is expected."""
+    return hasattr(src, "read") and not isinstance(src, (str, bytes, os.PathLike))
+
+
+def read_object(src: object) -> "tuple[bytes, Optional[str]]":
+    """The remaining bytes of a binary file object, and its name if it has
+    one (for messages).  TypeError for a text file."""
+    data = src.read()  # type: ignore[attr-defined]
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"the file object must be opened in binary mode ('rb'); its read() "
+                        f"returned {type(data).__name__}")
+    name = getattr(src, "name", None)
+    return bytes(data), name if isinstance(name, str) else None
+
+
+def read_file(path: Union[PathLike, BinaryIO], check: HeaderCheck) -> "tuple[Header, memoryview]":
+    """The header of the state file at path (or in a binary file object),
+    parsed and checked, and its whole payload, read into memory (not yet
+    checked against the checksum).  TypeError for anything but a str or
+    os.PathLike path and a binary file object."""
+    if is_file_object(path):
+        data, name = read_object(path)
+        view = memoryview(data)
+        header = parse_header(view[:HEADER_SIZE], len(view), name)
+        check(header, name)
+        return header, view[HEADER_SIZE:]
+    path = check_path(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         header = parse_header(f.read(HEADER_SIZE), size, path)

@@ -17,6 +17,7 @@ else:
 
 IMPLEMENTATION: str = impl.IMPLEMENTATION
 BloomBits = impl.BloomBits
+check_keys = impl.check_keys
 hash128 = impl.hash128
 hash64 = impl.hash64
 hash_indices = impl.hash_indices
@@ -76,8 +77,11 @@ url_fingerprint_fast = impl.url_fingerprint_fast
 request_fingerprint_fast = impl.request_fingerprint_fast
 url_fingerprints_fast = impl.url_fingerprints_fast
 request_fingerprints_fast = impl.request_fingerprints_fast
+canonicalize_urls_fast = impl.canonicalize_urls_fast
+url_digests_fast = impl.url_digests_fast
 __all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
-            "url_fingerprints_fast", "request_fingerprints_fast"]
+            "url_fingerprints_fast", "request_fingerprints_fast", "canonicalize_urls_fast",
+            "url_digests_fast"]
 
 # ---- fpset ----
 FingerprintTable = impl.FingerprintTable

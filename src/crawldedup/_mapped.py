@@ -6,24 +6,32 @@ header, so nobody loses anybody's bits.  A bit is in the page cache the moment
 ``add`` returns, so ``kill -9`` loses nothing; ``flush`` (msync) makes it
 durable against power loss.
 
-The checksum cannot follow every add.  A file mapped for writing carries the
-DIRTY flag; the last writer to close it (it can take the file's exclusive
-lock) recomputes the checksum and clears the flag.  A file left DIRTY by a
-killed writer, or by writers that closed at the same instant (each saw the
-other still there), is sealed the same way by the next process that opens it
-alone, and ``BloomFilter.load`` reads it without the checksum test: its bits
-are whole, only its checksum is not up to date.  Writers hold a shared ``flock`` on the file while it is
-open (POSIX; on Windows there is no such coordination).
+The checksum cannot follow every add.  A file being changed carries the
+DIRTY flag, and a process never writes a valid checksum over bytes that were
+not checked: the first change a process makes to a file that is not DIRTY
+(``begin_write``) checks the file's checksum first, then marks it DIRTY, so
+opening stays instant however large the file, and damage present before the
+open is refused there (``CorruptFileError``) instead of being sealed in.  A
+file that is already DIRTY was checked by the writer that marked it, and
+every change since is an add.  The last writer to close the file (it can
+take the file's exclusive lock) recomputes the checksum and clears the flag.
+A file left DIRTY by a killed writer is sealed the same way by the next
+writer that opens it alone, and ``BloomFilter.load`` reads it without the
+checksum test: its bits are whole, only its checksum is not up to date.
+Writers hold a shared ``flock`` on the file while it is open (POSIX; on
+Windows there is no such coordination).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
+import stat
 import sys
 import zlib
-from typing import Callable, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from crawldedup import _files
 
@@ -34,10 +42,9 @@ except ImportError:  # pragma: no cover - Windows
 
 _H = TypeVar("_H", bound="MappedHandle")
 
-_FLAGS_AT = 20
-_COUNT_AT = 64
-_CHECKSUM_AT = 88
-_HEADER_CHECKSUM_AT = 92
+_FLAGS_AT = _files.FLAGS_AT
+_CHECKSUM_AT = _files.CHECKSUM_AT
+_HEADER_CHECKSUM_AT = _files.HEADER_CHECKSUM_AT
 
 
 def _try_exclusive(fd: int) -> bool:
@@ -50,6 +57,16 @@ def _try_exclusive(fd: int) -> bool:
         # Linux converts a lock by dropping the old one first: a refused
         # conversion leaves none, so take the shared lock again.
         fcntl.flock(fd, fcntl.LOCK_SH)
+        return False
+    return True
+
+
+def _try_exclusive_once(fd: int) -> bool:
+    """Take the exclusive lock if nobody else has the file open; when
+    refused, this process keeps no lock at all (it is closing)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return False
     return True
 
@@ -71,6 +88,8 @@ class MappedFile:
         # Set once this process marked the file DIRTY: only then does close()
         # seal it (a file refused at opening is left exactly as it was).
         self._marked = False
+        # Set once this process found the stored checksum right.
+        self._checked = False
         self._views: List[memoryview] = []
         # Called just before the checksum is computed by seal(), to bring
         # derived fields (a composite file's insert count) up to date.
@@ -80,11 +99,20 @@ class MappedFile:
     def open(cls, path: str, readonly: bool) -> "MappedFile":
         fd = os.open(path, (os.O_RDONLY if readonly else os.O_RDWR) | getattr(os, "O_BINARY", 0))
         try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "a folder, not a state file", path)
+            if not stat.S_ISREG(info.st_mode):
+                raise _files.CorruptFileError(path, "not a regular file (it cannot be mapped)")
             _shared(fd)
             size = os.fstat(fd).st_size
             if size == 0:
                 raise _files.CorruptFileError(path, "the file is empty")
-            mem = mmap.mmap(fd, size, access=mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE)
+            try:
+                mem = mmap.mmap(fd, size,
+                                access=mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot map it: {exc.strerror}", path) from None
         except BaseException:
             os.close(fd)
             raise
@@ -146,19 +174,92 @@ class MappedFile:
         self._set_flags(self._flags() | _files.FLAG_DIRTY)
         self._marked = True
 
+    def verify_clean(self) -> bool:
+        """Check the stored checksum of a file that is not DIRTY: True when
+        it matches, False when the file is DIRTY (then it was checked by the
+        writer that marked it, and its checksum is not up to date).  Raises
+        CorruptFileError for a mismatch.  Needs no lock: a writer marks the
+        file DIRTY before its first change, so a mismatch caused by another
+        process that began writing meanwhile shows as DIRTY on a second look."""
+        if self.dirty:
+            return False
+        if self.checksum() == self.stored_checksum():
+            self._checked = True
+            return True
+        if self.dirty:
+            return False
+        raise _files.CorruptFileError(self.path, "checksum mismatch (the file was damaged)")
+
+    def check_on_open(self, verify: Optional[bool]) -> None:
+        """What opening does to a file, after its header was checked:
+        check the checksum when asked (by default, for files under
+        VERIFY_BELOW_BYTES), and seal a file left DIRTY by a killed writer
+        when this writer has it alone.  Nothing else in the file changes
+        before this process first writes (begin_write)."""
+        if verify is None:
+            verify = self.size < VERIFY_BELOW_BYTES
+        if verify:
+            self.verify_clean()
+        if not self.readonly:
+            self.repair_if_alone()
+
+    def repair_if_alone(self) -> None:
+        """Seal a DIRTY file that no other process has open (its writer was
+        killed).  Its bytes were checked by the writer that marked it DIRTY,
+        and changed since only by adds."""
+        if self.readonly or not self.dirty:
+            return
+        if self.try_exclusive():
+            try:
+                self.seal()
+            finally:
+                self.back_to_shared()
+
+    def begin_write(self) -> None:
+        """Called before this process first changes the file: check the
+        file unless another writer already did (it is DIRTY), then mark it
+        DIRTY.  Raises CorruptFileError, changing nothing, when the check
+        fails."""
+        if self._marked:
+            return
+        if self.closed:
+            raise ValueError("the filter is closed")
+        # Checked at opening (verify=True) and still clean: nobody changed it
+        # since (a writer marks the file first), or a writer sealed it after
+        # checking it itself.
+        if not (self._checked and not self.dirty):
+            self.verify_clean()
+        self.mark_dirty()
+
     def checksum(self) -> int:
         """CRC-32 of the file as stored now, as _files.checksum computes it."""
         head = bytearray(self.mem[:_files.HEADER_SIZE])
         head[_CHECKSUM_AT:_CHECKSUM_AT + 4] = b"\0\0\0\0"
         crc = zlib.crc32(head)
-        payload = memoryview(self.mem)[_files.HEADER_SIZE:]
+        # Read through the descriptor (the same page cache as the shared
+        # mapping), not the mapping: the mapping is advised MADV_RANDOM for
+        # the probes, and a pass over it would fault in one page at a time.
+        size = len(self.mem)
+        step = 8 << 20
+        buffer = bytearray(min(step, max(size - _files.HEADER_SIZE, 0)))
+        view = memoryview(buffer)
+        at = _files.HEADER_SIZE
         try:
-            step = 1 << 30
-            for start in range(0, len(payload), step):
-                crc = zlib.crc32(payload[start:start + step], crc)
+            while at < size:
+                n = os.preadv(self.fd, [view[:min(step, size - at)]], at) \
+                    if hasattr(os, "preadv") else self._read_into(view[:min(step, size - at)], at)
+                if n <= 0:
+                    raise _files.CorruptFileError(self.path, "the file shrank while it was read")
+                crc = zlib.crc32(view[:n], crc)
+                at += n
         finally:
-            payload.release()
+            view.release()
         return crc & 0xFFFFFFFF
+
+    def _read_into(self, view: memoryview, at: int) -> int:  # pragma: no cover - no preadv
+        chunk = self.mem[at:at + len(view)]
+        view[:len(chunk)] = chunk
+        return len(chunk)
 
     def stored_checksum(self) -> int:
         return int.from_bytes(self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4], "little")
@@ -182,21 +283,38 @@ class MappedFile:
         _shared(self.fd)
 
     def close(self) -> None:
-        """Seal the file if this is its last writer, flush, unmap, unlock."""
+        """Seal the file if this is its last writer, flush, unmap, unlock.
+
+        The descriptor and its locks are let go of whatever happens."""
         if self.closed:
             return
         try:
-            if not self.readonly and self._marked:
-                if self.try_exclusive():
+            # A writer seals what it changed, and also a file another writer
+            # changed and left to it (that writer closed while this one had
+            # the file open).
+            if not self.readonly and (self._marked or self.dirty):
+                # The exclusive lock is tried once, and not given back as a
+                # shared one when refused: two writers closing at the same
+                # instant each hold their shared lock only until their own
+                # attempt, so the later attempt always succeeds and seals.
+                if fcntl is None or _try_exclusive_once(self.fd):
                     self.seal()
                 self.mem.flush()
         finally:
             self.closed = True
+            # A view still exported elsewhere (a memoryview the caller
+            # kept) keeps the memory mapped until it goes; the file itself,
+            # its descriptor and its locks are let go of here all the same.
             for view in self._views:
-                view.release()
+                try:
+                    view.release()
+                except BufferError:
+                    pass
             self._views.clear()
             try:
                 self.mem.close()
+            except BufferError:
+                pass
             finally:
                 os.close(self.fd)  # also releases the lock
 
@@ -254,7 +372,7 @@ def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"
     otherwise replace it atomically, so that processes still mapping the old
     one keep a valid mapping (of the old file).  ``prefix``: the first bytes
     of the payload (a composite file's state block); the rest is zero."""
-    target = os.path.abspath(path)
+    target = _files.resolve(path)
     header.flags |= _files.FLAG_DIRTY
     header.checksum = 0
     tmp = _files._temp_name(target)
@@ -262,8 +380,10 @@ def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"
         with open(tmp, "wb") as f:
             f.write(header.pack())
             f.write(prefix)
-            f.truncate(_files.HEADER_SIZE + header.payload_size)
+            size = _files.HEADER_SIZE + header.payload_size
+            f.truncate(size)
             f.flush()
+            reserve(f.fileno(), size, target)
             os.fsync(f.fileno())
         if exclusive:
             try:
@@ -285,8 +405,78 @@ def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"
     return True
 
 
+def reserve(fd: int, size: int, path: str) -> None:
+    """Allocate the blocks of a new file of size bytes, so that a full disk
+    is an OSError (ENOSPC) naming the file now, not a SIGBUS inside a later
+    add to the mapping.  Where the file system cannot reserve (posix_fallocate
+    answers EOPNOTSUPP/EINVAL, or the platform lacks it), every page is
+    written once instead."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        try:
+            fallocate(fd, 0, size)
+            return
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise OSError(errno.ENOSPC,
+                              f"no space left on the device for a state file of {size:,} bytes",
+                              path) from None
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise OSError(exc.errno, exc.strerror, path) from None
+    _write_every_page(fd, size, path)
+
+
+def _write_every_page(fd: int, size: int, path: str) -> None:
+    """Allocate by writing one zero byte a page where the file reads zero
+    (where no fallocate exists): a sparse page becomes a real one."""
+    page = mmap.PAGESIZE
+    if not hasattr(os, "pwrite"):  # pragma: no cover - Windows files are not sparse
+        return
+    try:
+        for at in range(_files.HEADER_SIZE, size, page):
+            if os.pread(fd, 1, at) == b"\0":
+                os.pwrite(fd, b"\0", at)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
+
+
+# open(verify=None) reads files smaller than this whole to check them.
+VERIFY_BELOW_BYTES = 64 << 20
+
+_T = TypeVar("_T")
+
+
+def open_state(path: object, mode: str, asked: Dict[str, Any],
+               blank: Callable[[], Tuple[_files.Header, bytes]],
+               attach: Callable[[MappedFile], _T]) -> _T:
+    """The ``open`` of every class used in place in a mapped file.
+
+    ``mode``: "r" read-only, "w" create (replacing any file), "c" open, or
+    create when missing (which needs ``capacity`` in ``asked``, the checked
+    arguments); ``blank()`` gives a new file's header and payload prefix,
+    ``attach(mapping)`` the object, after its checks (see ``check_on_open``).
+    A refused attach releases the lock, descriptor and mapping it took.  A
+    symbolic link is followed to its target."""
+    if mode not in ("r", "w", "c"):
+        raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
+    target = _files.resolve(_files.check_path(path))
+    if mode == "w" or (mode == "c" and not os.path.exists(target)):
+        if "capacity" not in asked:
+            raise ValueError(f"capacity is needed to create {target!r}")
+        header, prefix = blank()
+        if not create(target, header, exclusive=(mode == "c"), prefix=prefix):
+            mode = "c"  # another process created it first: open theirs
+    mapping = MappedFile.open(target, readonly=(mode == "r"))
+    try:
+        return attach(mapping)
+    except BaseException:
+        mapping.close()
+        raise
+
+
 def supports_locking() -> bool:
     return fcntl is not None and sys.platform != "win32"
 
 
-__all__ = ["MappedFile", "MappedHandle", "create", "supports_locking"]
+__all__ = ["VERIFY_BELOW_BYTES", "MappedFile", "MappedHandle", "create", "open_state",
+           "supports_locking"]

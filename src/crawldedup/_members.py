@@ -1,25 +1,66 @@
-"""What the files of filters made of several Bloom filters (scalable,
-rotating) share: the checks of their header, and their member filters, each
-stored as a u64 length and the member's complete BloomFilter bytes
-(docs/format.md)."""
+"""What filters made of several Bloom filters (scalable, rotating) share:
+their batches of keys over a stack of member filters, the checks of their
+file header, and their member filters in files, each stored as a u64 length
+and the member's complete BloomFilter bytes (docs/format.md)."""
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import Callable, Iterable, Iterator, Optional, Tuple, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from crawldedup import _files
-from crawldedup._kernel import MAX_SEED
+from crawldedup._kernel import MAX_SEED, check_keys
 from crawldedup.bloom import BloomFilter
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 
 PathLike = Union[str, "os.PathLike[str]"]
+Key = Union[str, bytes, bytearray, memoryview]
 
 LENGTH = struct.Struct("<Q")
 # The smallest member: a length field and a BloomFilter file of one word.
 MIN_MEMBER = LENGTH.size + _files.HEADER_SIZE + 8
 
+
+# ------------------------------------------------------- batches over members
+
+def key_list(keys: Iterable[Key]) -> Sequence[Key]:
+    """The keys of a batch as a list or tuple, every key checked: a batch
+    is added whole or not at all."""
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
+            f"use add()/`in` for one key")
+    seq = keys if type(keys) is list or type(keys) is tuple else list(keys)
+    check_keys(seq)  # a batch is added whole or not at all
+    return seq
+
+
+def pick(keys: Sequence[Key], index: np.ndarray) -> Sequence[Key]:
+    """The keys at an increasing index array."""
+    if len(index) == len(keys):  # index is increasing: it is every key
+        return keys
+    return [keys[i] for i in index.tolist()]
+
+
+def any_holds(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray:
+    """True where one of the filters holds the key.  The last (newest)
+    filter is asked about every key (so a bad key raises with its index);
+    each earlier one only about the keys not found yet."""
+    found = np.zeros(len(keys), dtype=np.bool_)
+    todo = np.arange(len(keys))
+    for f in reversed(filters):
+        if not todo.size:
+            break
+        hit = f.contains_many(pick(keys, todo))
+        found[todo[hit]] = True
+        todo = todo[~hit]
+    return found
+
+
+# ------------------------------------------------------------------- files
 
 def pack(payload: bytearray, members: Iterable[BloomFilter]) -> bytearray:
     """Append each member, length-prefixed, to payload."""

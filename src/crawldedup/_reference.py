@@ -8,7 +8,7 @@ without a compiler); the test suite runs every kernel test against both.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 import hashlib
 import sys
@@ -230,6 +230,19 @@ def nbytes_for(num_bits: int) -> int:
     return ((num_bits + 63) // 64) * 8
 
 
+def check_keys(keys: Union[list, tuple]) -> None:  # type: ignore[type-arg]
+    """Raise TypeError naming the position of the first key of a list or
+    tuple that cannot be hashed (UnicodeEncodeError for a str with a lone
+    surrogate); nothing otherwise.  See the compiled twin."""
+    if type(keys) is not list and type(keys) is not tuple:
+        raise TypeError(f"keys must be a list or tuple here, not {type(keys).__name__}")
+    for i, key in enumerate(keys):
+        try:
+            _key_bytes(key)
+        except TypeError as exc:
+            raise TypeError(f"keys[{i}]: {exc}") from None
+
+
 class BloomBits:
     """A bit array of ``num_bits`` bits probed by ``num_hashes`` positions per key.
 
@@ -237,7 +250,7 @@ class BloomBits:
     """
 
     __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout", "_readonly", "_counter",
-                 "_closed")
+                 "_closed", "_write_hook")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self._bits: Optional[memoryview] = None
@@ -287,7 +300,18 @@ class BloomBits:
         bits = self._ready()
         if self._readonly:
             raise ValueError("the filter is open read-only")
+        hook = getattr(self, "_write_hook", None)
+        if hook is not None:
+            hook()  # may raise: the hook stays, and every later change raises too
+            if self._write_hook is hook:
+                self._write_hook = None
         return bits
+
+    def _set_write_hook(self, hook: Optional[Callable[[], None]]) -> None:
+        """Call hook() (once it returns) before the first change to the bits."""
+        if hook is not None and not callable(hook):
+            raise TypeError("the write hook must be callable or None")
+        self._write_hook = hook
 
     def _count_add(self, n: int) -> None:
         if self._counter is not None:
@@ -375,8 +399,10 @@ class BloomBits:
 
     def add(self, key: Key) -> bool:
         """Add key; True when it was not present before (like Redis BF.ADD)."""
+        self._ready()
+        positions = self._positions(key)
         self._writable()
-        fresh = self._probe_add(self._positions(key))
+        fresh = self._probe_add(positions)
         if fresh:
             self._count_add(1)
         return fresh
@@ -400,9 +426,12 @@ class BloomBits:
 
     def add_many(self, keys: Iterable[Key]) -> np.ndarray:
         """Add every key in order; a numpy bool array, True where the key was new."""
-        self._writable()
-        all_positions = self._gather(keys)
+        if self._ready() is not None and self._readonly:
+            raise ValueError("the filter is open read-only")
+        all_positions = self._gather(keys)  # every key checked before any change
         out = np.zeros(len(all_positions), dtype=np.bool_)
+        if all_positions:
+            self._writable()
         for i, positions in enumerate(all_positions):
             if self._probe_add(positions):
                 out[i] = True
@@ -904,15 +933,33 @@ def _url_dot_segments(path: bytes) -> bytes:
     return b"/" + b"/".join(out)
 
 
+def _url_utf8(url: object) -> Optional[bytes]:
+    """The bytes the fast path reads: a str as UTF-8 (None when it cannot
+    be: lone surrogates), bytes as they are (read as UTF-8; w3lib
+    percent-encodes the bytes that are not, as the fast path does every byte
+    >= 0x80)."""
+    if isinstance(url, bytes):
+        return url
+    if not isinstance(url, str):
+        raise TypeError(f"url must be str or bytes, not {type(url).__name__}")
+    try:
+        return url.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+# A port of more digits goes to w3lib: its int(port) raises ValueError past
+# Python's digit limit (4300), and maps shorter ones (leading zeros) to 0..65535.
+_URL_MAX_PORT_DIGITS = 5
+
+
 def canonicalize_url_fast(url: object, keep_fragments: bool = False,
                           keep_blank_values: bool = True) -> Optional[str]:
     """w3lib.url.canonicalize_url(url, keep_blank_values, keep_fragments) for
-    http/https URLs with a plain host, None for any other URL."""
-    if not isinstance(url, str):
-        raise TypeError(f"url must be str, not {type(url).__name__}")
-    try:
-        s = url.encode("utf-8")
-    except UnicodeEncodeError:
+    http/https URLs with a plain host, None for any other URL.  url is str
+    or bytes."""
+    s = _url_utf8(url)
+    if s is None:
         return None
     if any(b <= 0x20 or b == 0x7F or b == 0x5C for b in s):
         return None
@@ -931,7 +978,8 @@ def canonicalize_url_fast(url: object, keep_fragments: bool = False,
     host, colon, port = authority.partition(b":")
     if not host or any(b not in _URL_UNRESERVED for b in host):
         return None
-    if port and (not port.isdigit() or int(port) > 65535):
+    if port and (not port.isdigit() or len(port) > _URL_MAX_PORT_DIGITS
+                 or int(port) > 65535):
         return None
     out = scheme + b"://" + host.lower() + (b":%d" % int(port) if port else b"")
 
@@ -977,6 +1025,8 @@ def request_fingerprint_fast(url: object, method: object, body: object,
     """Scrapy's request fingerprint (SHA-1 of its sort_keys JSON, no headers)
     when url is on the fast path, else None; method used as given (an HTTP
     token), body bytes."""
+    if not isinstance(url, str):
+        raise TypeError(f"url must be str, not {type(url).__name__}")
     if not isinstance(method, str):
         raise TypeError(f"method must be str, not {type(method).__name__}")
     if not isinstance(body, bytes):
@@ -993,21 +1043,49 @@ def request_fingerprint_fast(url: object, method: object, body: object,
     return hashlib.sha1(data.encode("ascii")).digest()
 
 
-def url_fingerprints_fast(urls: object, keep_fragments: bool = False,
-                          keep_blank_values: bool = True) -> List[Optional[bytes]]:
-    """[url_fingerprint_fast(u, ...) for u in urls], None for items that are not str."""
+def _url_batch(urls: object) -> list:
     if not isinstance(urls, list):
         raise TypeError(f"urls must be a list, not {type(urls).__name__}")
-    return [url_fingerprint_fast(u, keep_fragments, keep_blank_values) if isinstance(u, str)
-            else None for u in urls]
+    return list(urls)
+
+
+def url_fingerprints_fast(urls: object, keep_fragments: bool = False,
+                          keep_blank_values: bool = True) -> List[Optional[bytes]]:
+    """[url_fingerprint_fast(u, ...) for u in urls], None for items that are
+    neither str nor bytes."""
+    return [url_fingerprint_fast(u, keep_fragments, keep_blank_values)
+            if isinstance(u, (str, bytes)) else None for u in _url_batch(urls)]
+
+
+def canonicalize_urls_fast(urls: object, keep_fragments: bool = False,
+                           keep_blank_values: bool = True,
+                           as_bytes: bool = False) -> List[Union[str, bytes, None]]:
+    """[canonicalize_url_fast(u, ...) for u in urls], None for items that are
+    neither str nor bytes; bytes results (ASCII) with as_bytes."""
+    out: List[Union[str, bytes, None]] = []
+    for u in _url_batch(urls):
+        c = canonicalize_url_fast(u, keep_fragments, keep_blank_values) \
+            if isinstance(u, (str, bytes)) else None
+        out.append(c.encode("ascii") if as_bytes and c is not None else c)
+    return out
+
+
+def url_digests_fast(urls: object) -> List[Optional[bytes]]:
+    """[MD5 of the UTF-8 bytes of u for u in urls] (no canonicalization), None
+    for items that are neither str nor bytes and for a str that is not valid
+    UTF-8."""
+    out: List[Optional[bytes]] = []
+    for u in _url_batch(urls):
+        data = _url_utf8(u) if isinstance(u, (str, bytes)) else None
+        out.append(None if data is None else hashlib.md5(data).digest())
+    return out
 
 
 def request_fingerprints_fast(urls: object, method: object,
                               keep_fragments: bool = False) -> List[Optional[bytes]]:
     """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in urls],
     None for items that are not str."""
-    if not isinstance(urls, list):
-        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    urls = _url_batch(urls)
     request_fingerprint_fast("http:", method, b"")  # checks method
     return [request_fingerprint_fast(u, method, b"", keep_fragments) if isinstance(u, str)
             else None for u in urls]

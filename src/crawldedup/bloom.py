@@ -16,8 +16,9 @@ import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
 
-from crawldedup import _files
+from crawldedup import _checks, _files
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
+from crawldedup import _mapped
 from crawldedup._mapped import MappedHandle
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 
@@ -26,7 +27,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
-VERIFY_BELOW_BYTES = 64 << 20  # open(verify=None) reads smaller files whole
 
 
 def _check_capacity(capacity: Any) -> int:
@@ -161,10 +161,7 @@ class BloomFilter(BloomBits, MappedHandle):
                  layout: str = "standard") -> None:
         capacity = _check_capacity(capacity)
         error_rate = _check_error_rate(error_rate)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, not {type(seed).__name__}")
-        if not 0 <= seed <= MAX_SEED:
-            raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+        seed = _checks.check_seed(seed)
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         self._capacity = capacity
         self._error_rate = error_rate
@@ -338,12 +335,17 @@ class BloomFilter(BloomBits, MappedHandle):
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "BloomFilter":
         """The filter that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
+        return cls._from_data(data, None)
+
+    @classmethod
+    def _from_data(cls, data: Union[bytes, bytearray, memoryview],
+                   path: Optional[PathLike]) -> "BloomFilter":
         view = memoryview(data).cast("B")
-        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), None)
-        self = cls._from_header(header, None)
+        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), path)
+        self = cls._from_header(header, path)
         bits = self._bits_view()
         bits[:] = view[_files.HEADER_SIZE:]
-        self._verify(header, None)
+        self._verify(header, path)
         return self
 
     def save(self, path: PathLike) -> None:
@@ -359,6 +361,10 @@ class BloomFilter(BloomBits, MappedHandle):
         truncated, damaged, empty or foreign file, IncompatibleFilterError for
         a file of another format version, and OSError if it cannot be read.
         """
+        if _files.is_file_object(path):
+            data, name = _files.read_object(path)
+            return cls._from_data(data, name)
+        path = _files.check_path(path)
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(_files.HEADER_SIZE)
@@ -416,13 +422,7 @@ class BloomFilter(BloomBits, MappedHandle):
         self._check_padding(bits, path)
 
     def _check_padding(self, bits: memoryview, path: Optional[PathLike]) -> None:
-        tail_bits = self.num_bits % 64
-        if tail_bits:
-            # Padding bits past num_bits are never set by add(); a file with
-            # one set was not written by crawldedup.
-            last = int.from_bytes(bits[-8:], "little")
-            if last >> tail_bits:
-                raise CorruptFileError(path, "padding bits past num_bits are set")
+        _check_padding_word(self.num_bits, bits[-8:], path)
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_restore, (type(self), self.to_bytes()))
@@ -460,25 +460,9 @@ class BloomFilter(BloomBits, MappedHandle):
         ...     "https://example.com/" in bf, bf.insert_count
         (True, 1)
         """
-        from crawldedup import _mapped
-
-        if mode not in ("r", "w", "c"):
-            raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
-        target = os.path.abspath(os.fspath(path))
         asked = cls._asked(capacity, error_rate, seed, layout)
-        if mode == "w" or (mode == "c" and not os.path.exists(target)):
-            if capacity is None:
-                raise ValueError(f"capacity is needed to create {target!r}")
-            header = cls._blank_header(asked)
-            created = _mapped.create(target, header, exclusive=(mode == "c"))
-            if not created:  # another process created it first: open theirs
-                mode = "c"
-        mapping = _mapped.MappedFile.open(target, readonly=(mode == "r"))
-        try:
-            return cls._attach(mapping, asked, verify)
-        except BaseException:
-            mapping.close()
-            raise
+        return _mapped.open_state(path, mode, asked, lambda: (cls._blank_header(asked), b""),
+                                  lambda mapping: cls._attach(mapping, asked, verify))
 
     @staticmethod
     def _asked(capacity: Optional[int], error_rate: Optional[float], seed: Optional[int],
@@ -489,9 +473,7 @@ class BloomFilter(BloomBits, MappedHandle):
         if error_rate is not None:
             asked["error_rate"] = _check_error_rate(error_rate)
         if seed is not None:
-            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-                raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
-            asked["seed"] = seed
+            asked["seed"] = _checks.check_seed(seed)
         if layout is not None:
             asked["layout"] = _check_layout(layout)
         return asked
@@ -511,6 +493,10 @@ class BloomFilter(BloomBits, MappedHandle):
     @classmethod
     def _attach(cls, mapping: Any, asked: Dict[str, Any],
                 verify: Optional[bool]) -> "BloomFilter":
+        """The filter of an open mapping, after every check; nothing in the
+        file changes here (the first add checks and marks it: see
+        ``MappedFile.begin_write``), except that a file left DIRTY by a
+        killed writer is sealed by a writer that has it alone."""
         path = mapping.path
         header = _files.parse_header(mapping.mem[:_files.HEADER_SIZE], mapping.size, path)
         params = cls._header_params(header, path)
@@ -521,31 +507,34 @@ class BloomFilter(BloomBits, MappedHandle):
         if diff:
             raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
                                           + ", ".join(diff))
-        if verify is None:
-            verify = mapping.size < VERIFY_BELOW_BYTES
-        if mapping.dirty or verify:
-            if mapping.try_exclusive():  # nobody else has it open
-                try:
-                    if mapping.dirty:  # its last writer was killed: repair
-                        if not mapping.readonly:
-                            mapping.seal()
-                    elif mapping.checksum() != mapping.stored_checksum():
-                        raise CorruptFileError(path, "checksum mismatch (the file was damaged)")
-                finally:
-                    mapping.back_to_shared()
-        if not mapping.readonly:
-            mapping.mark_dirty()
+        end = _files.HEADER_SIZE + header.payload_size
+        _check_padding_word(params[3], mapping.mem[end - 8:end], path)
+        mapping.check_on_open(verify)
         self = cls.__new__(cls)
-        self._capacity, self._error_rate = params[0], params[1]
-        self._init_bits(params[3], params[4], params[2],
-                        mapping.view(_files.HEADER_SIZE), params[5], mapping.readonly)
-        self._attach_counter(mapping.view(64, 72))
-        self._mapping = mapping
-        self._check_padding(self._bits_view(), path)
+        try:
+            self._capacity, self._error_rate = params[0], params[1]
+            self._init_bits(params[3], params[4], params[2],
+                            mapping.view(_files.HEADER_SIZE), params[5], mapping.readonly)
+            self._attach_counter(mapping.view(_files.COUNT_AT, _files.COUNT_AT + 8))
+            self._mapping = mapping
+            if not mapping.readonly:
+                self._set_write_hook(mapping.begin_write)
+        except BaseException:
+            self._release()
+            raise
         return self
 
     def _release_storage(self) -> None:
         self._release()  # refused while a batch call runs in another thread
+
+
+def _check_padding_word(num_bits: int, last_word: Union[bytes, memoryview],
+                        path: Optional[PathLike]) -> None:
+    """Padding bits past num_bits (in the last 8-byte word of the bits) are
+    never set by add(); a file with one set was not written by crawldedup."""
+    tail_bits = num_bits % 64
+    if tail_bits and int.from_bytes(last_word, "little") >> tail_bits:
+        raise CorruptFileError(path, "padding bits past num_bits are set")
 
 
 def _restore(cls: type, data: bytes) -> BloomFilter:

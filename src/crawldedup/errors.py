@@ -9,6 +9,17 @@ import os
 from typing import Optional, Union
 
 
+def _name_of(path: object) -> Optional[str]:
+    """The file name of a path, or of a file object read in place of one."""
+    if path is None:
+        return None
+    if isinstance(path, (str, os.PathLike)):
+        name = os.fspath(path)
+        return name if isinstance(name, str) else os.fsdecode(name)
+    name = getattr(path, "name", None)
+    return name if isinstance(name, str) else None
+
+
 class CrawldedupError(Exception):
     """Base class of crawldedup's own exceptions."""
 
@@ -21,7 +32,7 @@ class CorruptFileError(CrawldedupError):
     """
 
     def __init__(self, path: Optional[Union[str, "os.PathLike[str]"]], reason: str) -> None:
-        self.path = None if path is None else os.fspath(path)
+        self.path = _name_of(path)
         self.reason = reason
         where = "data" if self.path is None else repr(self.path)
         super().__init__(f"{where} is not a valid crawldedup file: {reason}")

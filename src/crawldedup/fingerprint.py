@@ -31,17 +31,19 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
-from urllib.parse import quote_plus
+from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union, cast
+from urllib.parse import ParseResult, quote_plus
 
 import w3lib
 from w3lib.url import canonicalize_url as _w3lib_canonicalize_url
 from w3lib.url import safe_url_string as _w3lib_safe_url_string
 
 from crawldedup._kernel import canonicalize_url_fast as _fast
+from crawldedup._kernel import canonicalize_urls_fast as _fast_many
 from crawldedup._kernel import request_fingerprint_fast as _request_fp_fast
 from crawldedup._kernel import request_fingerprints_fast as _request_fps_fast
 from crawldedup._kernel import url_fingerprint_fast as _url_fp_fast
+from crawldedup._kernel import url_digests_fast as _url_digests_fast
 from crawldedup._kernel import url_fingerprints_fast as _url_fps_fast
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "UrlRule",
     "UrlRules",
     "canonicalize_url",
+    "canonicalize_urls",
     "request_fingerprint",
     "request_fingerprints",
     "url_fingerprint",
@@ -205,42 +208,55 @@ def _drop_default_port(url: str) -> str:
     return url[:colon] + url[end:]
 
 
+def _check_separator(query_separator: Any) -> None:
+    if not isinstance(query_separator, str):
+        raise TypeError(f"query_separator must be a non-empty str such as '&' or ';', not "
+                        f"{type(query_separator).__name__}")
+    if not query_separator:
+        raise ValueError("query_separator must be a non-empty str such as '&' or ';', got ''")
+
+
 def _canonical(url: Any, keep_fragments: bool, keep_blank_values: bool,
-               encoding: Optional[str], query_separator: str) -> str:
+               encoding: Optional[str], query_separator: Any) -> str:
     """w3lib's canonical URL, through the fast path when it applies."""
     if encoding is not None and not isinstance(encoding, str):
         raise TypeError(f"encoding must be a codec name (str) or None, not "
                         f"{type(encoding).__name__}")
-    if not isinstance(query_separator, str) or not query_separator:
-        raise ValueError(f"query_separator must be a non-empty str such as '&' or ';', "
-                         f"got {query_separator!r}")
-    if isinstance(url, str):
+    if isinstance(url, (str, bytes)):
         if (FAST_PATH and query_separator == "&"
                 and (encoding is None or encoding.lower() in _UTF8_NAMES)):
             result = _fast(url, keep_fragments, keep_blank_values)
             if result is not None:
                 return result
-    elif not isinstance(url, (bytes, bytearray)):
-        raise TypeError(f"url must be str or bytes, not {type(url).__name__}")
-    else:
-        url = bytes(url)
+    elif not isinstance(url, ParseResult):
+        # w3lib takes str, bytes and urllib's ParseResult; bytearray,
+        # memoryview and the rest raise TypeError there too.
+        raise TypeError(f"url must be str, bytes or urllib.parse.ParseResult, not "
+                        f"{type(url).__name__}")
     if query_separator == "&":  # w3lib before 2.4 has no query_separator
         return _w3lib_canonicalize_url(url, keep_blank_values=keep_blank_values,
                                        keep_fragments=keep_fragments, encoding=encoding)
     if not _W3LIB_QUERY_SEPARATOR:
+        _check_separator(query_separator)
         raise ValueError(f"query_separator other than '&' needs w3lib 2.4 or later "
                          f"(installed: {w3lib.__version__})")
-    return _w3lib_canonicalize_url(url, keep_blank_values=keep_blank_values,
-                                   keep_fragments=keep_fragments, encoding=encoding,
-                                   query_separator=query_separator)
+    try:
+        return _w3lib_canonicalize_url(url, keep_blank_values=keep_blank_values,
+                                       keep_fragments=keep_fragments, encoding=encoding,
+                                       query_separator=query_separator)
+    except (AttributeError, TypeError, ValueError):
+        # w3lib uses the separator only on a URL with a query (so "" or a
+        # non-str one passes on a URL without); where it fails, say why.
+        _check_separator(query_separator)
+        raise
 
 
 def canonicalize_url(
-    url: Union[str, bytes],
-    *,
-    keep_fragments: bool = False,
+    url: Union[str, bytes, ParseResult],
     keep_blank_values: bool = True,
+    keep_fragments: bool = False,
     encoding: Optional[str] = None,
+    *,
     query_separator: str = "&",
     strip_params: Union[None, bool, Iterable[str]] = None,
     remove_default_port: bool = False,
@@ -248,7 +264,8 @@ def canonicalize_url(
 ) -> str:
     """The canonical form of url: with the defaults, exactly
     ``w3lib.url.canonicalize_url(url, keep_blank_values, keep_fragments,
-    encoding, query_separator=...)``.
+    encoding, query_separator=...)``, with the same arguments in the same
+    order.
 
     w3lib's rules: scheme and host lower-cased, query arguments sorted by key
     then value, percent-escapes upper-cased and decoded where safe, non-ASCII
@@ -267,8 +284,9 @@ def canonicalize_url(
       first matching rule rewrites the URL to its canonical form.
 
     Rules apply first (they see every parameter), then ``strip_params``, then
-    ``remove_default_port``.  ``url`` must be a ``str`` (or ``bytes``, which
-    w3lib decodes with ``encoding``); anything else raises ``TypeError``, and
+    ``remove_default_port``.  ``url`` is a ``str``, ``bytes`` (decoded with
+    ``encoding``, bytes that are not percent-encoded, as w3lib does) or a
+    ``urllib.parse.ParseResult``; anything else raises ``TypeError``, and
     w3lib's ``ValueError`` (e.g. for a port above 65535) is raised as is.
 
     >>> canonicalize_url("http://www.example.com/do?c=3&b=5&b=2&a=50")
@@ -284,26 +302,112 @@ def canonicalize_url(
         result = _canonical(url, keep_fragments, keep_blank_values, encoding, query_separator)
     if rules is None and strip_params is None and not remove_default_port:
         return result
+    if rules is not None and not isinstance(rules, UrlRules):
+        rules = UrlRules(rules)
+    return _extras(result, keep_fragments, _check_strip_params(strip_params),
+                   remove_default_port, rules)
+
+
+def _extras(result: str, keep_fragments: bool, params: Optional[_ParamFilter],
+            remove_default_port: bool, rules: Optional["UrlRules"]) -> str:
+    """The opt-in extras of canonicalize_url on w3lib's canonical URL."""
     if rules is not None:
-        if not isinstance(rules, UrlRules):
-            rules = UrlRules(rules)
         hit = rules._apply(result, keep_fragments)
         if hit is not None:
             result = hit[0]
-    if strip_params is not None and strip_params is not False:
-        result = _drop_params(result, _check_strip_params(strip_params))  # type: ignore[arg-type]
+    if params is not None:
+        result = _drop_params(result, params)
     if remove_default_port:
         result = _drop_default_port(result)
     return result
 
 
-def url_fingerprint(url: Union[str, bytes], **kwargs: Any) -> bytes:
+def canonicalize_urls(
+    urls: Iterable[Union[str, bytes]],
+    keep_blank_values: bool = True,
+    keep_fragments: bool = False,
+    encoding: Optional[str] = None,
+    *,
+    query_separator: str = "&",
+    strip_params: Union[None, bool, Iterable[str]] = None,
+    remove_default_port: bool = False,
+    rules: Optional[Union["UrlRules", Iterable["UrlRule"]]] = None,
+    errors: str = "raise",
+) -> List[Optional[str]]:
+    """``[canonicalize_url(url, ...) for url in urls]``, faster: the URLs on
+    the fast path (``str`` or UTF-8 ``bytes``) are canonicalized in one
+    compiled loop that releases the GIL, a large batch on several threads
+    (see :func:`crawldedup.set_threads`); the others go to w3lib one by one.
+
+    ``errors="raise"`` raises what :func:`canonicalize_url` raises for the
+    first URL that has no canonical form (naming its index);
+    ``errors="none"`` gives ``None`` for those URLs (a port out of range, a
+    str with lone surrogates...) and keeps going.  Every argument is checked
+    before any URL is canonicalized.
+
+    >>> canonicalize_urls(["http://A.com/?b=1&a=2", b"https://a.com/%7e", "http://a.com:99999/"],
+    ...                   errors="none")
+    ['http://a.com/?a=2&b=1', 'https://a.com/~', None]
+    """
+    if errors not in ("raise", "none"):
+        raise ValueError(f"errors must be 'raise' or 'none', got {errors!r}")
+    items = _as_list(urls)
+    if encoding is not None and not isinstance(encoding, str):
+        raise TypeError(f"encoding must be a codec name (str) or None, not "
+                        f"{type(encoding).__name__}")
+    params = _check_strip_params(strip_params)
+    if rules is not None and not isinstance(rules, UrlRules):
+        rules = UrlRules(rules)
+    for i, url in enumerate(items):
+        if not isinstance(url, (str, bytes, ParseResult)):
+            raise TypeError(f"urls[{i}]: url must be str, bytes or urllib.parse.ParseResult, "
+                            f"not {type(url).__name__}")
+    fast = (FAST_PATH and query_separator == "&"
+            and (encoding is None or encoding.lower() in _UTF8_NAMES))
+    out = cast(List[Optional[str]], _fast_many(items, keep_fragments, keep_blank_values)
+               if fast else [None] * len(items))
+    extras = params is not None or remove_default_port or rules is not None
+    for i, result in enumerate(out):
+        if result is None:
+            try:
+                result = _canonical(items[i], keep_fragments, keep_blank_values, encoding,
+                                    query_separator)
+            except (TypeError, ValueError) as exc:
+                if errors == "none" and not isinstance(exc, TypeError):
+                    continue
+                raise _at_index(exc, i) from exc
+        if extras:
+            result = _extras(result, keep_fragments, params, remove_default_port, rules)
+        out[i] = result
+    return out
+
+
+def _at_index(exc: Exception, i: int) -> Exception:
+    """exc, its message led by the batch index (when its type allows)."""
+    if type(exc) in (TypeError, ValueError):
+        return type(exc)(f"urls[{i}]: {exc}")
+    return exc
+
+
+def url_fingerprint(url: Union[str, bytes], *, canonical: bool = True, **kwargs: Any) -> bytes:
     """MD5 (16 bytes) of the UTF-8 canonical URL; ``kwargs`` go to
-    :func:`canonicalize_url`.
+    :func:`canonicalize_url`.  ``canonical=False``: the MD5 of the URL's own
+    UTF-8 bytes, as given (the ``crawldedup urls --exact`` key).
 
     >>> url_fingerprint("http://example.com/?b=2&a=1") == url_fingerprint("http://EXAMPLE.com?a=1&b=2")
     True
+    >>> url_fingerprint("http://a.com/x", canonical=False) == hashlib.md5(b"http://a.com/x").digest()
+    True
     """
+    if not canonical:
+        if kwargs:
+            raise TypeError(f"url_fingerprint(canonical=False) takes no canonicalization "
+                            f"options, got {', '.join(sorted(kwargs))}")
+        if isinstance(url, str):
+            return hashlib.md5(url.encode("utf-8")).digest()
+        if isinstance(url, bytes):
+            return hashlib.md5(url).digest()
+        raise TypeError(f"url must be str or bytes, not {type(url).__name__}")
     if not kwargs and FAST_PATH and type(url) is str:
         digest = _url_fp_fast(url)
         if digest is not None:
@@ -312,7 +416,7 @@ def url_fingerprint(url: Union[str, bytes], **kwargs: Any) -> bytes:
 
 
 def _as_list(urls: Any) -> list:
-    if isinstance(urls, (str, bytes)):
+    if isinstance(urls, (str, bytes, bytearray, memoryview, ParseResult)):
         raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
     try:
         return list(urls)
@@ -320,23 +424,50 @@ def _as_list(urls: Any) -> list:
         raise TypeError(f"urls must be an iterable of URLs, not {type(urls).__name__}") from None
 
 
-def url_fingerprints(urls: Iterable[Union[str, bytes]], **kwargs: Any) -> List[bytes]:
-    """``[url_fingerprint(url, **kwargs) for url in urls]``, faster: with no
-    kwargs, the URLs on the fast path are canonicalized and hashed in one
-    compiled loop that releases the GIL.
+def url_fingerprints(urls: Iterable[Union[str, bytes]], *, canonical: bool = True,
+                     **kwargs: Any) -> List[bytes]:
+    """``[url_fingerprint(url, canonical=canonical, **kwargs) for url in
+    urls]``, faster: with no kwargs, the URLs (``str`` or UTF-8 ``bytes``)
+    on the fast path are canonicalized and hashed in one compiled loop that
+    releases the GIL, a large batch on several threads (see
+    :func:`crawldedup.set_threads`); with ``canonical=False`` every URL is
+    hashed there.
 
-    >>> a, b = url_fingerprints(["http://a.com/?b=1&a=2", "http://A.com?a=2&b=1"])
+    >>> a, b = url_fingerprints(["http://a.com/?b=1&a=2", b"http://A.com?a=2&b=1"])
     >>> a == b == hashlib.md5(b"http://a.com/?a=2&b=1").digest()
     True
     """
     items = _as_list(urls)
+    if not canonical:
+        if kwargs:
+            raise TypeError(f"url_fingerprints(canonical=False) takes no canonicalization "
+                            f"options, got {', '.join(sorted(kwargs))}")
+        for i, url in enumerate(items):
+            if not isinstance(url, (str, bytes)):
+                raise TypeError(f"urls[{i}]: url must be str or bytes, not {type(url).__name__}")
+        digests = _url_digests_fast(items)
+        for i, digest in enumerate(digests):
+            if digest is None:  # a str with lone surrogates: UnicodeEncodeError
+                digests[i] = url_fingerprint(items[i], canonical=False)
+        return cast(List[bytes], digests)
     if kwargs or not FAST_PATH:
-        return [url_fingerprint(u, **kwargs) for u in items]
+        return [_fingerprint_at(i, u, kwargs) for i, u in enumerate(items)]
+    for i, url in enumerate(items):
+        if not isinstance(url, (str, bytes, ParseResult)):
+            raise TypeError(f"urls[{i}]: url must be str, bytes or urllib.parse.ParseResult, "
+                            f"not {type(url).__name__}")
     out = _url_fps_fast(items, False, True)
     for i, digest in enumerate(out):
         if digest is None:
-            out[i] = url_fingerprint(items[i])
-    return out
+            out[i] = _fingerprint_at(i, items[i], kwargs)
+    return cast(List[bytes], out)
+
+
+def _fingerprint_at(i: int, url: Any, kwargs: dict) -> bytes:
+    try:
+        return url_fingerprint(url, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise _at_index(exc, i) from exc
 
 
 # ------------------------------------------------------------ per-site rules
@@ -541,25 +672,29 @@ def _method_name(method: Any) -> str:
 
 
 def _body_bytes(body: Any) -> bytes:
-    if body is None:
+    # Scrapy's Request: a false body (None, b"", "", 0, an empty buffer...)
+    # is empty; otherwise bytes, or str encoded as UTF-8; anything else
+    # (bytearray, memoryview, int...) raises TypeError.
+    if not body:
         return b""
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
         return body.encode("utf-8")
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    raise TypeError(f"body must be bytes, str or None, not {type(body).__name__}")
+    raise TypeError(f"body must be bytes, str or None (as Scrapy's Request takes), not "
+                    f"{type(body).__name__}")
 
 
-def _header_bytes(value: Any, what: str) -> bytes:
+def _header_bytes(value: Any) -> bytes:
+    # Scrapy's Headers._tobytes: bytes, str (UTF-8), int (bool included).
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
         return value.encode("utf-8")
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int):
         return str(value).encode("utf-8")
-    raise TypeError(f"{what} must be str, bytes or int, not {type(value).__name__}")
+    raise TypeError(f"a header value must be str, bytes or int (or an iterable of them), "
+                    f"not {type(value).__name__}")
 
 
 def _header_values(value: Any) -> List[bytes]:
@@ -568,52 +703,76 @@ def _header_values(value: Any) -> List[bytes]:
     if value is None:
         return []
     if isinstance(value, (str, bytes)):
-        return [_header_bytes(value, "a header value")]
+        return [_header_bytes(value)]
     if hasattr(value, "__iter__"):
-        return [_header_bytes(v, "a header value") for v in value]
-    return [_header_bytes(value, "a header value")]
+        return [_header_bytes(v) for v in value]
+    return [_header_bytes(value)]
 
 
-def _headers_part(headers: Any, include_headers: Any) -> dict:
-    """The "headers" member of Scrapy's fingerprint JSON."""
-    if not include_headers:
+def _header_name(name: Any) -> bytes:
+    # Scrapy's Headers.normkey: the name title-cased as it is given (a str
+    # by str.title, then UTF-8; bytes by bytes.title, which capitalises ASCII
+    # letters only), so "aéb" is stored as "Aéb" and looked up as b"A\xc3\xa9B".
+    if isinstance(name, str):
+        return name.title().encode("utf-8")
+    if isinstance(name, bytes):
+        return name.title()
+    raise TypeError(f"a header name must be str or bytes, not {type(name).__name__}")
+
+
+def _stored_headers(headers: Any) -> dict:
+    """Scrapy's Headers(headers): title-cased name -> values, those of names
+    equal after title-casing joined in order.  Scrapy's Request builds them
+    for any true headers, so bad ones raise even when none is included."""
+    if not headers:
         return {}
-    if isinstance(include_headers, (str, bytes)):
-        raise TypeError("include_headers must be an iterable of header names, not a single "
-                        f"{type(include_headers).__name__}")
+    if isinstance(headers, Mapping):
+        pairs: Any = headers.items()
+    else:
+        pairs = headers
+    try:
+        iterator = iter(pairs)
+    except TypeError:
+        raise TypeError(f"headers must be a mapping or an iterable of (name, value) pairs, "
+                        f"not {type(headers).__name__}") from None
+    stored: dict = {}
+    for pair in iterator:
+        try:
+            name, value = pair
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"headers must be a mapping or an iterable of (name, value) "
+                            f"pairs, got an item {pair!r}") from None
+        stored.setdefault(_header_name(name), []).extend(_header_values(value))
+    return stored
+
+
+def _included_names(include_headers: Any) -> List[bytes]:
+    """Scrapy's processing of include_headers: sorted, each lower-cased and
+    UTF-8 encoded (a str is an iterable of one-letter names there too)."""
+    if not include_headers:
+        return []
     try:
         wanted = sorted(include_headers)
     except TypeError as exc:
-        raise TypeError(f"include_headers must be an iterable of str or bytes names: {exc}") from None
-    names = [_header_bytes(h.lower() if isinstance(h, (str, bytes)) else h,
-                           "an include_headers name") for h in wanted]
-    if headers is None:
-        return {}
-    if isinstance(headers, Mapping):
-        pairs: Iterable[Any] = headers.items()
-    elif isinstance(headers, (str, bytes)):
-        raise TypeError(f"headers must be a mapping or a list of (name, value) pairs, "
-                        f"not {type(headers).__name__}")
-    else:
-        pairs = headers
-    # Scrapy's Headers: names title-cased; values of names equal after that
-    # are concatenated in order.
-    stored: dict = {}
-    for pair in pairs:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError("headers must be a mapping or a list of (name, value) pairs, "
-                            f"got an item {pair!r}")
-        name = pair[0]
+        raise TypeError(f"include_headers must be an iterable of str or bytes names: "
+                        f"{exc}") from None
+    names = []
+    for name in wanted:
         if isinstance(name, str):
-            key = name.title().encode("utf-8").title()
+            names.append(name.lower().encode("utf-8"))
         elif isinstance(name, bytes):
-            key = name.title()
+            names.append(name.lower())
         else:
-            raise TypeError(f"a header name must be str or bytes, not {type(name).__name__}")
-        stored.setdefault(key, []).extend(_header_values(pair[1]))
+            raise TypeError(f"include_headers names must be str or bytes, not "
+                            f"{type(name).__name__}")
+    return names
+
+
+def _headers_part(stored: dict, names: List[bytes]) -> dict:
+    """The "headers" member of Scrapy's fingerprint JSON."""
     out = {}
     for name in names:
-        key = name.title()
+        key = name.title()   # Scrapy looks the bytes name up: bytes.title
         if key in stored:
             out[name.hex()] = [v.hex() for v in stored[key]]
     return out
@@ -623,7 +782,7 @@ def request_fingerprint(
     url: str,
     method: str = "GET",
     body: Union[bytes, str, None] = b"",
-    headers: Optional[Union[Mapping[Any, Any], Sequence[Tuple[Any, Any]]]] = None,
+    headers: Optional[Union[Mapping[Any, Any], Iterable[Tuple[Any, Any]]]] = None,
     *,
     include_headers: Optional[Iterable[Union[str, bytes]]] = None,
     keep_fragments: bool = False,
@@ -633,11 +792,15 @@ def request_fingerprint(
     the SHA-1 of Scrapy's JSON of the method, canonical URL, body and the
     included headers, computed without Scrapy.
 
-    ``body`` may be bytes or str (UTF-8, as Scrapy's default encoding);
-    ``headers`` a mapping or a list of (name, value) pairs, values str, bytes,
-    int or a list of them; only the headers named in ``include_headers`` count
-    (Scrapy's default: none).  A URL without a scheme raises ``ValueError``,
-    as Scrapy does; a method that is not an HTTP token raises ``ValueError``.
+    Arguments are taken as Scrapy's ``Request`` takes them: ``body`` bytes or
+    str (UTF-8, Scrapy's default encoding), any false body being empty;
+    ``headers`` a mapping or an iterable of (name, value) pairs, names str or
+    bytes, values str, bytes, int (``True`` included) or an iterable of
+    them, checked even when no header is included; only the headers named in
+    ``include_headers`` count (Scrapy's default: none).  Where Scrapy raises,
+    this raises (``TypeError`` for a bad type, ``ValueError`` for a URL
+    without a scheme or with a bad port); a method that is not an HTTP token
+    raises ``ValueError`` (Scrapy upper-cases any ``str(method)``).
 
     >>> request_fingerprint("http://example.com/?b=2&a=1") == request_fingerprint("http://example.com?a=1&b=2")
     True
@@ -649,14 +812,14 @@ def request_fingerprint(
     name = _METHODS.get(method) if type(method) is str else None
     if name is None:
         name = _method_name(method)
-    if headers is not None and not isinstance(headers, (Mapping, list, tuple)):
-        raise TypeError(f"headers must be a mapping or a list of (name, value) pairs, "
-                        f"not {type(headers).__name__}")
     if type(body) is not bytes:
         body = _body_bytes(body)
+    # Checked as Scrapy's Request checks them, whether they count or not.
+    stored = _stored_headers(headers) if headers is not None else {}
+    names = _included_names(include_headers)
     canonical = None
     if FAST_PATH:
-        if not include_headers:
+        if not names:
             digest = _request_fp_fast(url, name, body, keep_fragments)
             if digest is not None:
                 return digest
@@ -673,7 +836,7 @@ def request_fingerprint(
         if canonical is None:
             canonical = _w3lib_canonicalize_url(safe, keep_fragments=keep_fragments)
     payload = {"method": name, "url": canonical, "body": body.hex(),
-               "headers": _headers_part(headers, include_headers)}
+               "headers": _headers_part(stored, names)}
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).digest()
 
 
@@ -695,4 +858,4 @@ def request_fingerprints(urls: Iterable[str], method: str = "GET", *,
     for i, digest in enumerate(out):
         if digest is None:
             out[i] = request_fingerprint(items[i], name, keep_fragments=keep_fragments)
-    return out
+    return cast(List[bytes], out)

@@ -177,10 +177,17 @@ class FingerprintSet(_files.Saved, FingerprintTable):
         return self
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restore, (self.digest_size, self._digests()))
+        # The checksummed file format, so that a damaged pickle raises
+        # CorruptFileError instead of quietly losing digests.
+        return (_from_pickle, (self.to_bytes(),))
+
+
+def _from_pickle(data: bytes) -> FingerprintSet:
+    return FingerprintSet.from_bytes(data)
 
 
 def _restore(digest_size: int, data: bytes) -> FingerprintSet:
+    """Pickles made before they carried the file format (no checksum)."""
     new = FingerprintSet(digest_size)
     FingerprintTable.load(new, data)
     return new

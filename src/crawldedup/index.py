@@ -356,7 +356,12 @@ class SimhashIndex:
     @classmethod
     def load(cls, path: PathLike) -> "SimhashIndex":
         """Read an index written by :meth:`save`.  CorruptFileError for a
-        truncated, damaged, empty or foreign file."""
+        truncated, damaged, empty or foreign file.  ``path`` may also be a
+        binary file object."""
+        if _files.is_file_object(path):
+            data, name = _files.read_object(path)
+            return cls._parse(data, name)
+        path = _files.check_path(path)
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             data = bytearray(size)
@@ -364,6 +369,11 @@ class SimhashIndex:
             if f.read(1):
                 raise CorruptFileError(path, "the file grew while it was read")
         return cls._parse(data, path)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickles carry the checksummed file format (TypeError for ids that
+        # are not int, str or bytes, as save() raises).
+        return (_restore, (type(self), self.to_bytes()))
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "SimhashIndex":
@@ -448,3 +458,7 @@ class SimhashIndex:
         self._names = dict(enumerate(keys))
         self._next = n
         return self
+
+
+def _restore(cls: type, data: bytes) -> SimhashIndex:
+    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]

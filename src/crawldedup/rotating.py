@@ -17,243 +17,38 @@ the saved state, so a restarted crawler rotates exactly as if it had stayed up.
 
 from __future__ import annotations
 
-import datetime
 import math
 import numbers
 import os
 import struct
-import sys
 import time
-from typing import (Any, Callable, Dict, Iterable, NamedTuple, Optional, Sequence,
+from typing import (Any, Callable, Iterable, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
 
-from crawldedup import _files, _members
-from crawldedup._mapped import MappedHandle
-from crawldedup._kernel import MAX_SEED, BloomBits, nbytes_for
-from crawldedup.bloom import (VERIFY_BELOW_BYTES, BloomFilter, _check_capacity,
-                              _check_error_rate, _check_layout, optimal_parameters)
-from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup import _checks, _files
+from crawldedup import _rotating_state as _state
+from crawldedup._kernel import BloomBits, nbytes_for
+from crawldedup._members import any_holds, key_list, pick
+from crawldedup._rotating_ring import SharedRing
+from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
+                              optimal_parameters)
+from crawldedup.errors import CorruptFileError
 
 Key = Union[str, bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
 Clock = Callable[[], float]
 
-MIN_GENERATIONS = 2
-MAX_GENERATIONS = 64
+MIN_GENERATIONS = _checks.MIN_GENERATIONS
+MAX_GENERATIONS = _checks.MAX_GENERATIONS
 
-# The payload (docs/format.md, "Rotating Bloom filter file"): a state block
-# of STATE_BYTES, then one page-aligned slot of bits per generation, used as a
-# ring.  The state block holds u64 / f64 words: generations, rotate_every
-# (NaN for None), rotate_at_fill (NaN for None), schedule epoch, timed periods
-# since the epoch, rotation count, the slot of the newest generation, a
-# sequence number (odd while a rotation is being written), the rotation being
-# written (epoch, periods, rotations, newest slot, slots dropped), then from
-# word _W_COUNTS each slot's insert count.  The rest is zero.
-STATE_BYTES = 4096
-_STATE = struct.Struct("<QdddQQQQdQQQQ")
-(_W_GENERATIONS, _W_EVERY, _W_FILL, _W_EPOCH, _W_PERIODS, _W_ROTATIONS, _W_NEWEST,
- _W_SEQUENCE, _W_P_EPOCH, _W_P_PERIODS, _W_P_ROTATIONS, _W_P_NEWEST, _W_DROPS) = range(13)
-_W_COUNTS = 16
-_COUNTS_AT = 8 * _W_COUNTS
-_PAGE = 4096
-# Past this many periods since the epoch, float arithmetic can no longer tell
-# consecutive period boundaries apart: the schedule is re-anchored.
-_MAX_PERIODS = 1 << 52
 # add_many with rotate_at_fill looks this many keys ahead (at least) when the
 # newest generation is nearly full; see there.
 _MIN_WINDOW = 4096
 
 
-# ---------------------------------------------------------------- arguments
-
-def _check_generations(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"generations must be an integer in [{MIN_GENERATIONS}, "
-                        f"{MAX_GENERATIONS}], not {type(value).__name__}")
-    value = int(value)
-    if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
-        raise ValueError(f"generations must be an integer in [{MIN_GENERATIONS}, "
-                         f"{MAX_GENERATIONS}], got {value}")
-    return value
-
-
-def _check_rotate_every(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"rotate_every must be None or a positive, finite number of seconds, "
-                        f"not {type(value).__name__}")
-    seconds = float(value)
-    if not (seconds > 0.0 and math.isfinite(seconds)):
-        raise ValueError(f"rotate_every must be None or a positive, finite number of seconds, "
-                         f"got {value!r}")
-    return seconds
-
-
-def _check_rotate_at_fill(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"rotate_at_fill must be None or a number in (0, 1], "
-                        f"not {type(value).__name__}")
-    fraction = float(value)
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"rotate_at_fill must be None or in the interval (0, 1], got {value!r}")
-    return fraction
-
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-    return seed
-
-
-def _check_clock(clock: Any) -> Clock:
-    if not callable(clock):
-        raise TypeError(f"clock must be a callable returning seconds, like time.time, "
-                        f"not {type(clock).__name__}")
-    return clock  # type: ignore[no-any-return]
-
-
-def _fill_limit(capacity: int, rotate_at_fill: Optional[float]) -> Optional[int]:
-    if rotate_at_fill is None:
-        return None
-    return max(1, math.ceil(capacity * rotate_at_fill))
-
-
-def _key_list(keys: Iterable[Key]) -> Sequence[Key]:
-    if isinstance(keys, (str, bytes, bytearray, memoryview)):
-        raise TypeError(
-            f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
-            f"use add()/`in` for one key")
-    return keys if type(keys) is list or type(keys) is tuple else list(keys)
-
-
-def _pick(keys: Sequence[Key], index: np.ndarray) -> Sequence[Key]:
-    if len(index) == len(keys):  # index is increasing: it is every key
-        return keys
-    return [keys[i] for i in index.tolist()]
-
-
-def _any_holds(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray:
-    """True where one of the filters holds the key.  The last (newest)
-    filter is asked about every key (so a bad key raises with its index);
-    each earlier one only about the keys not found yet."""
-    found = np.zeros(len(keys), dtype=np.bool_)
-    todo = np.arange(len(keys))
-    for f in reversed(filters):
-        if not todo.size:
-            break
-        hit = f.contains_many(_pick(keys, todo))
-        found[todo[hit]] = True
-        todo = todo[~hit]
-    return found
-
-
-# ---------------------------------------------------------------- the filter
-
-def _slot_bytes(num_bits: int) -> int:
-    """A generation's slot: its bits, rounded up to whole pages."""
-    return -(-nbytes_for(num_bits) // _PAGE) * _PAGE
-
-
-def _as_float(word: int) -> float:
-    return float(struct.unpack("<d", struct.pack("<Q", word))[0])
-
-
-def _as_word(value: float) -> int:
-    return int(struct.unpack("<Q", struct.pack("<d", value))[0])
-
-
-class _State(NamedTuple):
-    generations: int
-    rotate_every: Optional[float]
-    rotate_at_fill: Optional[float]
-    epoch: float
-    periods: int
-    rotations: int
-    newest: int
-    sequence: int
-    pending_epoch: float
-    pending_periods: int
-    pending_rotations: int
-    pending_newest: int
-    drops: int
-
-
-def _check_schedule(every: Optional[float], epoch: float, periods: int, what: str,
-                    bad: Callable[[str], CorruptFileError]) -> None:
-    if not math.isfinite(epoch):
-        raise bad(f"{what}epoch {epoch!r} is not a finite time")
-    if every is None and periods != 0:
-        raise bad(f"{what}{periods} timed rotation periods without rotate_every")
-    if periods >= _MAX_PERIODS:
-        raise bad(f"{what}{periods} rotation periods since the epoch, more than 2**52")
-    if every is not None and not math.isfinite(epoch + (periods + 1) * every):
-        raise bad(f"{what}the next rotation after epoch {epoch!r} and {periods} periods of "
-                  f"{every!r} s is not a finite time")
-
-
-def _parse_state(header: _files.Header, payload: memoryview,
-                 bad: Callable[[str], CorruptFileError]) -> _State:
-    """The checked state block of a checked header's payload, after checking
-    that the header's sizing and the payload's size fit it."""
-    size = len(payload)
-    if size < STATE_BYTES:
-        raise bad(f"payload of {size} bytes, shorter than the {STATE_BYTES}-byte state block")
-    (generations, every, fill, epoch, periods, rotations, newest, sequence, p_epoch, p_periods,
-     p_rotations, p_newest, drops) = _STATE.unpack_from(payload, 0)
-    if not MIN_GENERATIONS <= generations <= MAX_GENERATIONS:
-        raise bad(f"generations {generations} outside [{MIN_GENERATIONS}, {MAX_GENERATIONS}]")
-    rotate_every: Optional[float] = None
-    if not math.isnan(every):
-        if not (every > 0.0 and math.isfinite(every)):
-            raise bad(f"rotate_every {every!r} is not a positive, finite number")
-        rotate_every = every
-    rotate_at_fill: Optional[float] = None
-    if not math.isnan(fill):
-        if not 0.0 < fill <= 1.0:
-            raise bad(f"rotate_at_fill {fill!r} outside (0, 1]")
-        rotate_at_fill = fill
-    _check_schedule(rotate_every, epoch, periods, "rotation schedule ", bad)
-    if newest >= generations:
-        raise bad(f"newest generation slot {newest}, not below {generations}")
-    if sequence & 1:  # a rotation was being written: it must be one that can be finished
-        if not 1 <= drops <= generations:
-            raise bad(f"a rotation in progress drops {drops} generations, not 1 to "
-                      f"{generations}")
-        if p_newest != (newest + drops) % generations or p_rotations != rotations + drops:
-            raise bad(f"the rotation in progress (newest slot {p_newest}, rotation "
-                      f"{p_rotations}) does not follow from slot {newest}, rotation "
-                      f"{rotations} and {drops} dropped")
-        _check_schedule(rotate_every, p_epoch, p_periods, "the rotation in progress: ", bad)
-    if any(payload[8 * 13:_COUNTS_AT]) or any(payload[_COUNTS_AT + 8 * generations:STATE_BYTES]):
-        raise bad("unused bytes of the state block are set")
-    layout = _files.LAYOUT_NAMES[header.layout]
-    member_rate = header.error_rate / generations
-    try:
-        sizing = optimal_parameters(header.capacity, member_rate, layout)
-    except ValueError as exc:
-        raise bad(f"capacity {header.capacity} / error rate {header.error_rate!r} cannot "
-                  f"be split in {generations} generations: {exc}") from None
-    if (header.num_bits, header.num_hashes) != sizing:
-        raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} do not "
-                  f"match the capacity, error rate and generations")
-    expected = STATE_BYTES + generations * _slot_bytes(header.num_bits)
-    if size != expected:
-        raise bad(f"payload of {size} bytes; {generations} generations of "
-                  f"{header.num_bits} bits take {expected}")
-    return _State(generations, rotate_every, rotate_at_fill, epoch, periods, rotations, newest,
-                  sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
-
-
-class RotatingBloomFilter(_files.Saved, MappedHandle):
+class RotatingBloomFilter(_files.Saved, SharedRing):
     """Bloom filter generations: keys not seen for a while are forgotten.
 
     It holds ``generations`` :class:`BloomFilter` s, each sized for
@@ -322,12 +117,12 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
                  clock: Clock = time.time) -> None:
         capacity = _check_capacity(capacity)
         error_rate = _check_error_rate(error_rate)
-        generations = _check_generations(generations)
-        rotate_every = _check_rotate_every(rotate_every)
-        rotate_at_fill = _check_rotate_at_fill(rotate_at_fill)
-        seed = _check_seed(seed)
+        generations = _checks.check_generations(generations)
+        rotate_every = _checks.check_rotate_every(rotate_every)
+        rotate_at_fill = _checks.check_rotate_at_fill(rotate_at_fill)
+        seed = _checks.check_seed(seed)
         layout = _check_layout(layout)
-        clock = _check_clock(clock)
+        clock = _checks.check_clock(clock)
         member_rate = error_rate / generations
         try:
             optimal_parameters(capacity, member_rate, layout)
@@ -349,7 +144,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         self._generations = generations
         self._rotate_every = rotate_every
         self._rotate_at_fill = rotate_at_fill
-        self._fill_limit = _fill_limit(capacity, rotate_at_fill)
+        self._fill_limit = _checks.fill_limit(capacity, rotate_at_fill)
         self._seed = seed
         self._layout = layout
         self._clock = clock
@@ -540,10 +335,10 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         assert every is not None
         lo = self._periods + 1
         guess = (now - self._epoch) / every
-        hi = int(min(max(guess, 0.0), float(_MAX_PERIODS))) + 2
+        hi = int(min(max(guess, 0.0), float(_state.MAX_PERIODS))) + 2
         hi = max(hi, lo + 1)
-        while hi < _MAX_PERIODS and self._boundary(hi) <= now:
-            lo, hi = hi, min(2 * hi, _MAX_PERIODS)
+        while hi < _state.MAX_PERIODS and self._boundary(hi) <= now:
+            lo, hi = hi, min(2 * hi, _state.MAX_PERIODS)
         if self._boundary(hi) <= now:
             # Absurdly many periods (a tiny rotate_every): forget everything
             # and start the schedule afresh.
@@ -557,7 +352,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
             else:
                 hi = mid
         self._drop_oldest(min(lo - self._periods, self._generations))
-        if lo >= _MAX_PERIODS // 2:
+        if lo >= _state.MAX_PERIODS // 2:
             self._set_schedule(self._boundary(lo), 0, self._rotations)
         else:
             self._set_schedule(self._epoch, lo, self._rotations)
@@ -634,12 +429,11 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         """Add every key in order; a numpy bool array, True where no
         generation had the key.  The answers, the refreshes and the rotations
         by fill are exactly those of calling :meth:`add` for each key in turn
-        (the clock is read once, at the start).
-
-        A TypeError for a bad key may leave some of the keys before it added,
-        as a loop of :meth:`add` would.
+        (the clock is read once, at the start).  Every key is checked first:
+        a batch with a bad key raises TypeError naming its position and adds
+        nothing.
         """
-        keys = _key_list(keys)
+        keys = key_list(keys)
         self._refresh()
         now = self._tick() if self._rotate_every is not None else None
         n = len(keys)
@@ -655,7 +449,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
             room = n + 1 if limit is None else max(1, limit - newest.insert_count)
             if todo.size < room:
                 # Fewer keys than room: no rotation before the end.
-                self._settle(keys, todo[newest.add_many(_pick(keys, todo))], out)
+                self._settle(keys, todo[newest.add_many(pick(keys, todo))], out)
                 break
             # Only `room` more keys fit.  Keys the newest holds now stay held
             # (False, nothing to do), so skip them; of the others, add the
@@ -665,14 +459,14 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
             # full generation does not rescan the whole batch for each key.
             window = todo if first else todo[:max(4 * room, _MIN_WINDOW)]
             first = False
-            absent = window[~newest.contains_many(_pick(keys, window))]
+            absent = window[~newest.contains_many(pick(keys, window))]
             if absent.size < room:
                 if absent.size:
-                    self._settle(keys, absent[newest.add_many(_pick(keys, absent))], out)
+                    self._settle(keys, absent[newest.add_many(pick(keys, absent))], out)
                 todo = todo[window.size:]
                 continue
             take = absent[:room]
-            self._settle(keys, take[newest.add_many(_pick(keys, take))], out)
+            self._settle(keys, take[newest.add_many(pick(keys, take))], out)
             todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
             if newest.insert_count >= limit:  # type: ignore[operator]
                 now = self._rotate_at(now, by_fill=True)
@@ -682,15 +476,15 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         """The keys at `fresh` were just put into the newest generation: they
         are new unless an older one holds them (they were then refreshed)."""
         if fresh.size:
-            out[fresh] = ~_any_holds(self._gens[:-1], _pick(keys, fresh))
+            out[fresh] = ~any_holds(self._gens[:-1], pick(keys, fresh))
 
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
         """A numpy bool array, True where a generation (probably) holds the key."""
-        keys = _key_list(keys)
+        keys = key_list(keys)
         self._refresh()
         if self._rotate_every is not None:
             self._tick()
-        return _any_holds(self._gens, keys)
+        return any_holds(self._gens, keys)
 
     def update(self, *iterables: Iterable[Key]) -> None:
         """Add every key of each iterable, in order (as :meth:`add_many`)."""
@@ -747,17 +541,17 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         newest generation in the last slot, the oldest in the first."""
         gens = self._gens
         count = len(gens)
-        slot = _slot_bytes(gens[0].num_bits)
-        payload = bytearray(STATE_BYTES + count * slot)
+        slot = _state.slot_bytes(gens[0].num_bits)
+        payload = bytearray(_state.STATE_BYTES + count * slot)
         nan = math.nan
-        _STATE.pack_into(
+        _state.STATE.pack_into(
             payload, 0, count,
             nan if self._rotate_every is None else self._rotate_every,
             nan if self._rotate_at_fill is None else self._rotate_at_fill,
             self._epoch, self._periods, self._rotations, count - 1, 0, 0.0, 0, 0, 0, 0)
         for index, f in enumerate(gens):
-            struct.pack_into("<Q", payload, _COUNTS_AT + 8 * index, f.insert_count)
-            at = STATE_BYTES + index * slot
+            struct.pack_into("<Q", payload, _state.COUNTS_AT + 8 * index, f.insert_count)
+            at = _state.STATE_BYTES + index * slot
             bits = f._bits_view()
             payload[at:at + len(bits)] = bits
         return payload
@@ -783,8 +577,8 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         """The filter that :meth:`to_bytes` wrote, telling the time with
         clock; CorruptFileError if damaged.  Rotations that fell due since it
         was written happen at its first use."""
-        clock = _check_clock(clock)
-        header, payload = _files.split_bytes(data, _check_header)
+        clock = _checks.check_clock(clock)
+        header, payload = _files.split_bytes(data, _state.check_header)
         return cls._from_payload(header, payload, None, clock)
 
     def save(self, path: PathLike) -> None:
@@ -804,8 +598,8 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         holds another kind of filter, IncompatibleFilterError for a file of
         another format version, and OSError if it cannot be read.
         """
-        clock = _check_clock(clock)
-        header, payload = _files.read_file(path, _check_header)
+        clock = _checks.check_clock(clock)
+        header, payload = _files.read_file(path, _state.check_header)
         return cls._from_payload(header, payload, path, clock)
 
     @classmethod
@@ -821,11 +615,11 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
         dirty = bool(header.flags & _files.FLAG_DIRTY)
         if not dirty and _files.checksum(header, payload) != header.checksum:
             raise bad("checksum mismatch (the file was damaged)")
-        state = _parse_state(header, payload, bad)
+        state = _state.parse_state(header, payload, bad)
         count = state.generations
-        slot = _slot_bytes(header.num_bits)
+        slot = _state.slot_bytes(header.num_bits)
         nbytes = nbytes_for(header.num_bits)
-        counts = list(struct.unpack_from(f"<{count}Q", payload, _COUNTS_AT))
+        counts = list(struct.unpack_from(f"<{count}Q", payload, _state.COUNTS_AT))
         if not dirty and sum(counts) != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the generations "
                       f"hold {sum(counts)}")
@@ -835,7 +629,7 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
                   header.num_hashes, layout)
         slots = []
         for index in range(count):
-            at = STATE_BYTES + index * slot
+            at = _state.STATE_BYTES + index * slot
             if any(payload[at + nbytes:at + slot]):
                 raise bad(f"slot {index}: bytes past its bits are set")
             member = BloomFilter._blank(params, counts[index])
@@ -861,265 +655,9 @@ class RotatingBloomFilter(_files.Saved, MappedHandle):
             self._set_schedule(state.epoch, state.periods, state.rotations)
         return self
 
-    # ------------------------------------------------------------ mapped files
-
-    @classmethod
-    def open(cls, path: PathLike, capacity: Optional[int] = None,
-             error_rate: Optional[float] = None, generations: Optional[int] = None,
-             rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None, *,
-             mode: str = "c", seed: Optional[int] = None, layout: Optional[str] = None,
-             clock: Clock = time.time, verify: Optional[bool] = None) -> "RotatingBloomFilter":
-        """A rotating filter used in place in a memory-mapped state file, the
-        rotation schedule included, shared by the processes that open it.
-
-        ``mode``: ``"r"`` read-only, ``"w"`` create (replacing any file),
-        ``"c"`` (default) open, or create when missing.  Creating needs
-        ``capacity``; the other parameters default as for the constructor,
-        and the schedule starts at the creation.  When the file exists,
-        parameters that are given must match it (``IncompatibleFilterError``)
-        and those omitted are taken from it.
-
-        Keys are added with atomic ORs, as in :meth:`BloomFilter.open`: every
-        bit is in the page cache as ``add`` returns, ``flush()`` makes it
-        durable, ``close()`` (or a ``with`` block) unmaps; the last writer to
-        close refreshes the checksum, and a file whose writer was killed is
-        repaired by the next process that opens it alone.  A rotation is
-        done by one process at a time, under a lock on the file, and written
-        so that a writer killed in the middle of one leaves it to be finished
-        by the next: every process sees it at its next call.  With several
-        writers, a generation may take a few keys more than the fill limit
-        (the adds in flight when it is reached).  A read-only filter follows
-        the rotations its writers make, and makes none itself.
-
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "seen.rbf")
-        >>> with RotatingBloomFilter.open(path, 1000, rotate_every=86400) as rf:
-        ...     rf.add("https://example.com/")
-        True
-        >>> with RotatingBloomFilter.open(path, mode="r") as rf:
-        ...     "https://example.com/" in rf, rf.generations
-        (True, 2)
-        """
-        from crawldedup import _mapped
-
-        if mode not in ("r", "w", "c"):
-            raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
-        clock = _check_clock(clock)
-        target = os.path.abspath(os.fspath(path))
-        checks = (("capacity", capacity, _check_capacity),
-                  ("error_rate", error_rate, _check_error_rate),
-                  ("generations", generations, _check_generations),
-                  ("rotate_every", rotate_every, _check_rotate_every),
-                  ("rotate_at_fill", rotate_at_fill, _check_rotate_at_fill),
-                  ("seed", seed, _check_seed), ("layout", layout, _check_layout))
-        asked: Dict[str, Any] = {name: check(value) for name, value, check in checks
-                                 if value is not None}
-        if mode == "w" or (mode == "c" and not os.path.exists(target)):
-            if capacity is None:
-                raise ValueError(f"capacity is needed to create {target!r}")
-            header, prefix = cls._blank_file(asked, clock)
-            if not _mapped.create(target, header, exclusive=(mode == "c"), prefix=prefix):
-                mode = "c"  # another process created it first: open theirs
-        mapping = _mapped.MappedFile.open(target, readonly=(mode == "r"))
-        try:
-            return cls._attach(mapping, asked, verify, clock)
-        except BaseException:
-            mapping.close()
-            raise
-
-    @classmethod
-    def _blank_file(cls, asked: Dict[str, Any], clock: Clock) -> Tuple[_files.Header, bytes]:
-        """The header and state block of a new file (its slots are zero)."""
-        capacity = asked["capacity"]
-        error_rate = asked.get("error_rate", 0.01)
-        generations = asked.get("generations", 2)
-        layout = asked.get("layout", "standard")
-        every, fill = asked.get("rotate_every"), asked.get("rotate_at_fill")
-        member_rate = error_rate / generations
-        try:
-            num_bits, num_hashes = optimal_parameters(capacity, member_rate, layout)
-        except ValueError as exc:
-            raise ValueError(
-                f"each of the {generations} generations is sized for error_rate / generations "
-                f"= {member_rate:.3g}: {exc}") from None
-        now = float(clock())
-        if not math.isfinite(now):
-            raise ValueError(f"clock() returned {now!r}, not a finite number of seconds")
-        prefix = _STATE.pack(generations, math.nan if every is None else every,
-                             math.nan if fill is None else fill, now, 0, 0,
-                             generations - 1, 0, 0.0, 0, 0, 0, 0)
-        header = _files.Header(
-            kind=_files.KIND_ROTATING, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_IDS[layout], flags=0, seed=asked.get("seed", 0),
-            num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
-            error_rate=error_rate, insert_count=0,
-            payload_size=STATE_BYTES + generations * _slot_bytes(num_bits))
-        return header, prefix
-
-    @classmethod
-    def _attach(cls, mapping: Any, asked: Dict[str, Any], verify: Optional[bool],
-                clock: Clock) -> "RotatingBloomFilter":
-        path = mapping.path
-        if sys.byteorder != "little":  # pragma: no cover - no such machine here
-            raise CrawldedupError("mapped rotating filters need a little-endian machine; "
-                                  "use RotatingBloomFilter.load")
-        header = _files.parse_header(mapping.mem[:_files.HEADER_SIZE], mapping.size, path)
-        _check_header(header, path)
-
-        def bad(reason: str) -> CorruptFileError:
-            return CorruptFileError(path, reason)
-        state = _parse_state(header, memoryview(mapping.mem)[_files.HEADER_SIZE:], bad)
-        found = {"capacity": header.capacity, "error_rate": header.error_rate,
-                 "generations": state.generations, "rotate_every": state.rotate_every,
-                 "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
-                 "layout": _files.LAYOUT_NAMES[header.layout]}
-        diff = [f"{name} {value!r} (the file has {found[name]!r})"
-                for name, value in asked.items() if found[name] != value]
-        if diff:
-            raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
-                                          + ", ".join(diff))
-        count = state.generations
-        layout = found["layout"]
-        self = cls.__new__(cls)
-        self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
-                         state.rotate_at_fill, header.seed, layout, clock)
-        self._mapping = mapping
-        base = _files.HEADER_SIZE
-        self._words = mapping.words(base, base + STATE_BYTES)
-        slot = _slot_bytes(header.num_bits)
-        nbytes = nbytes_for(header.num_bits)
-        params = (header.capacity, header.error_rate / count, header.seed, header.num_bits,
-                  header.num_hashes, layout)
-        self._slots = []
-        try:
-            for index in range(count):
-                at = base + STATE_BYTES + index * slot
-                member = BloomFilter.__new__(BloomFilter)
-                member._capacity, member._error_rate = params[0], params[1]
-                member._init_bits(params[3], params[4], params[2], mapping.view(at, at + nbytes),
-                                  layout, mapping.readonly)
-                where = base + _COUNTS_AT + 8 * index
-                member._attach_counter(mapping.view(where, where + 8))
-                try:
-                    member._check_padding(member._bits_view(), path)
-                except CorruptFileError as exc:
-                    raise bad(f"slot {index}: {exc.reason}") from None
-                self._slots.append(member)
-            mapping.before_seal = self._before_seal
-            self._seq = -1
-            if verify is None:
-                verify = mapping.size < VERIFY_BELOW_BYTES
-            dirty = bool(header.flags & _files.FLAG_DIRTY)
-            if dirty or verify:
-                if mapping.try_exclusive():  # nobody else has it open
-                    try:
-                        if dirty:  # its last writer was killed: repair
-                            if not mapping.readonly:
-                                mapping.seal()
-                        elif mapping.checksum() != mapping.stored_checksum():
-                            raise bad("checksum mismatch (the file was damaged)")
-                    finally:
-                        mapping.back_to_shared()
-            if not mapping.readonly:
-                mapping.mark_dirty()
-                with mapping.writer_section():
-                    self._sync(locked=True)
-            else:
-                self._sync(first=True)
-        except BaseException:
-            for member in self._slots:
-                member._release()
-            raise
-        return self
-
-    def _before_seal(self) -> None:
-        """Bring the header up to date before the checksum is computed (the
-        caller holds the file alone): finish a rotation a killed writer left
-        half done, and store the insert count."""
-        words = self._words
-        if words[_W_SEQUENCE] & 1:
-            self._apply_pending()
-        total = sum(words[_W_COUNTS + i] for i in range(self._generations))
-        self._mapping.mem[64:72] = (total & (2 ** 64 - 1)).to_bytes(8, "little")
-
-    def _sync(self, locked: bool = False, first: bool = False) -> None:
-        """Follow the rotations other processes made (seen through the state
-        block's sequence number; odd while a rotation is being written)."""
-        words = self._words
-        seq = words[_W_SEQUENCE]
-        if seq == self._seq:
-            return
-        if seq & 1:
-            if locked:  # its writer died (we hold the rotation lock): finish it
-                self._apply_pending()
-                seq = words[_W_SEQUENCE]
-            elif not first:
-                return  # being written: keep the current view until it is done
-        epoch, periods = _as_float(words[_W_EPOCH]), words[_W_PERIODS]
-        rotations, newest = words[_W_ROTATIONS], words[_W_NEWEST]
-        if not first and words[_W_SEQUENCE] != seq:
-            return
-        count = self._generations
-        if newest >= count:
-            raise CorruptFileError(self._mapping.path,
-                                   f"newest generation slot {newest}, not below {count}")
-        slots = self._slots
-        self._gens = [slots[(newest + 1 + i) % count] for i in range(count)]
-        self._set_schedule(epoch, periods, rotations)
-        self._seq = seq
-
-    def _apply_pending(self) -> None:
-        """Do the rotation written in the state block's pending fields: clear
-        the dropped slots, then publish the new schedule and newest slot."""
-        words = self._words
-        count = self._generations
-        old, drops = words[_W_NEWEST], words[_W_DROPS]
-        for step in range(1, min(drops, count) + 1):
-            self._slots[(old + step) % count].clear()
-        for live, pending in ((_W_EPOCH, _W_P_EPOCH), (_W_PERIODS, _W_P_PERIODS),
-                              (_W_ROTATIONS, _W_P_ROTATIONS), (_W_NEWEST, _W_P_NEWEST)):
-            words[live] = words[pending]
-        words[_W_SEQUENCE] = words[_W_SEQUENCE] + 1
-
-    def _shared_rotation(self, action: Callable[[], None]) -> None:
-        """Run action (which may rotate) as the only process rotating this
-        file, on its current state; publish the rotations it made."""
-        mapping = self._mapping
-        if mapping.readonly:
-            raise ValueError(f"{mapping.path!r} is open read-only: it cannot rotate")
-        with mapping.writer_section():
-            self._sync(locked=True)
-            self._drops = 0
-            action()
-            drops = self._drops
-            if drops:
-                words = self._words
-                count = self._generations
-                newest = (words[_W_NEWEST] + drops) % count
-                words[_W_P_EPOCH] = _as_word(self._epoch)
-                words[_W_P_PERIODS] = self._periods
-                words[_W_P_ROTATIONS] = self._rotations
-                words[_W_P_NEWEST] = newest
-                words[_W_DROPS] = drops
-                words[_W_SEQUENCE] = words[_W_SEQUENCE] + 1
-                self._apply_pending()
-                self._seq = words[_W_SEQUENCE]
-
-    def _release_storage(self) -> None:
-        for member in self._slots:
-            member._release()  # refused while a batch call runs in another thread
-
     def __reduce__(self) -> Tuple[Any, ...]:
         # The clock is not pickled: the copy tells the time with time.time.
         return (_restore, (type(self), self.to_bytes()))
-
-
-def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
-    """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
-    _members.check_header(header, path, _files.KIND_ROTATING,
-                          allowed_flags=_files.FLAG_DIRTY)
-    if header.layout not in _files.LAYOUT_NAMES:
-        raise CorruptFileError(path, f"unknown bit layout id {header.layout}")
 
 
 def _restore(cls: type, data: bytes) -> RotatingBloomFilter:

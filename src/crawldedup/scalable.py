@@ -12,15 +12,16 @@ reported present with probability below ``error_rate`` at any size.
 
 from __future__ import annotations
 
-import numbers
 import os
 import struct
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
 from crawldedup import _files, _members
-from crawldedup._kernel import MAX_SEED, BloomBits
+from crawldedup import _checks
+from crawldedup._kernel import BloomBits
+from crawldedup._members import any_holds, key_list, pick
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 
@@ -33,81 +34,6 @@ _PARAMS = struct.Struct("<QdQ")
 # add_many looks this many keys ahead (at least) when the newest filter is
 # nearly full; see there.
 _MIN_WINDOW = 4096
-
-
-def _check_initial_capacity(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError("initial_capacity must be an integer >= 1, not bool")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, numbers.Integral):
-        raise TypeError(f"initial_capacity must be an integer >= 1, not {type(value).__name__}")
-    value = int(value)
-    if value < 1:
-        raise ValueError(f"initial_capacity must be at least 1, got {value}")
-    return value
-
-
-def _check_growth(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError("growth must be an integer >= 2, not bool")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, numbers.Integral):
-        raise TypeError(f"growth must be an integer >= 2, not {type(value).__name__}")
-    value = int(value)
-    if not 2 <= value < 2 ** 64:
-        raise ValueError(f"growth must be an integer in [2, 2**64), got {value}")
-    return value
-
-
-def _check_open_unit(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number in (0, 1), not {type(value).__name__}")
-    x = float(value)
-    if not 0.0 < x < 1.0:
-        raise ValueError(f"{name} must be in the open interval (0, 1), got {value!r}")
-    return x
-
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-    return seed
-
-
-def _key_list(keys: Iterable[Key]) -> Sequence[Key]:
-    if isinstance(keys, (str, bytes, bytearray, memoryview)):
-        raise TypeError(
-            f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
-            f"use add()/`in` for one key")
-    return keys if type(keys) is list or type(keys) is tuple else list(keys)
-
-
-def _pick(keys: Sequence[Key], index: np.ndarray) -> List[Key]:
-    return [keys[i] for i in index.tolist()]
-
-
-def _held(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray:
-    """True where a key is in one of the filters.  The largest (newest)
-    filter, which holds the most keys, is asked first about every key (so a
-    bad key raises with its index); each next one only about keys not found."""
-    found = np.zeros(len(keys), dtype=np.bool_)
-    todo: Optional[np.ndarray] = None
-    for f in reversed(filters):
-        if todo is None:
-            hit = f.contains_many(keys)
-            found |= hit
-            todo = np.flatnonzero(~hit)
-        else:
-            hit = f.contains_many(_pick(keys, todo))
-            found[todo[hit]] = True
-            todo = todo[~hit]
-        if not todo.size:
-            break
-    return found
 
 
 class ScalableBloomFilter(_files.Saved):
@@ -147,11 +73,11 @@ class ScalableBloomFilter(_files.Saved):
 
     def __init__(self, initial_capacity: int, error_rate: float = 0.01, growth: int = 2,
                  tightening: float = 0.5, *, seed: int = 0) -> None:
-        self._initial_capacity = _check_initial_capacity(initial_capacity)
-        self._error_rate = _check_open_unit("error_rate", error_rate)
-        self._growth = _check_growth(growth)
-        self._tightening = _check_open_unit("tightening", tightening)
-        self._seed = _check_seed(seed)
+        self._initial_capacity = _checks.check_initial_capacity(initial_capacity)
+        self._error_rate = _checks.check_open_unit("error_rate", error_rate)
+        self._growth = _checks.check_growth(growth)
+        self._tightening = _checks.check_open_unit("tightening", tightening)
+        self._seed = _checks.check_seed(seed)
         self._filters: List[BloomFilter] = []
         self._grow()
 
@@ -295,7 +221,7 @@ class ScalableBloomFilter(_files.Saved):
         A ValueError because no further filter can be made leaves the keys
         before the one that needed it added, as :meth:`add` would have.
         """
-        keys = _key_list(keys)
+        keys = key_list(keys)
         n = len(keys)
         out = np.zeros(n, dtype=np.bool_)
         if n == 0:
@@ -304,7 +230,7 @@ class ScalableBloomFilter(_files.Saved):
         checked = len(filters) > 1
         if checked:
             # The full filters never change: a key in one of them is not new.
-            todo = np.flatnonzero(~_held(filters[:-1], keys))
+            todo = np.flatnonzero(~any_holds(filters[:-1], keys))
         else:
             todo = np.arange(n)
         while todo.size:
@@ -312,12 +238,12 @@ class ScalableBloomFilter(_files.Saved):
             room = newest.capacity - newest.insert_count
             if room >= todo.size:
                 # At most `room` of them can be new: no filter fills before the end.
-                out[todo] = newest.add_many(keys if todo.size == n else _pick(keys, todo))
+                out[todo] = newest.add_many(keys if todo.size == n else pick(keys, todo))
                 break
             if room <= 0:
                 # Keys the full filter holds are not new; the first one it
                 # does not hold opens the next filter.
-                held_now = newest.contains_many(_pick(keys, todo))
+                held_now = newest.contains_many(pick(keys, todo))
                 todo = todo[~held_now]
                 if todo.size:
                     self._grow()
@@ -331,20 +257,20 @@ class ScalableBloomFilter(_files.Saved):
             # not rescan the whole batch for each key it takes.
             window = todo if not checked else todo[:max(4 * room, _MIN_WINDOW)]
             checked = True
-            absent = np.flatnonzero(~newest.contains_many(_pick(keys, window)))
+            absent = np.flatnonzero(~newest.contains_many(pick(keys, window)))
             if absent.size <= room:
                 if absent.size:
-                    out[window[absent]] = newest.add_many(_pick(keys, window[absent]))
+                    out[window[absent]] = newest.add_many(pick(keys, window[absent]))
                 todo = todo[window.size:]
             else:
                 take = absent[:room]
-                out[window[take]] = newest.add_many(_pick(keys, window[take]))
+                out[window[take]] = newest.add_many(pick(keys, window[take]))
                 todo = todo[int(take[-1]) + 1:]
         return out
 
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
         """A numpy bool array, True where the key is (probably) present."""
-        return _held(self._filters, _key_list(keys))
+        return any_holds(self._filters, key_list(keys))
 
     def update(self, *iterables: Iterable[Key]) -> None:
         """Add every key of each iterable, in order."""

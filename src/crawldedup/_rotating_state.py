@@ -1,0 +1,141 @@
+"""The state block of a rotating Bloom filter file (docs/format.md,
+"Rotating Bloom filter file"): its layout, its words, and its checks.
+
+The payload is a state block of STATE_BYTES, then one page-aligned slot of
+bits per generation, used as a ring.  The state block holds u64 / f64 words:
+generations, rotate_every (NaN for None), rotate_at_fill (NaN for None),
+schedule epoch, timed periods since the epoch, rotation count, the slot of
+the newest generation, a sequence number (odd while a rotation is being
+written), the rotation being written (epoch, periods, rotations, newest slot,
+slots dropped), then from word W_COUNTS each slot's insert count.  The rest
+is zero.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from typing import Callable, NamedTuple, Optional, Union
+
+from crawldedup import _files, _members
+from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
+from crawldedup._kernel import nbytes_for
+from crawldedup.bloom import optimal_parameters
+from crawldedup.errors import CorruptFileError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+STATE_BYTES = 4096
+STATE = struct.Struct("<QdddQQQQdQQQQ")
+(W_GENERATIONS, W_EVERY, W_FILL, W_EPOCH, W_PERIODS, W_ROTATIONS, W_NEWEST,
+ W_SEQUENCE, W_P_EPOCH, W_P_PERIODS, W_P_ROTATIONS, W_P_NEWEST, W_DROPS) = range(13)
+W_COUNTS = 16
+COUNTS_AT = 8 * W_COUNTS
+_PAGE = 4096
+# Past this many periods since the epoch, float arithmetic can no longer tell
+# consecutive period boundaries apart: the schedule is re-anchored.
+MAX_PERIODS = 1 << 52
+
+
+def slot_bytes(num_bits: int) -> int:
+    """A generation's slot: its bits, rounded up to whole pages."""
+    return -(-nbytes_for(num_bits) // _PAGE) * _PAGE
+
+
+def as_float(word: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", word))[0])
+
+
+def as_word(value: float) -> int:
+    return int(struct.unpack("<Q", struct.pack("<d", value))[0])
+
+
+class State(NamedTuple):
+    generations: int
+    rotate_every: Optional[float]
+    rotate_at_fill: Optional[float]
+    epoch: float
+    periods: int
+    rotations: int
+    newest: int
+    sequence: int
+    pending_epoch: float
+    pending_periods: int
+    pending_rotations: int
+    pending_newest: int
+    drops: int
+
+
+def check_schedule(every: Optional[float], epoch: float, periods: int, what: str,
+                    bad: Callable[[str], CorruptFileError]) -> None:
+    if not math.isfinite(epoch):
+        raise bad(f"{what}epoch {epoch!r} is not a finite time")
+    if every is None and periods != 0:
+        raise bad(f"{what}{periods} timed rotation periods without rotate_every")
+    if periods >= MAX_PERIODS:
+        raise bad(f"{what}{periods} rotation periods since the epoch, more than 2**52")
+    if every is not None and not math.isfinite(epoch + (periods + 1) * every):
+        raise bad(f"{what}the next rotation after epoch {epoch!r} and {periods} periods of "
+                  f"{every!r} s is not a finite time")
+
+
+def parse_state(header: _files.Header, payload: memoryview,
+                 bad: Callable[[str], CorruptFileError]) -> State:
+    """The checked state block of a checked header's payload, after checking
+    that the header's sizing and the payload's size fit it."""
+    size = len(payload)
+    if size < STATE_BYTES:
+        raise bad(f"payload of {size} bytes, shorter than the {STATE_BYTES}-byte state block")
+    (generations, every, fill, epoch, periods, rotations, newest, sequence, p_epoch, p_periods,
+     p_rotations, p_newest, drops) = STATE.unpack_from(payload, 0)
+    if not MIN_GENERATIONS <= generations <= MAX_GENERATIONS:
+        raise bad(f"generations {generations} outside [{MIN_GENERATIONS}, {MAX_GENERATIONS}]")
+    rotate_every: Optional[float] = None
+    if not math.isnan(every):
+        if not (every > 0.0 and math.isfinite(every)):
+            raise bad(f"rotate_every {every!r} is not a positive, finite number")
+        rotate_every = every
+    rotate_at_fill: Optional[float] = None
+    if not math.isnan(fill):
+        if not 0.0 < fill <= 1.0:
+            raise bad(f"rotate_at_fill {fill!r} outside (0, 1]")
+        rotate_at_fill = fill
+    check_schedule(rotate_every, epoch, periods, "rotation schedule ", bad)
+    if newest >= generations:
+        raise bad(f"newest generation slot {newest}, not below {generations}")
+    if sequence & 1:  # a rotation was being written: it must be one that can be finished
+        if not 1 <= drops <= generations:
+            raise bad(f"a rotation in progress drops {drops} generations, not 1 to "
+                      f"{generations}")
+        if p_newest != (newest + drops) % generations or p_rotations != rotations + drops:
+            raise bad(f"the rotation in progress (newest slot {p_newest}, rotation "
+                      f"{p_rotations}) does not follow from slot {newest}, rotation "
+                      f"{rotations} and {drops} dropped")
+        check_schedule(rotate_every, p_epoch, p_periods, "the rotation in progress: ", bad)
+    if any(payload[8 * 13:COUNTS_AT]) or any(payload[COUNTS_AT + 8 * generations:STATE_BYTES]):
+        raise bad("unused bytes of the state block are set")
+    layout = _files.LAYOUT_NAMES[header.layout]
+    member_rate = header.error_rate / generations
+    try:
+        sizing = optimal_parameters(header.capacity, member_rate, layout)
+    except ValueError as exc:
+        raise bad(f"capacity {header.capacity} / error rate {header.error_rate!r} cannot "
+                  f"be split in {generations} generations: {exc}") from None
+    if (header.num_bits, header.num_hashes) != sizing:
+        raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} do not "
+                  f"match the capacity, error rate and generations")
+    expected = STATE_BYTES + generations * slot_bytes(header.num_bits)
+    if size != expected:
+        raise bad(f"payload of {size} bytes; {generations} generations of "
+                  f"{header.num_bits} bits take {expected}")
+    return State(generations, rotate_every, rotate_at_fill, epoch, periods, rotations, newest,
+                  sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
+
+
+def check_header(header: _files.Header, path: Optional[PathLike]) -> None:
+    """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
+    _members.check_header(header, path, _files.KIND_ROTATING,
+                          allowed_flags=_files.FLAG_DIRTY)
+    if header.layout not in _files.LAYOUT_NAMES:
+        raise CorruptFileError(path, f"unknown bit layout id {header.layout}")

@@ -1,0 +1,258 @@
+"""canonicalize_url at the edges, held to w3lib (issue 11, items 19 and 22),
+and the batch kernels (threaded == one thread == twin == w3lib)."""
+
+import hashlib
+from urllib.parse import urlparse
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from w3lib.url import canonicalize_url as w3lib_canonicalize_url
+from w3lib.url import parse_url
+
+import crawldedup
+from crawldedup import (canonicalize_url, canonicalize_urls, fingerprint, set_threads,
+                        url_fingerprint, url_fingerprints)
+
+from test_url_canonical import (W3LIB_25, fast_urls, load_corpus, our_outcome, urls,
+                                w3lib_outcome)
+
+# ------------------------------------------------------------------ item 19: long ports
+
+LONG_PORTS = ["0" * 4301, "0" * 4300 + "80", "0" * 4400 + "1", "9" * 5000, "000080",
+              "0000000000000000000000443", "00000065535", "00000065536", "1" * 6]
+
+
+@pytest.mark.parametrize("port", LONG_PORTS)
+@pytest.mark.parametrize("scheme", ["http", "HTTPS"])
+def test_long_port_is_w3libs_answer(port, scheme):
+    url = f"{scheme}://a.com:{port}/x?b=1&a=2"
+    assert our_outcome(url) == w3lib_outcome(url)
+    assert our_outcome(url.encode()) == w3lib_outcome(url.encode())
+    if len(port) > 4300:   # Python's int() digit limit: w3lib raises
+        with pytest.raises(ValueError):
+            canonicalize_url(url)
+
+
+@pytest.mark.parametrize("port", LONG_PORTS)
+def test_long_port_kernels_leave_it_to_w3lib(impl, port):
+    # Neither the core nor the twin answers for a port of more than 5
+    # digits (the core used to give "http://a.com:0/" for 4301 zeros).
+    url = f"http://a.com:{port}/"
+    assert impl.canonicalize_url_fast(url) is None
+    assert impl.url_fingerprint_fast(url) is None
+    assert impl.request_fingerprint_fast(url, "GET", b"") is None
+    assert impl.canonicalize_urls_fast([url, url.encode()]) == [None, None]
+
+
+@given(digits=st.text(alphabet="0123456789", min_size=1, max_size=12),
+       path=st.sampled_from(["", "/", "/a?b=1"]))
+def test_ports_equal_w3lib(impl, digits, path):
+    url = f"http://a.com:{digits}{path}"
+    got = impl.canonicalize_url_fast(url)
+    if W3LIB_25 and got is not None:
+        assert got == w3lib_canonicalize_url(url)
+    assert our_outcome(url) == w3lib_outcome(url)
+
+
+# ------------------------------------------------------------------ item 22: arguments
+
+def test_options_by_position_as_w3lib():
+    url = "http://a.com/p?b=&a=1#frag"
+    for args in [(False,), (True, True), (False, True, "utf-8"), (True, False, None),
+                 (0, 1), ("", "yes")]:
+        assert canonicalize_url(url, *args) == w3lib_canonicalize_url(url, *args)
+    assert canonicalize_url(url, False, True) == "http://a.com/p?a=1#frag"
+
+
+def test_parse_result_accepted_as_w3lib():
+    for url in ["http://A.com/x?b=1&a=2#f", "https://u:p@例子.测试:8080/é?q=中#x", "ftp://h/p;t=a"]:
+        for parsed in (urlparse(url), parse_url(url)):
+            assert canonicalize_url(parsed) == w3lib_canonicalize_url(parsed)
+            assert canonicalize_url(parsed, keep_fragments=True) == \
+                w3lib_canonicalize_url(parsed, keep_fragments=True)
+            assert url_fingerprint(parsed) == \
+                hashlib.md5(w3lib_canonicalize_url(parsed).encode()).digest()
+
+
+@pytest.mark.parametrize("bad", [bytearray(b"http://a.com/"), memoryview(b"http://a.com/"),
+                                 None, 5, ["http://a.com/"]])
+def test_types_w3lib_rejects_raise(bad):
+    assert w3lib_outcome(bad) is TypeError
+    with pytest.raises(TypeError, match="url must be str, bytes or urllib.parse.ParseResult"):
+        canonicalize_url(bad)
+    with pytest.raises(TypeError):
+        url_fingerprint(bad)
+
+
+@pytest.mark.skipif(not fingerprint._W3LIB_QUERY_SEPARATOR, reason="w3lib before 2.4")
+@pytest.mark.parametrize("url", ["http://a.com/x", "http://a.com/x?", "http://a.com/x?b=1;a=2",
+                                 "http://a.com/x?b=1&a=2#f", "https://a.com", "ftp://a/b?",
+                                 "http://a.com/x#?a"])
+@pytest.mark.parametrize("separator", ["", ";", "&&", "ab", 5, b"&", None])
+def test_query_separator_as_w3lib(url, separator):
+    expected = w3lib_outcome(url, query_separator=separator)
+    got = our_outcome(url, query_separator=separator)
+    if isinstance(expected, str):
+        assert got == expected     # "" on a URL without a query: w3lib returns it
+    else:
+        # w3lib raises (AttributeError for a non-str separator): so do we,
+        # with a TypeError or ValueError naming query_separator.
+        assert got in (TypeError, ValueError)
+        with pytest.raises(got, match="query_separator"):
+            canonicalize_url(url, query_separator=separator)
+
+
+# ------------------------------------------------------------------ bytes on the fast path
+
+byte_urls = ((fast_urls() | urls()).map(lambda u: u.encode("utf-8", "surrogatepass"))
+             | st.binary(max_size=30).map(lambda b: b"http://a.com/" + b))
+
+
+@given(url=byte_urls, keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+def test_bytes_kernel_equals_w3lib(impl, url, keep_fragments, keep_blank_values):
+    # Bytes are read as UTF-8; w3lib percent-encodes the bytes that are not
+    # UTF-8, which is what the fast path does with every byte >= 0x80.
+    got = impl.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    if got is not None and W3LIB_25:
+        assert got == w3lib_canonicalize_url(url, keep_blank_values, keep_fragments)
+    assert our_outcome(url, keep_fragments=keep_fragments,
+                       keep_blank_values=keep_blank_values) == \
+        w3lib_outcome(url, keep_fragments=keep_fragments, keep_blank_values=keep_blank_values)
+
+
+# ------------------------------------------------------------------ batches
+
+batch_items = st.lists(fast_urls() | urls() | byte_urls
+                       | st.sampled_from([None, 1, bytearray(b"http://a.com/"), "\ud800",
+                                          "http://a.com:" + "0" * 4301 + "/"]), max_size=30)
+
+
+@given(items=batch_items, keep_fragments=st.booleans(), keep_blank_values=st.booleans(),
+       as_bytes=st.booleans())
+def test_canonical_batch_kernel(impl, items, keep_fragments, keep_blank_values, as_bytes):
+    got = impl.canonicalize_urls_fast(items, keep_fragments, keep_blank_values, as_bytes)
+    single = [impl.canonicalize_url_fast(u, keep_fragments, keep_blank_values)
+              if isinstance(u, (str, bytes)) else None for u in items]
+    assert got == [s.encode() if as_bytes and s is not None else s for s in single]
+
+
+@given(items=batch_items)
+def test_digest_batch_kernel(impl, items):
+    got = impl.url_digests_fast(items)
+    expected = []
+    for u in items:
+        if isinstance(u, str):
+            try:
+                u = u.encode("utf-8")
+            except UnicodeEncodeError:
+                u = None
+        expected.append(hashlib.md5(u).digest() if isinstance(u, bytes) else None)
+    assert got == expected
+
+
+@given(items=st.lists(fast_urls() | urls() | byte_urls, max_size=20),
+       keep_fragments=st.booleans(), keep_blank_values=st.booleans())
+def test_canonicalize_urls_equals_w3lib(items, keep_fragments, keep_blank_values):
+    kwargs = dict(keep_fragments=keep_fragments, keep_blank_values=keep_blank_values)
+    expected = [w3lib_outcome(u, **kwargs) for u in items]
+    got = canonicalize_urls(items, errors="none", **kwargs)
+    assert got == [e if isinstance(e, str) else None for e in expected]
+    if all(isinstance(e, str) for e in expected):
+        assert canonicalize_urls(items, **kwargs) == expected
+    else:
+        with pytest.raises(ValueError, match=r"urls\[\d+\]"):
+            canonicalize_urls(items, **kwargs)
+
+
+@pytest.fixture
+def threads():
+    """Restores the thread setting after the test."""
+    previous = set_threads(None)
+    yield
+    set_threads(previous)
+
+
+def large_batch():
+    """A batch big enough for several threads, with every kind of item at
+    slice boundaries: fast-path URLs as str and bytes, non-ASCII, URLs w3lib
+    must judge, ones it rejects, lone surrogates."""
+    corpus = load_corpus().realistic_urls(20_000)
+    odd = ["http://user@a.com/x?b=1&a=2", "http://例子.测试/é", " http://a.com/ x",
+           "https://a.com/中文?q=é", "http://a.com:" + "0" * 4301 + "/", "http://a.com:99999/",
+           "http://a.com/\ud800", "ftp://a/b?c=d&a=b"]
+    items = []
+    for i, url in enumerate(corpus):
+        items.append(url.encode() if i % 3 == 0 else url)
+        if i % 997 == 0 or i % 4096 in (0, 4095):
+            items.append(odd[i % len(odd)])
+    return items
+
+
+def test_threaded_batches_equal_single_calls_and_twin(threads, core, reference):
+    items = large_batch()
+    assert len(items) >= 4 * 4096   # several slices
+    set_threads(1)
+    one = core.canonicalize_urls_fast(items)
+    one_md5 = core.url_fingerprints_fast(items)
+    one_raw = core.url_digests_fast(items)
+    strs = [u for u in items if isinstance(u, str)]
+    one_req = core.request_fingerprints_fast(strs, "GET")
+    set_threads(None)
+    for n in (None, 2, 3, 7):
+        set_threads(n)
+        assert core.canonicalize_urls_fast(items) == one
+        assert core.canonicalize_urls_fast(items, False, True, True) == \
+            [None if c is None else c.encode() for c in one]
+        assert core.url_fingerprints_fast(items) == one_md5
+        assert core.url_digests_fast(items) == one_raw
+        assert core.request_fingerprints_fast(strs, "GET") == one_req
+    assert one == reference.canonicalize_urls_fast(items)
+    assert one_md5 == reference.url_fingerprints_fast(items)
+    assert one_raw == reference.url_digests_fast(items)
+    # and the public batch equals w3lib on every item
+    got = canonicalize_urls(items, errors="none")
+    for url, canonical in zip(items, got):
+        expected = w3lib_outcome(url)
+        assert canonical == (expected if isinstance(expected, str) else None), url
+    ok = [u for u, c in zip(items, got) if c is not None]
+    assert url_fingerprints(ok) == [hashlib.md5(c.encode()).digest() for c in got if c is not None]
+    assert url_fingerprints(ok[:3000]) == [url_fingerprint(u) for u in ok[:3000]]
+
+
+def test_url_fingerprints_not_canonical(threads):
+    items = large_batch()[:9000]
+    items = [u for u in items if u != "http://a.com/\ud800"]
+    expected = [hashlib.md5(u.encode() if isinstance(u, str) else u).digest() for u in items]
+    for n in (1, None):
+        set_threads(n)
+        assert url_fingerprints(items, canonical=False) == expected
+    assert url_fingerprint("http://A.com/?b", canonical=False) == hashlib.md5(b"http://A.com/?b").digest()
+    assert url_fingerprint(b"\xff", canonical=False) == hashlib.md5(b"\xff").digest()
+    with pytest.raises(UnicodeEncodeError):
+        url_fingerprints(["http://a.com/", "\ud800"], canonical=False)
+    with pytest.raises(TypeError, match=r"urls\[1\]"):
+        url_fingerprints(["http://a.com/", bytearray(b"x")], canonical=False)
+    with pytest.raises(TypeError, match="canonicalization options"):
+        url_fingerprints(["http://a.com/"], canonical=False, strip_params=True)
+
+
+def test_canonicalize_urls_arguments():
+    items = ["http://a.com:80/x?utm_source=1&b=2", b"http://A.com/y#f"]
+    assert canonicalize_urls(items, strip_params=True, remove_default_port=True) == \
+        [canonicalize_url(u, strip_params=True, remove_default_port=True) for u in items]
+    assert canonicalize_urls(iter(items), True, True) == [canonicalize_url(u, True, True) for u in items]
+    assert canonicalize_urls(items, encoding="latin-1") == \
+        [w3lib_canonicalize_url(u, encoding="latin-1") for u in items]
+    assert canonicalize_urls([]) == []
+    with pytest.raises(TypeError, match="single str"):
+        canonicalize_urls("http://a.com/")
+    with pytest.raises(TypeError, match=r"urls\[1\]"):
+        canonicalize_urls(["http://a.com/", 5])
+    with pytest.raises(ValueError, match="errors must be"):
+        canonicalize_urls(["http://a.com/"], errors="ignore")
+    with pytest.raises(ValueError, match=r"urls\[0\].*[Pp]ort"):
+        canonicalize_urls(["http://a.com:70000/"])
+    assert canonicalize_urls(["http://a.com:70000/", "http://b.com"], errors="none") == \
+        [None, "http://b.com/"]
+    assert "canonicalize_urls" in crawldedup.__all__
