@@ -14,8 +14,13 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from crawldedup._kernel import impl, nbytes_for
-from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
-                              optimal_parameters)
+from crawldedup.bloom import (
+    BloomFilter,
+    _check_capacity,
+    _check_error_rate,
+    _check_layout,
+    optimal_parameters,
+)
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncTransport, check_reply, connect, split_url
