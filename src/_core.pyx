@@ -1,9 +1,18 @@
 # The compiled core of crawldedup, imported as ``crawldedup._core``.
 #
-# Pure computation on buffers: MurmurHash3, Bloom filter bit probing.  No I/O
-# and no policy: parameters are validated here only as far as memory safety
-# needs (a core object can never index outside its buffer); friendly argument
-# checking lives in the Python wrappers.  Every function and class here has a
+# Pure computation on buffers, no I/O and no policy.  This file holds the key
+# handling shared by every part (a key's bytes without copying, batch checks),
+# MurmurHash3 x64 128 and the Bloom filter bit array (BloomBits: probing,
+# batches without the GIL, lookups on several threads); the other parts are
+# included at the end, one .pxi each: SimHash (_core_simhash.pxi), the
+# Hamming-distance index (_core_index.pxi), URL canonicalization and
+# fingerprints (_core_url.pxi), the compact fingerprint table
+# (_core_fpset.pxi), and whatever later parts add there.  Primitives that
+# Cython cannot express live in the _cd_*.h headers.
+#
+# Parameters are validated here only as far as memory safety needs (a core
+# object can never index outside its buffer); friendly argument checking
+# lives in the Python wrappers.  Every function and class here has a
 # bit-for-bit twin in ``crawldedup/_reference.py``; the test suite runs both.
 #
 # Compiler directives are set once, in setup.py.

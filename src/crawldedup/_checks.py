@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from crawldedup._kernel import MAX_SEED
+from crawldedup._types import Clock
 
-Clock = Callable[[], float]
 
 MIN_GENERATIONS = 2
 MAX_GENERATIONS = 64

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, Optional, Union
 
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup._types import PathLike
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 MAGIC = b"\x89CRDDUP\n"
 FORMAT_VERSION = 1
@@ -327,6 +327,12 @@ def split_bytes(data: Union[bytes, bytearray, memoryview],
     header = parse_header(view[:HEADER_SIZE], len(view), None)
     check(header, None)
     return header, view[HEADER_SIZE:]
+
+
+def restore(cls: type, data: bytes) -> object:
+    """Unpickle: the object of cls that from_bytes reads from data (pickles
+    carry the checksummed file format)."""
+    return cls.from_bytes(data)  # type: ignore[attr-defined]
 
 
 class Saved:

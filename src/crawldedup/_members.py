@@ -5,9 +5,8 @@ and the member's complete BloomFilter bytes (docs/format.md)."""
 
 from __future__ import annotations
 
-import os
 import struct
-from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -15,9 +14,8 @@ from crawldedup import _files
 from crawldedup._kernel import MAX_SEED, check_keys
 from crawldedup.bloom import BloomFilter
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup._types import Key, PathLike
 
-PathLike = Union[str, "os.PathLike[str]"]
-Key = Union[str, bytes, bytearray, memoryview]
 
 LENGTH = struct.Struct("<Q")
 # The smallest member: a length field and a BloomFilter file of one word.

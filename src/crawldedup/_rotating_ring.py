@@ -13,10 +13,9 @@ call.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from crawldedup import _checks, _files, _mapped
 from crawldedup import _rotating_state as _state
@@ -25,12 +24,10 @@ from crawldedup._mapped import MappedHandle
 from crawldedup.bloom import (BloomFilter, _check_capacity,
                               _check_error_rate, _check_layout, optimal_parameters)
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup._types import Clock, PathLike
 
 if TYPE_CHECKING:
     from crawldedup.rotating import RotatingBloomFilter
-
-PathLike = Union[str, "os.PathLike[str]"]
-Clock = Callable[[], float]
 
 
 class SharedRing(MappedHandle):

@@ -14,17 +14,16 @@ is zero.
 from __future__ import annotations
 
 import math
-import os
 import struct
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional
 
 from crawldedup import _files, _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
 from crawldedup.bloom import optimal_parameters
 from crawldedup.errors import CorruptFileError
+from crawldedup._types import PathLike
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 STATE_BYTES = 4096
 STATE = struct.Struct("<QdddQQQQdQQQQ")

@@ -21,9 +21,8 @@ from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
 from crawldedup import _mapped
 from crawldedup._mapped import MappedHandle
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup._types import Key, PathLike
 
-Key = Union[str, bytes, bytearray, memoryview]
-PathLike = Union[str, "os.PathLike[str]"]
 
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
@@ -425,7 +424,7 @@ class BloomFilter(BloomBits, MappedHandle):
         _check_padding_word(self.num_bits, bits[-8:], path)
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
     # ------------------------------------------------------------ mapped files
 
@@ -537,8 +536,8 @@ def _check_padding_word(num_bits: int, last_word: Union[bytes, memoryview],
         raise CorruptFileError(path, "padding bits past num_bits are set")
 
 
-def _restore(cls: type, data: bytes) -> BloomFilter:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+# Pickles made before _files.restore name this.
+_restore = _files.restore
 
 
 __all__ = ["BloomFilter", "optimal_parameters"]

@@ -25,7 +25,6 @@ same digests write identical files.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
@@ -33,8 +32,8 @@ import numpy as np
 from crawldedup import _files
 from crawldedup._kernel import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup.errors import CorruptFileError
+from crawldedup._types import PathLike
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 # The header's hash-algorithm id for the canonical order of docs/fpset.md.
 HASH_FPSET_FMIX = 2

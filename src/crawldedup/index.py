@@ -373,7 +373,7 @@ class SimhashIndex:
     def __reduce__(self) -> Tuple[Any, ...]:
         # Pickles carry the checksummed file format (TypeError for ids that
         # are not int, str or bytes, as save() raises).
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "SimhashIndex":
@@ -458,7 +458,3 @@ class SimhashIndex:
         self._names = dict(enumerate(keys))
         self._next = n
         return self
-
-
-def _restore(cls: type, data: bytes) -> SimhashIndex:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]

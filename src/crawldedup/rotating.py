@@ -18,11 +18,9 @@ the saved state, so a restarted crawler rotates exactly as if it had stayed up.
 from __future__ import annotations
 
 import math
-import numbers
-import os
 import struct
 import time
-from typing import (Any, Callable, Iterable, Optional, Sequence,
+from typing import (Any, Iterable, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
@@ -32,13 +30,12 @@ from crawldedup import _rotating_state as _state
 from crawldedup._kernel import BloomBits, nbytes_for
 from crawldedup._members import any_holds, key_list, pick
 from crawldedup._rotating_ring import SharedRing
+from crawldedup._schedule import Schedule
 from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
                               optimal_parameters)
 from crawldedup.errors import CorruptFileError
+from crawldedup._types import Clock, Key, PathLike
 
-Key = Union[str, bytes, bytearray, memoryview]
-PathLike = Union[str, "os.PathLike[str]"]
-Clock = Callable[[], float]
 
 MIN_GENERATIONS = _checks.MIN_GENERATIONS
 MAX_GENERATIONS = _checks.MAX_GENERATIONS
@@ -48,7 +45,7 @@ MAX_GENERATIONS = _checks.MAX_GENERATIONS
 _MIN_WINDOW = 4096
 
 
-class RotatingBloomFilter(_files.Saved, SharedRing):
+class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
     """Bloom filter generations: keys not seen for a while are forgotten.
 
     It holds ``generations`` :class:`BloomFilter` s, each sized for
@@ -267,131 +264,6 @@ class RotatingBloomFilter(_files.Saved, SharedRing):
                 f"rotate_every={self._rotate_every!r}, "
                 f"rotate_at_fill={self._rotate_at_fill!r}{layout}, "
                 f"rotations={self._rotations}, last_rotation={self.last_rotation!r})")
-
-    # ------------------------------------------------------------ rotation
-
-    def _read_clock(self) -> float:
-        now = self._clock()
-        if isinstance(now, bool) or not isinstance(now, numbers.Real):
-            raise TypeError(f"clock() must return a number of seconds, not {type(now).__name__}")
-        now = float(now)
-        if not math.isfinite(now):
-            raise ValueError(f"clock() returned {now!r}, not a finite number of seconds")
-        return now
-
-    def _boundary(self, periods: int) -> float:
-        # Every period boundary is computed from the epoch by one multiply
-        # and one add, so a filter that rotated at each boundary and one that
-        # caught up on many at once agree to the last bit.
-        return self._epoch + periods * self._rotate_every  # type: ignore[operator]
-
-    def _set_schedule(self, epoch: float, periods: int, rotations: int) -> None:
-        self._epoch = epoch
-        self._periods = periods
-        self._rotations = rotations
-        self._due_at = math.inf if self._rotate_every is None else self._boundary(periods + 1)
-
-    def _drop_oldest(self, times: int = 1) -> None:
-        gens = self._gens
-        drops = min(times, len(gens))
-        mapped = getattr(self, "_mapping", None) is not None
-        for _ in range(drops):
-            # Reuse the oldest filter's memory for the new newest one.  A
-            # mapped filter's slots are cleared when the rotation is
-            # published (_shared_rotation).
-            oldest = gens.pop(0)
-            if not mapped:
-                oldest.clear()
-            gens.append(oldest)
-        if mapped:
-            self._drops += drops
-        self._rotations += times
-
-    def _refresh(self) -> None:
-        """A mapped filter: follow the rotations other processes made."""
-        if getattr(self, "_mapping", None) is not None:
-            if self._mapping.closed:
-                raise ValueError("the filter is closed")
-            self._sync()
-
-    def _tick(self) -> float:
-        """Read the clock; do the timed rotations that are due; the time."""
-        now = self._read_clock()
-        if now >= self._due_at:
-            mapping = getattr(self, "_mapping", None)
-            if mapping is None:
-                self._catch_up(now)
-            elif not mapping.readonly:
-                self._shared_rotation(
-                    lambda: self._catch_up(now) if now >= self._due_at else None)
-        return now
-
-    def _catch_up(self, now: float) -> None:
-        # The largest n with boundary(n) <= now, n > periods (boundary(periods
-        # + 1) <= now is known).  A guess from one division, then a doubling
-        # and a bisection on the exact test, since boundaries are monotone
-        # in n but the division may be off by a little.
-        every = self._rotate_every
-        assert every is not None
-        lo = self._periods + 1
-        guess = (now - self._epoch) / every
-        hi = int(min(max(guess, 0.0), float(_state.MAX_PERIODS))) + 2
-        hi = max(hi, lo + 1)
-        while hi < _state.MAX_PERIODS and self._boundary(hi) <= now:
-            lo, hi = hi, min(2 * hi, _state.MAX_PERIODS)
-        if self._boundary(hi) <= now:
-            # Absurdly many periods (a tiny rotate_every): forget everything
-            # and start the schedule afresh.
-            self._drop_oldest(self._generations)
-            self._set_schedule(now, 0, self._rotations)
-            return
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self._boundary(mid) <= now:
-                lo = mid
-            else:
-                hi = mid
-        self._drop_oldest(min(lo - self._periods, self._generations))
-        if lo >= _state.MAX_PERIODS // 2:
-            self._set_schedule(self._boundary(lo), 0, self._rotations)
-        else:
-            self._set_schedule(self._epoch, lo, self._rotations)
-
-    def _rotate_at(self, now: Optional[float], by_fill: bool = False) -> float:
-        """Rotate once, by fill or on request, and restart the schedule.  A
-        mapped filter rotates by fill only if no other process did first."""
-        if now is None:
-            now = self._read_clock()
-        when = now
-
-        def rotate() -> None:
-            if by_fill and self._gens[-1].insert_count < self._fill_limit:  # type: ignore
-                return
-            self._drop_oldest()
-            self._set_schedule(when, 0, self._rotations)
-        if getattr(self, "_mapping", None) is None:
-            rotate()
-        else:
-            self._shared_rotation(rotate)
-        return now
-
-    def rotate(self) -> None:
-        """Drop the oldest generation and start an empty newest one, now.
-
-        Timed rotations already due are done first; the next timed one is
-        ``rotate_every`` seconds after this one."""
-        self._refresh()
-        self._rotate_at(self._tick() if self._rotate_every is not None else None)
-
-    def rotate_if_due(self) -> int:
-        """Do the timed rotations that are due now (every call that reads or
-        adds keys does this first); the number done since the filter last
-        looked (for a mapped filter, those of other processes included)."""
-        before = self._rotations
-        self._refresh()
-        if self._rotate_every is not None:
-            self._tick()
-        return self._rotations - before
 
     # ---------------------------------------------------------------- keys
 
@@ -657,11 +529,11 @@ class RotatingBloomFilter(_files.Saved, SharedRing):
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # The clock is not pickled: the copy tells the time with time.time.
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
 
-def _restore(cls: type, data: bytes) -> RotatingBloomFilter:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+# Pickles made before _files.restore name this.
+_restore = _files.restore
 
 
 __all__ = ["RotatingBloomFilter"]

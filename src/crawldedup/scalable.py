@@ -12,7 +12,6 @@ reported present with probability below ``error_rate`` at any size.
 
 from __future__ import annotations
 
-import os
 import struct
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
@@ -24,9 +23,8 @@ from crawldedup._kernel import BloomBits
 from crawldedup._members import any_holds, key_list, pick
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
+from crawldedup._types import Key, PathLike
 
-Key = Union[str, bytes, bytearray, memoryview]
-PathLike = Union[str, "os.PathLike[str]"]
 
 # The payload's parameter block: growth (u64), tightening (f64), number of
 # filters (u64).  Each member filter follows as a u64 length and its bytes.
@@ -399,7 +397,7 @@ class ScalableBloomFilter(_files.Saved):
         return self
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_restore, (type(self), self.to_bytes()))
+        return (_files.restore, (type(self), self.to_bytes()))
 
 
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
@@ -413,8 +411,8 @@ def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
                                      f"{header.num_hashes} are not 0")
 
 
-def _restore(cls: type, data: bytes) -> ScalableBloomFilter:
-    return cls.from_bytes(data)  # type: ignore[attr-defined, no-any-return]
+# Pickles made before _files.restore name this.
+_restore = _files.restore
 
 
 __all__ = ["ScalableBloomFilter"]

@@ -1,0 +1,139 @@
+"""The import rules of docs/architecture.md, checked on the sources.
+
+The package's modules are read as text (ast), from the installed package,
+so the rules hold for what users get."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import crawldedup
+
+PACKAGE = pathlib.Path(crawldedup.__file__).resolve().parent
+INTEGRATIONS = ("crawldedup.redis", "crawldedup.scrapy", "crawldedup.recrawl",
+                "crawldedup.spark", "crawldedup.warc")
+COMMAND_LINE = ("crawldedup.cli", "crawldedup._near_dups", "crawldedup._exact_state",
+                "crawldedup._url_state", "crawldedup.__main__")
+OPTIONAL = ("redis", "hiredis", "scrapy", "twisted", "scrapy_redis", "pyspark", "pyarrow",
+            "pandas", "sqlalchemy", "psycopg", "pymysql", "warcio", "tqdm", "selectolax",
+            "resiliparse", "lxml", "w3lib_html")
+
+
+def module_name(path):
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield module_name(path), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def imports(tree, top_level_only=False):
+    """(module imported, line) for every import; with top_level_only, those
+    that run when the module is imported (not inside a function, and not
+    under `if TYPE_CHECKING`)."""
+    def walk(node, top):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if not top_level_only:
+                    yield from walk(child, False)
+                continue
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.dump(child.test):
+                continue
+            if isinstance(child, ast.Try) and any(
+                    isinstance(h.type, ast.Name) and h.type.id in ("ImportError",
+                                                                     "ModuleNotFoundError")
+                    for h in child.handlers):
+                continue  # an optional import with a fallback
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    yield alias.name, child.lineno
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                yield child.module, child.lineno
+                for alias in child.names:
+                    yield f"{child.module}.{alias.name}", child.lineno
+            yield from walk(child, top)
+    yield from walk(tree, True)
+
+
+def under(name, prefixes):
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+ALL = list(modules())
+
+
+def test_the_twin_imports_only_the_standard_library_and_numpy():
+    allowed = set(sys.stdlib_module_names) | {"numpy", "crawldedup"} \
+        if hasattr(sys, "stdlib_module_names") else None
+    for name, tree in ALL:
+        if not name.startswith("crawldedup._reference"):
+            continue
+        for imported, line in imports(tree):
+            root = imported.split(".")[0]
+            if root == "crawldedup":
+                assert imported.startswith(("crawldedup._reference", "crawldedup.errors")), \
+                    f"{name}:{line} imports {imported}"
+            elif allowed is not None:
+                assert root in allowed, f"{name}:{line} imports {imported}"
+
+
+def test_only_the_selector_names_an_implementation():
+    for name, tree in ALL:
+        if name == "crawldedup._kernel" or name.startswith("crawldedup._reference"):
+            continue
+        for imported, line in imports(tree):
+            assert not under(imported, ("crawldedup._core", "crawldedup._reference")), \
+                f"{name}:{line} imports {imported}; wrappers import kernels from _kernel"
+
+
+def test_nothing_but_the_command_line_imports_it():
+    for name, tree in ALL:
+        if under(name, COMMAND_LINE) or name.endswith(".cli"):
+            continue
+        for imported, line in imports(tree):
+            assert not under(imported, ("crawldedup.cli",)), f"{name}:{line} imports {imported}"
+
+
+def test_the_local_library_never_imports_integrations_or_the_command_line():
+    for name, tree in ALL:
+        if under(name, INTEGRATIONS + COMMAND_LINE) or name.endswith(".cli"):
+            continue
+        for imported, line in imports(tree, top_level_only=True):
+            assert not under(imported, INTEGRATIONS + COMMAND_LINE), \
+                f"{name}:{line} imports {imported} when it is imported"
+
+
+def test_optional_dependencies_are_imported_lazily():
+    for name, tree in ALL:
+        # An integration package may import its own dependency in a private
+        # module that only its public classes load (checked below).
+        if under(name, INTEGRATIONS):
+            continue
+        for imported, line in imports(tree, top_level_only=True):
+            assert imported.split(".")[0] not in OPTIONAL, \
+                f"{name}:{line} imports the optional {imported} when it is imported"
+
+
+_BLOCKED = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError(f"No module named {{name!r}} (blocked by the test)")
+sys.meta_path.insert(0, Blocker())
+import crawldedup, crawldedup.stores, crawldedup.cli
+bf = crawldedup.BloomFilter(1000)
+assert bf.add("x")
+print("ok")
+"""
+
+
+def test_import_crawldedup_needs_no_optional_dependency():
+    code = _BLOCKED.format(blocked=set(OPTIONAL))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
