@@ -6,7 +6,6 @@ import hashlib
 import os
 import uuid
 
-import numpy as np
 import pytest
 
 from crawldedup import BloomFilter, StoreUnavailableError
@@ -16,8 +15,12 @@ redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_S
 
 from conftest import require_service  # noqa: E402
 
-from crawldedup.redis import (AsyncRedisBloomFilter, AsyncRedisSimhashIndex,  # noqa: E402
-                              AsyncRedisStore, RedisDataLostError)
+from crawldedup.redis import (  # noqa: E402
+    AsyncRedisBloomFilter,
+    AsyncRedisSimhashIndex,
+    AsyncRedisStore,
+    RedisDataLostError,
+)
 
 
 @pytest.fixture(params=["server", "cluster"])

@@ -12,8 +12,7 @@ from crawldedup import BloomFilter, IncompatibleFilterError, StoreUnavailableErr
 redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
     else __import__("redis")
 
-from crawldedup.redis import (RedisBloomFilter, RedisDataLostError,  # noqa: E402
-                              RedisKeyTypeError)
+from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisKeyTypeError  # noqa: E402
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ import uuid
 
 import numpy as np
 import pytest
+from conftest import require_service
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crawldedup import StoreUnavailableError
 from crawldedup.errors import CrawldedupError
 from crawldedup.stores import open_store
-
-from conftest import require_service
 
 redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
     else __import__("redis")

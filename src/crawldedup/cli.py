@@ -319,7 +319,9 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
         raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
                          "--rotate-every/--generations")
-    state = os.path.abspath(args.state)
+    from crawldedup.redis import cli as redis_cli
+    in_redis = redis_cli.is_redis_url(args.state)  # the lock and journal stay local
+    state = redis_cli.local_state_path(args.state) if in_redis else os.path.abspath(args.state)
     if args.strip_tracking and not args.canonical:
         raise UsageError("--strip-tracking needs --canonical")
     keyed = _canonical_keys(args.strip_tracking) if args.canonical else None
@@ -358,6 +360,8 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
         if args.exact or args.db:
             from crawldedup._exact_state import open_exact
             bf = open_exact(state, args, err)  # type: ignore[assignment]
+        elif in_redis:
+            bf = redis_cli.RedisState(args.state, args, err)  # type: ignore[assignment]
         else:
             bf = _open_state(state, args, err)
         rotating = hasattr(bf, "generations")
@@ -434,6 +438,10 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
 
 
 def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
+    from crawldedup.redis import cli as redis_cli
+    if redis_cli.is_redis_url(args.path):
+        out.write(redis_cli.describe(args.path))
+        return 0
     path = os.path.abspath(args.path)
     with open(path, "rb") as f:
         head = f.read(_files.HEADER_SIZE)
@@ -579,7 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "file. Blank lines and surrounding whitespace are ignored.")
     urls.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
     urls.add_argument("--state", required=True, metavar="PATH",
-                      help="state file (a Bloom filter), created when missing")
+                      help="state file (a Bloom filter), created when missing; or "
+                           "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
+                           "crawlers on several machines (pip install 'crawldedup[redis]')")
     urls.add_argument("--capacity", type=_positive_int, metavar="N",
                       help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
     urls.add_argument("--error-rate", type=_probability, metavar="P",
@@ -606,9 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "fingerprint set saved in the state file (or in --db)")
     urls.add_argument("--db", metavar="URL",
                       help="keep the MD5s in a database instead (implies --exact): "
-                           "sqlite:///PATH, or any SQLAlchemy URL (PostgreSQL, MySQL/MariaDB; "
-                           "pip install 'crawldedup[sql]'); --state then names the local lock "
-                           "and journal; crawlers sharing the database print each URL once")
+                           "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
+                           "(PostgreSQL, MySQL/MariaDB; pip install 'crawldedup[sql]'); "
+                           "--state then names the local lock and journal; crawlers sharing the database print each URL once")
 
     from crawldedup import _near_dups
     _near_dups.add_parser(commands)

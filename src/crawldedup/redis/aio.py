@@ -224,6 +224,10 @@ class AsyncRedisStore(_AsyncBase):
     ``await store.add(fp)``, ``await store.contains(fp)``, ``await store.count()``,
     ``await store.clear()``, ``await store.aclose()``."""
 
+    _logic: StoreLogic
+    _checker: "_Checker"
+    digest_size: int
+
     @classmethod
     async def open(cls, client_or_url: Any, name: Any, digest_size: int = 16, *,
                    window: Any = None, windows: Optional[int] = None,
@@ -292,6 +296,8 @@ class AsyncRedisBloomFilter(_AsyncBase):
     bf.contains_many(keys)``, ``await bf.estimated_count()``, ``await
     bf.fill_ratio()``, ``await bf.clear()``, ``await bf.to_bloom_filter()``,
     ``await bf.export(path)``, ``await bf.aclose()``."""
+
+    _logic: BloomLogic
 
     @classmethod
     async def open(cls, client_or_url: Any, name: Any, capacity: Optional[int] = None,
@@ -364,6 +370,8 @@ class AsyncRedisSimhashIndex(_AsyncBase):
     AsyncRedisSimhashIndex.open(url, name, k=3)``; ``await index.add(id, fp)``,
     ``add_many``, ``remove``, ``query``, ``query_many``, ``near_dup``,
     ``contains``, ``count``, ``clear`` (all awaited)."""
+
+    _logic: SimhashLogic
 
     @classmethod
     async def open(cls, client_or_url: Any, name: Any, k: int = 3) -> "AsyncRedisSimhashIndex":
