@@ -17,6 +17,23 @@ from crawldedup.redis.store import check_name
 
 #: Keys of the id -> fingerprint map (ids spread over them by CRC32).
 ID_SHARDS = 16
+#: Bucket keys share a hash tag per block and top GROUP_BITS bits of the value.
+GROUP_BITS = 6
+
+# Scripts run on one slot's keys: HSETNX each (field, value) pair; SADD
+# each member to its key; SMEMBERS of each key.
+CLAIM_SCRIPT = b"""local r = {}
+for i = 1, #ARGV, 2 do r[#r + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return r"""
+SADD_SCRIPT = b"""for i, key in ipairs(KEYS) do redis.call('SADD', key, ARGV[i]) end
+return #KEYS"""
+FETCH_SCRIPT = b"""local r = {}
+for i, key in ipairs(KEYS) do r[i] = redis.call('SMEMBERS', key) end
+return r"""
+
+
+def _tag(key: bytes) -> bytes:
+    return key[key.index(b"{"):key.index(b"}") + 1] if b"{" in key else key
 _U64 = (1 << 64) - 1
 
 
@@ -75,8 +92,15 @@ class SimhashLogic:
         return self.name + b":ids:%d" % (binascii.crc32(enc) % ID_SHARDS)
 
     def bucket_keys(self, fp: int) -> List[bytes]:
-        return [self.name + b":k%d:b%d:%x" % (self.k, j, (fp >> shift) & ((1 << w) - 1))
-                for j, (shift, w) in enumerate(self.blocks)]
+        """The k + 1 bucket keys of fp.  A bucket's hash tag holds its block
+        and the top GROUP_BITS bits of the block value, so the buckets fall
+        in 2**GROUP_BITS slots per block: one script call per group fetches
+        or fills many buckets on any cluster node."""
+        out = []
+        for j, (shift, w) in enumerate(self.blocks):
+            v = (fp >> shift) & ((1 << w) - 1)
+            out.append(self.name + b":k%d:{b%d.%x}:%x" % (self.k, j, v >> (w - GROUP_BITS), v))
+        return out
 
     def _check(self, reqs: List[Request], replies: List[List[Any]]) -> List[Any]:
         return [check_reply(r[0], q, self.address) for q, r in zip(reqs, replies)]
@@ -93,10 +117,18 @@ class SimhashLogic:
                     raise ValueError(f"id {decode_id(e)!r} is repeated")
                 seen.add(e)
         values = [int(f).to_bytes(8, "big") for f in fps.tolist()]
-        claims = [Request(self.id_key(e), _resp.command(b"HSETNX", self.id_key(e), e, v))
-                  for e, v in zip(encs, values)]
+        by_map: Dict[bytes, List[int]] = {}
+        for i, e in enumerate(encs):
+            by_map.setdefault(self.id_key(e), []).append(i)
+        claims = []
+        for key, idx in by_map.items():
+            args = [x for i in idx for x in (encs[i], values[i])]
+            claims.append(Request(key, _resp.command(b"EVAL", CLAIM_SCRIPT, 1, key, *args)))
         replies = yield claims
-        done = self._check(claims, replies)
+        done = [False] * len(encs)
+        for idx, flags in zip(by_map.values(), self._check(claims, replies)):
+            for i, ok in zip(idx, flags):
+                done[i] = bool(ok)
         if not all(done):
             taken = [e for e, ok in zip(encs, done) if ok]
             if taken:
@@ -105,11 +137,14 @@ class SimhashLogic:
                 self._check(undo, (yield undo))
             bad = next(e for e, ok in zip(encs, done) if not ok)
             raise ValueError(f"id {decode_id(bad)!r} is already in the index")
-        members: Dict[bytes, List[bytes]] = {}
+        groups: Dict[bytes, Tuple[List[bytes], List[bytes]]] = {}
         for e, v, fp in zip(encs, values, fps.tolist()):
             for key in self.bucket_keys(fp):
-                members.setdefault(key, []).append(v + e)
-        adds = [Request(key, _resp.command(b"SADD", key, *ms)) for key, ms in members.items()]
+                keys, members = groups.setdefault(_tag(key), ([], []))
+                keys.append(key)
+                members.append(v + e)
+        adds = [Request(keys[0], _resp.command(b"EVAL", SADD_SCRIPT, len(keys), *keys, *members))
+                for keys, members in groups.values()]
         self._check(adds, (yield adds))
         return None
 
@@ -153,26 +188,41 @@ class SimhashLogic:
     def query_op(self, fps: np.ndarray) -> Op:
         """For each fp, [(id, distance)] within k: every bucket of the batch
         fetched in one round trip, distances checked here."""
-        per_fp = [self.bucket_keys(fp) for fp in fps.tolist()]
-        unique = list(dict.fromkeys(key for keys in per_fp for key in keys))
-        reqs = [Request(key, _resp.command(b"SMEMBERS", key)) for key in unique]
-        contents = dict(zip(unique, self._check(reqs, (yield reqs))))
-        out: List[List[Tuple[Hashable, int]]] = []
-        for fp, keys in zip(fps.tolist(), per_fp):
-            found: Dict[bytes, int] = {}
-            members = [m for key in keys for m in contents[key]]
-            if members:
-                cand = np.frombuffer(b"".join(m[:8] for m in members), dtype=">u8")
-                x = cand ^ np.uint64(fp)
-                dist = np.zeros(len(members), dtype=np.uint8)
-                for byte in x.astype("<u8").view(np.uint8).reshape(-1, 8).T:
-                    dist += _POPCOUNT8[byte]
-                for m, d in zip(members, dist.tolist()):
-                    if d <= self.k:
-                        found[m[8:]] = d
-            res = [(decode_id(e), d) for e, d in found.items()]
-            res.sort(key=_sort_key)
-            out.append(res)
+        fp_list = fps.tolist()
+        per_fp = [self.bucket_keys(fp) for fp in fp_list]
+        groups: Dict[bytes, Dict[bytes, None]] = {}
+        for keys in per_fp:
+            for key in keys:
+                groups.setdefault(_tag(key), {})[key] = None
+        reqs = [Request(next(iter(group)), _resp.command(b"EVAL", FETCH_SCRIPT, len(group),
+                                                          *group))
+                for group in groups.values()]
+        contents: Dict[bytes, List[bytes]] = {}
+        for group, sets in zip(groups.values(), self._check(reqs, (yield reqs))):
+            contents.update(zip(group, sets))
+        # every (query, member) pair at once: distances by a byte popcount table
+        owner: List[int] = []
+        members: List[bytes] = []
+        for q, keys in enumerate(per_fp):
+            for key in keys:
+                got = contents[key]
+                if got:
+                    members.extend(got)
+                    owner.extend([q] * len(got))
+        out: List[List[Tuple[Hashable, int]]] = [[] for _ in fp_list]
+        if members:
+            cand = np.frombuffer(b"".join(m[:8] for m in members), dtype=">u8").astype(np.uint64)
+            x = cand ^ fps[np.array(owner, dtype=np.int64)]
+            dist = _POPCOUNT8[x.view(np.uint8)].reshape(-1, 8).sum(axis=1)
+            hits = np.flatnonzero(dist <= self.k)
+            found: List[Dict[bytes, int]] = [{} for _ in fp_list]
+            for h, d in zip(hits.tolist(), dist[hits].tolist()):
+                found[owner[h]][members[h][8:]] = d
+            for q, f in enumerate(found):
+                if f:
+                    res = [(decode_id(e), d) for e, d in f.items()]
+                    res.sort(key=_sort_key)
+                    out[q] = res
         return out
 
 
