@@ -623,6 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
     from crawldedup import _near_dups
     _near_dups.add_parser(commands)
 
+    from crawldedup.recrawl import cli as recrawl_cli
+    recrawl_cli.add_parsers(commands)
+
     info = commands.add_parser(
         "info", help="describe a state file",
         description="Print the parameters, layout, fill ratio, estimated count and current "
@@ -652,6 +655,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from crawldedup import _near_dups
             stdin = sys.stdin.buffer if sys.stdin is not None else None
             return _near_dups.run(args, sys.stdout, err, stdin)
+        if args.command in ("due", "record"):
+            from crawldedup.recrawl import cli as recrawl_cli
+            stdin = sys.stdin.buffer if sys.stdin is not None else None
+            return recrawl_cli.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
         parser.print_usage(err)

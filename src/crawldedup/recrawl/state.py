@@ -1,0 +1,757 @@
+"""RecrawlState: what a crawler knows about the pages it fetched before.
+
+Per canonical URL it keeps the HTTP validators (ETag, Last-Modified,
+Content-Length), a digest of the content (of the body, or of the extracted
+text when given), its 64-bit SimHash, the fetch history (first seen, last
+fetched, last changed, fetch and change counts) and a change-rate estimate,
+from which it schedules the next fetch.
+
+>>> import tempfile, os
+>>> from crawldedup.recrawl import RecrawlState, Verdict
+>>> path = os.path.join(tempfile.mkdtemp(), "recrawl.db")
+>>> state = RecrawlState(path)
+>>> state.record("https://example.com/a", 200, {"ETag": '"v1"'}, body=b"<p>hello</p>", now=0)
+<Verdict.NEW: 'new'>
+>>> state.conditional_headers("https://example.com/a")
+{'If-None-Match': '"v1"'}
+>>> state.record("https://example.com/a", 304, {}, now=3600)
+<Verdict.NOT_MODIFIED: 'not_modified'>
+>>> state.record("https://example.com/a", 200, {"ETag": '"v2"'}, body=b"<p>bye</p>", now=7200)
+<Verdict.CHANGED: 'changed'>
+>>> state.close()
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping
+from email.utils import mktime_tz, parsedate_tz
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from crawldedup._kernel import hash128
+from crawldedup.fingerprint import canonicalize_url
+from crawldedup.recrawl.schedule import (
+    PRIOR_WEIGHT,
+    ChangeRatePolicy,
+    NutchPolicy,
+    Policy,
+    estimate_rate,
+    hist_bin,
+    hist_rates,
+    marginal,
+    solve_mu,
+)
+from crawldedup.recrawl.stores import (
+    HOST_FIELDS,
+    PAGE_FIELDS,
+    RecrawlStore,
+    open_recrawl_store,
+)
+from crawldedup.simhash import hamming, simhash_many
+
+_H = {name: i for i, name in enumerate(HOST_FIELDS)}
+_P = {name: i for i, name in enumerate(PAGE_FIELDS)}
+
+#: A host's validator is ignored once it lied at least LIE_MIN times and in at
+#: least LIE_SHARE of the fetches that could check it.
+LIE_MIN = 2
+LIE_SHARE = 0.5
+
+
+class Verdict(str, enum.Enum):
+    """What a fetch found, compared with the page's previous version."""
+
+    NEW = "new"                        #: first fetch of this URL
+    NOT_MODIFIED = "not_modified"      #: a 304 answer to a conditional request
+    UNCHANGED = "unchanged"            #: same digest as before
+    NEAR_DUPLICATE = "near_duplicate"  #: SimHash within k bits: a counter, an ad, a date
+    CHANGED = "changed"                #: different content
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class PageState(NamedTuple):
+    """What the state holds about one URL (times in seconds since the epoch)."""
+
+    url: str
+    host: str
+    etag: Optional[str]
+    last_modified: Optional[str]
+    content_length: Optional[int]
+    digest: Optional[bytes]
+    simhash: Optional[int]
+    first_seen: float
+    last_fetched: float
+    last_changed: float
+    fetches: int
+    changes: int
+    t_changed: float
+    t_unchanged: float
+    rate: float
+    interval: float
+    due_at: float
+
+
+class _Fetch(NamedTuple):
+    key: str
+    host: str
+    status: int
+    etag: Optional[str]
+    last_modified: Optional[str]
+    content_length: Optional[int]
+    digest: Optional[bytes]
+    text: Optional[str]
+    at: float
+    bad_date: bool
+    bad_length: bool
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _header_value(url: str, name: str, value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return ""
+        value = value[-1]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"header {name!r} of {url!r} has non-ASCII bytes: "
+                             f"{bytes(value)[:80]!r}") from None
+    if isinstance(value, str):
+        if not value.isascii():
+            raise ValueError(f"header {name!r} of {url!r} has non-ASCII characters: "
+                             f"{value[:80]!r}")
+        return value.strip()
+    raise TypeError(f"header {name!r} of {url!r} must be str or bytes, got "
+                    f"{type(value).__name__}")
+
+
+_WANTED = {"etag": "etag", "last-modified": "last_modified", "content-length": "content_length"}
+
+
+def _validators(url: str, headers: Any) -> Dict[str, str]:
+    """ETag, Last-Modified and Content-Length from a headers mapping (str or
+    bytes keys, any case, values str/bytes or lists of them, Scrapy's
+    Headers included) or a list of (name, value) pairs."""
+    found: Dict[str, str] = {}
+    if headers is None:
+        return found
+    if type(headers) is dict:
+        items: Iterable[Any] = headers.items()
+    elif isinstance(headers, Mapping) or hasattr(headers, "items"):
+        items = headers.items()
+    elif isinstance(headers, (list, tuple)):
+        items = headers
+    else:
+        raise TypeError(f"headers of {url!r} must be a mapping or a list of (name, value) "
+                        f"pairs, got {type(headers).__name__}")
+    for pair in items:
+        try:
+            name, value = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"headers of {url!r}: {pair!r} is not a (name, value) "
+                            f"pair") from None
+        if isinstance(name, (bytes, bytearray)):
+            try:
+                name = bytes(name).decode("ascii")
+            except UnicodeDecodeError:
+                raise ValueError(f"a header name of {url!r} has non-ASCII bytes: "
+                                 f"{bytes(name)[:80]!r}") from None
+        elif not isinstance(name, str):
+            raise TypeError(f"header names of {url!r} must be str or bytes, got "
+                            f"{type(name).__name__}")
+        field = _WANTED.get(name.lower())
+        if field is not None:
+            found[field] = _header_value(url, name, value)
+    return found
+
+
+_IMF_FIXDATE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-3][0-9]) "
+    r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([0-9]{4}) "
+    r"([0-2][0-9]):([0-5][0-9]):([0-6][0-9]) GMT")
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"))}
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_http_date(value: str) -> Optional[float]:
+    """Seconds since the epoch of an HTTP date (RFC 9110 IMF-fixdate, or the
+    obsolete RFC 850 and asctime forms); None when it cannot be parsed.
+
+    >>> parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT")
+    784111777.0
+    >>> parse_http_date("yesterday") is None
+    True
+    """
+    m = _IMF_FIXDATE.fullmatch(value)
+    if m is not None:
+        import calendar
+        day, month, year, hh, mm, ss = m.groups()
+        try:
+            return float(calendar.timegm((int(year), _MONTHS[month], int(day), int(hh),
+                                          int(mm), int(ss), 0, 0, 0)))
+        except (ValueError, OverflowError):
+            return None
+    try:
+        parts = parsedate_tz(value)
+        if parts is None:
+            return None
+        stamp = float(mktime_tz(parts))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    return stamp if math.isfinite(stamp) else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _hostname(netloc: str) -> str:
+    """The host of a URL's netloc, lower-case, with its port when it has one
+    (two servers on one machine are two sites)."""
+    try:
+        parts = urlsplit("//" + netloc)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return ""
+    return host if port is None else f"{host}:{port}"
+
+
+def _digest_bytes(value: Any, where: str) -> bytes:
+    if isinstance(value, str):
+        try:
+            data = bytes.fromhex(value)
+        except ValueError:
+            raise ValueError(f"{where}: digest must be 32 hex digits or 16 bytes, got "
+                             f"{value[:80]!r}") from None
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise TypeError(f"{where}: digest must be a hex str or bytes, got "
+                        f"{type(value).__name__}")
+    if len(data) != 16:
+        raise ValueError(f"{where}: digest must be 16 bytes (32 hex digits), got "
+                         f"{len(data)} bytes")
+    return data
+
+
+class RecrawlState:
+    """Validators, content digests, change verdicts and a re-crawl schedule.
+
+    ``store``: a :class:`~crawldedup.recrawl.stores.RecrawlStore`, a SQLite
+    path (the embedded default), or a ``redis://`` URL or ``redis.Redis``
+    client (``prefix=`` names its keys).  ``policy``:
+    :class:`ChangeRatePolicy` (default) or :class:`NutchPolicy`.  ``k``: the
+    largest SimHash distance of a near duplicate.  ``canonical``: key pages by
+    their canonical URL (crawldedup.canonicalize_url).
+    ``near_duplicate_is_change``: whether a near duplicate counts as a change
+    for the change-rate estimate (default: no, a counter is not news).
+    """
+
+    def __init__(self, store: Any, *, policy: Optional[Policy] = None, k: int = 3,
+                 canonical: bool = True, near_duplicate_is_change: bool = False,
+                 **store_options: Any) -> None:
+        if policy is None:
+            policy = ChangeRatePolicy()
+        if not isinstance(policy, (ChangeRatePolicy, NutchPolicy)):
+            raise TypeError(f"policy must be a ChangeRatePolicy or a NutchPolicy, got "
+                            f"{type(policy).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 32:
+            raise ValueError(f"k must be an integer in [0, 32], got {k!r}")
+        self.policy = policy
+        self.k = k
+        self.canonical = bool(canonical)
+        self.near_duplicate_is_change = bool(near_duplicate_is_change)
+        self.store: RecrawlStore = open_recrawl_store(store, **store_options)
+        #: counts of this process: verdicts, bad dates and lengths, lies
+        self.stats: Counter = Counter()
+        meta = self.store.get_meta()
+        self._mu = float(meta.get("mu", getattr(policy, "initial_mu", 3600.0)))
+        if isinstance(policy, ChangeRatePolicy) and policy.budget_per_day is not None \
+                and "mu" not in meta:
+            self._update_mu(policy.budget_per_day / 86400.0)
+
+    def __repr__(self) -> str:
+        return f"RecrawlState({self.store!r}, policy={self.policy!r})"
+
+    def __enter__(self) -> "RecrawlState":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    # ------------------------------------------------------------ lookups
+
+    def key(self, url: Any) -> str:
+        """The key of a URL in the state: its canonical form (with
+        ``canonical=True``), else the URL itself."""
+        if isinstance(url, (bytes, bytearray)):
+            try:
+                url = bytes(url).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"url is not UTF-8: {bytes(url)[:80]!r}") from None
+        if not isinstance(url, str):
+            raise TypeError(f"url must be str or bytes, got {type(url).__name__}")
+        if not url.strip():
+            raise ValueError("url is empty")
+        if self.canonical:
+            try:
+                return canonicalize_url(url)
+            except ValueError:
+                return url
+        return url
+
+    @staticmethod
+    def _host(key: str) -> str:
+        start = key.find("://")
+        if start < 0:
+            return ""
+        start += 3
+        end = len(key)
+        for sep in "/?#":
+            cut = key.find(sep, start)
+            if 0 <= cut < end:
+                end = cut
+        return _hostname(key[start:end])
+
+    def get(self, url: Any) -> Optional[PageState]:
+        """What the state holds about ``url``, or None."""
+        key = self.key(url)
+        row = self.store.get_pages([key]).get(key)
+        return None if row is None else self._page_state(row)
+
+    @staticmethod
+    def _page_state(row: Sequence[Any]) -> PageState:
+        values = list(row)
+        if values[_P["simhash"]] is not None:
+            values[_P["simhash"]] &= (1 << 64) - 1
+        return PageState(*values)
+
+    def host_stats(self, host: str) -> Dict[str, Any]:
+        """A host's pooled statistics, its pooled change rate, and whether its
+        ETag and Last-Modified are trusted."""
+        stats = self.store.get_hosts([host]).get(host, [0.0] * len(HOST_FIELDS))
+        out: Dict[str, Any] = dict(zip(HOST_FIELDS, stats))
+        out["rate"] = float(self._host_rates([stats])[0])
+        out["etag_trusted"] = self._trusted(stats, "etag")
+        out["last_modified_trusted"] = self._trusted(stats, "lm")
+        return out
+
+    @staticmethod
+    def _trusted(stats: Sequence[float], which: str) -> bool:
+        lies = stats[_H[f"{which}_lies"]]
+        checks = stats[_H[f"{which}_checks"]]
+        return not (lies >= LIE_MIN and lies >= LIE_SHARE * checks)
+
+    def _host_rates(self, stats: Sequence[Sequence[float]]) -> np.ndarray:
+        if not stats:
+            return np.zeros(0)
+        arr = np.asarray(stats, dtype=np.float64)
+        prior = getattr(self.policy, "prior_rate", 1.0 / (7 * 86400.0))
+        weight = getattr(self.policy, "prior_weight", PRIOR_WEIGHT)
+        return estimate_rate(arr[:, _H["changes"]], arr[:, _H["t_changed"]],
+                             arr[:, _H["t_unchanged"]], arr[:, _H["intervals"]] + 1.0,
+                             prior, weight)
+
+    def conditional_headers(self, url: Any) -> Dict[str, str]:
+        """``If-None-Match`` / ``If-Modified-Since`` for a conditional GET of a
+        known URL (empty for an unknown one, and without the validators its
+        host was caught lying about)."""
+        key = self.key(url)
+        row = self.store.get_pages([key]).get(key)
+        if row is None:
+            return {}
+        host = self.store.get_hosts([row[_P["host"]]]).get(row[_P["host"]])
+        out: Dict[str, str] = {}
+        etag, lm = row[_P["etag"]], row[_P["last_modified"]]
+        if etag and (host is None or self._trusted(host, "etag")):
+            out["If-None-Match"] = etag
+        if lm and (host is None or self._trusted(host, "lm")):
+            out["If-Modified-Since"] = lm
+        return out
+
+    def head_says_unchanged(self, url: Any, headers: Any) -> bool:
+        """The seed's HEAD strategy: does a HEAD answer say the page is the
+        version already recorded?  Trusted validators decide first (ETag, then
+        Last-Modified); without them, an equal Content-Length does.  False for
+        an unknown URL or when nothing can be compared."""
+        key = self.key(url)
+        found = _validators(key, headers)
+        row = self.store.get_pages([key]).get(key)
+        if row is None:
+            return False
+        host = self.store.get_hosts([row[_P["host"]]]).get(row[_P["host"]])
+        old_etag, old_lm = row[_P["etag"]], row[_P["last_modified"]]
+        if old_etag and found.get("etag") and (host is None or self._trusted(host, "etag")):
+            return bool(found["etag"] == old_etag)
+        if old_lm and found.get("last_modified") and (host is None
+                                                      or self._trusted(host, "lm")):
+            return bool(found["last_modified"] == old_lm)
+        length = found.get("content_length", "")
+        old_length = row[_P["content_length"]]
+        if length.isdigit() and old_length is not None:
+            return int(length) == old_length
+        return False
+
+    # ------------------------------------------------------------ recording
+
+    def record(self, url: Any, status: Any, headers: Any = None, body: Any = None,
+               text: Optional[str] = None, *, digest: Any = None,
+               now: Optional[float] = None) -> Verdict:
+        """Record one response and return its verdict.
+
+        ``status``: 2xx (a page; give its ``body``, its extracted ``text``,
+        or a ``digest`` of either: 16 bytes or 32 hex digits) or 304 (after a
+        conditional request for a known URL).  ``now``: the fetch time
+        (default: the clock).  Bad input raises ValueError/TypeError naming it;
+        an unparseable Last-Modified or Content-Length is counted in
+        ``stats`` and ignored.
+        """
+        fetch = {"url": url, "status": status, "headers": headers, "body": body, "text": text,
+                 "digest": digest, "time": now}
+        return self.record_many([fetch])[0]
+
+    def _parse(self, i: int, item: Any, clock: float) -> _Fetch:
+        if type(item) is not dict and not isinstance(item, Mapping):
+            raise TypeError(f"fetches[{i}] must be a mapping with url, status, headers and "
+                            f"body, text or digest; got {type(item).__name__}")
+        if "url" not in item or item["url"] is None:
+            raise ValueError(f"fetches[{i}]: url is missing")
+        try:
+            key = self.key(item["url"])
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"fetches[{i}]: {exc}") from None
+        status = item.get("status")
+        if status is None:
+            raise ValueError(f"fetches[{i}] ({key}): status is missing")
+        if isinstance(status, bool) or not isinstance(status, (int, np.integer)):
+            raise TypeError(f"fetches[{i}] ({key}): status must be an int, got "
+                            f"{type(status).__name__}")
+        status = int(status)
+        if not (200 <= status < 300 or status == 304):
+            raise ValueError(f"fetches[{i}] ({key}): status must be 2xx or 304, got {status} "
+                             f"(record only pages and 304s)")
+        at = item.get("time")
+        if at is None:
+            at = clock
+        elif isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+            raise ValueError(f"fetches[{i}] ({key}): time must be a finite number of "
+                             f"seconds, got {at!r}")
+        try:
+            found = _validators(key, item.get("headers"))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"fetches[{i}]: {exc}") from None
+        etag = found.get("etag") or None
+        lm = found.get("last_modified") or None
+        bad_date = False
+        if lm is not None and parse_http_date(lm) is None:
+            lm, bad_date = None, True
+        length: Optional[int] = None
+        bad_length = False
+        if "content_length" in found:
+            if found["content_length"].isdigit():
+                length = int(found["content_length"])
+            else:
+                bad_length = True
+        body, text, digest = item.get("body"), item.get("text"), item.get("digest")
+        data: Optional[bytes] = None
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"fetches[{i}] ({key}): text must be str, got "
+                            f"{type(text).__name__}")
+        if body is not None:
+            if isinstance(body, str):
+                raise TypeError(f"fetches[{i}] ({key}): body must be bytes (give a str as "
+                                f"text=)")
+            if not isinstance(body, (bytes, bytearray, memoryview)):
+                raise TypeError(f"fetches[{i}] ({key}): body must be bytes, got "
+                                f"{type(body).__name__}")
+            data = bytes(body)
+            if length is None:
+                length = len(data)
+        fp: Optional[bytes] = None
+        if digest is not None:
+            fp = _digest_bytes(digest, f"fetches[{i}] ({key})")
+        elif text is not None:
+            fp = hash128(text).to_bytes(16, "little")
+        elif data is not None:
+            fp = hash128(data).to_bytes(16, "little")
+        elif status != 304:
+            raise ValueError(f"fetches[{i}] ({key}): a {status} needs body, text or digest")
+        if text is None and data is not None and digest is None:
+            text = data.decode("utf-8", "replace")
+        return _Fetch(key, self._host(key), status, etag, lm, length, fp,
+                      text, float(at), bad_date, bad_length)
+
+    def record_many(self, fetches: Iterable[Mapping[str, Any]]) -> List[Verdict]:
+        """Record a batch of responses in one transaction; returns their
+        verdicts in order.  Each fetch is a mapping with ``url``, ``status``,
+        and optionally ``headers``, ``body``, ``text``, ``digest`` and
+        ``time`` (as for :meth:`record`).  Every fetch is checked before
+        anything is recorded."""
+        if isinstance(fetches, Mapping):
+            raise TypeError("record_many takes an iterable of fetches (mappings), not one "
+                            "mapping; use record() for one")
+        clock = time.time()
+        parsed = [self._parse(i, item, clock) for i, item in enumerate(fetches)]
+        if not parsed:
+            return []
+        keys = [f.key for f in parsed]
+        stored = self.store.get_pages(keys)
+        known = set(stored)
+        for i, f in enumerate(parsed):
+            if f.status == 304 and f.key not in known:
+                raise ValueError(f"fetches[{i}] ({f.key}): a 304 for a URL the state has no "
+                                 f"version of (was the request conditional?)")
+            known.add(f.key)
+        texts = [f.text for f in parsed if f.text is not None]
+        sims = iter(simhash_many(texts).tolist()) if texts else iter(())
+        simhashes = [next(sims) if f.text is not None else None for f in parsed]
+        hosts = list(dict.fromkeys(f.host for f in parsed))
+        host_stats = self.store.get_hosts(hosts)
+        deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
+        hist: Dict[int, int] = {}
+        rows: Dict[str, List[Any]] = {}
+        changed_flags: Dict[str, Optional[bool]] = {}
+        old_rates: Dict[str, float] = {}
+        verdicts: List[Verdict] = []
+        nutch = isinstance(self.policy, NutchPolicy)
+        nutch_rows: Dict[str, Tuple[Optional[float], Optional[bool], float, Optional[str]]] = {}
+        k = self.k
+        for f, sim in zip(parsed, simhashes):
+            delta = deltas[f.host]
+            if f.bad_date:
+                delta[_H["bad_dates"]] += 1
+                self.stats["bad_dates"] += 1
+            if f.bad_length:
+                delta[_H["bad_lengths"]] += 1
+                self.stats["bad_lengths"] += 1
+            row = rows.get(f.key)
+            if row is None and f.key in stored:
+                row = list(stored[f.key])
+                rows[f.key] = row
+                old_rates[f.key] = row[_P["rate"]]
+            if row is None:
+                verdict = Verdict.NEW
+                row = [f.key, f.host, f.etag, f.last_modified, f.content_length, f.digest,
+                       None if sim is None else _signed64(sim), f.at, f.at, f.at, 1, 0,
+                       0.0, 0.0, 0.0, 0.0, f.at]
+                rows[f.key] = row
+                changed_flags[f.key] = None
+                nutch_rows[f.key] = (None, None, f.at, f.last_modified)
+                verdicts.append(verdict)
+                self.stats[verdict.value] += 1
+                continue
+            old_digest = row[_P["digest"]]
+            if f.status == 304:
+                verdict = Verdict.NOT_MODIFIED
+                if f.etag is not None:
+                    row[_P["etag"]] = f.etag
+                if f.last_modified is not None:
+                    row[_P["last_modified"]] = f.last_modified
+            else:
+                old_sim = row[_P["simhash"]]
+                if old_digest is not None and f.digest == old_digest:
+                    verdict = Verdict.UNCHANGED
+                elif (old_sim is not None and sim is not None
+                      and hamming(old_sim & ((1 << 64) - 1), sim) <= k):
+                    verdict = Verdict.NEAR_DUPLICATE
+                else:
+                    verdict = Verdict.CHANGED
+                same = verdict is Verdict.UNCHANGED
+                moved = verdict is Verdict.CHANGED
+                for which, field, new in (("lm", _P["last_modified"], f.last_modified),
+                                          ("etag", _P["etag"], f.etag)):
+                    old = row[field]
+                    if old is not None and new is not None and old_digest is not None:
+                        delta[_H[f"{which}_checks"]] += 1
+                        if (new != old and same) or (new == old and moved):
+                            delta[_H[f"{which}_lies"]] += 1
+                            self.stats[f"{which}_lies"] += 1
+                row[_P["etag"]] = f.etag
+                row[_P["last_modified"]] = f.last_modified
+                row[_P["content_length"]] = f.content_length
+                row[_P["digest"]] = f.digest
+                if sim is not None and (old_sim is None or verdict is Verdict.CHANGED
+                                        or (verdict is Verdict.NEAR_DUPLICATE
+                                            and self.near_duplicate_is_change)):
+                    row[_P["simhash"]] = _signed64(sim)
+            changed = verdict is Verdict.CHANGED or (
+                verdict is Verdict.NEAR_DUPLICATE and self.near_duplicate_is_change)
+            interval = f.at - row[_P["last_fetched"]]
+            if interval > 0:
+                if changed:
+                    row[_P["changes"]] += 1
+                    row[_P["t_changed"]] += interval
+                    delta[_H["changes"]] += 1
+                    delta[_H["t_changed"]] += interval
+                else:
+                    row[_P["t_unchanged"]] += interval
+                    delta[_H["t_unchanged"]] += interval
+                delta[_H["intervals"]] += 1
+            elif changed:
+                row[_P["changes"]] += 1
+            if changed:
+                row[_P["last_changed"]] = f.at
+            nutch_rows[f.key] = (row[_P["interval"]] or None, changed, f.at,
+                                 row[_P["last_modified"]])
+            row[_P["last_fetched"]] = max(row[_P["last_fetched"]], f.at)
+            row[_P["fetches"]] += 1
+            changed_flags[f.key] = changed
+            verdicts.append(verdict)
+            self.stats[verdict.value] += 1
+        # Rates and due times of the final rows, with each host's pooled rate
+        # (its stored sums plus this batch's) as the prior.
+        host_rates = dict(zip(hosts, self._host_rates([
+            [a + b for a, b in zip(host_stats.get(h, [0.0] * len(HOST_FIELDS)), deltas[h])]
+            for h in hosts]).tolist()))
+        final = sorted(rows.values())  # in key order: the B-tree is walked left to right
+        prior = np.array([host_rates[r[_P["host"]]] for r in final])
+        arr = np.array([(r[_P["changes"]], r[_P["t_changed"]], r[_P["t_unchanged"]],
+                         r[_P["fetches"]]) for r in final], dtype=np.float64)
+        rates = estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], prior,
+                              getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
+        if nutch:
+            assert isinstance(self.policy, NutchPolicy)
+            for r in final:
+                old_interval, changed, at, lm = nutch_rows[r[0]]
+                modified = parse_http_date(lm) if (changed and lm) else None
+                r[_P["interval"]], r[_P["due_at"]] = self.policy.next(
+                    old_interval, changed, at, modified)
+        else:
+            assert isinstance(self.policy, ChangeRatePolicy)
+            intervals = self.policy.intervals(rates, self._mu)
+            due = np.array([r[_P["last_fetched"]] for r in final]) + intervals
+            for r, iv, d in zip(final, intervals.tolist(), due.tolist()):
+                r[_P["interval"]], r[_P["due_at"]] = iv, d
+        new_bins = hist_bin(rates).tolist()
+        for r, rate, b in zip(final, rates.tolist(), new_bins):
+            r[_P["rate"]] = rate
+            hist[b] = hist.get(b, 0) + 1
+        if old_rates:
+            for b in hist_bin(np.array(list(old_rates.values()))).tolist():
+                hist[b] = hist.get(b, 0) - 1
+        self.store.commit([tuple(r) for r in final], deltas, hist)
+        return verdicts
+
+    # ------------------------------------------------------------ scheduling
+
+    def _update_mu(self, budget: float) -> None:
+        """Solve the Lagrange multiplier that spends ``budget`` fetches per
+        second over the estimated rates (the rate histogram), and save it."""
+        assert isinstance(self.policy, ChangeRatePolicy)
+        counts = self.store.histogram()
+        if counts.sum() > 0:
+            self._mu = solve_mu(hist_rates(), budget, self.policy.min_interval,
+                                self.policy.max_interval, counts)
+            self.store.set_meta({"mu": self._mu})
+
+    def due(self, now: Optional[float] = None, limit: int = 1000, *,
+            per_host: Optional[int] = None, lease: Optional[float] = None,
+            fill: bool = False) -> List[str]:
+        """Up to ``limit`` URLs to fetch now, best first.
+
+        With the change-rate policy they are the URLs whose scheduled time
+        has come, ranked by the expected freshness gained by fetching them now
+        (a page that changes faster than it can be kept fresh gains little);
+        with Nutch's, the most overdue first.  ``per_host``: at most that many
+        URLs of one host.  ``lease``: push the returned URLs' due time ``lease``
+        seconds ahead, so a second call before they are recorded does not
+        return them again.  ``fill``: when fewer than ``limit`` URLs are due,
+        top up with those due soonest (a crawler with spare capacity).
+        """
+        if now is None:
+            now = time.time()
+        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+            raise ValueError(f"now must be a finite number of seconds, got {now!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be an integer >= 0, got {limit!r}")
+        if per_host is not None and (isinstance(per_host, bool) or not isinstance(per_host, int)
+                                     or per_host < 1):
+            raise ValueError(f"per_host must be an integer >= 1 or None, got {per_host!r}")
+        if lease is not None and (isinstance(lease, bool) or not isinstance(lease, (int, float))
+                                  or not lease > 0 or not math.isfinite(lease)):
+            raise ValueError(f"lease must be a positive number of seconds or None, got "
+                             f"{lease!r}")
+        if limit == 0:
+            return []
+        policy = self.policy
+        if isinstance(policy, ChangeRatePolicy):
+            budget = None if policy.budget_per_day is None else policy.budget_per_day / 86400.0
+            if budget is None:
+                meta = self.store.get_meta()
+                last = meta.get("last_due")
+                estimate = meta.get("budget")
+                if last is not None and now > last:
+                    observed = limit / (now - last)
+                    estimate = observed if estimate is None else 0.8 * estimate + 0.2 * observed
+                self.store.set_meta({"last_due": now, **({} if estimate is None
+                                                         else {"budget": estimate})})
+                budget = estimate
+            if budget is not None:
+                self._update_mu(budget)
+        wanted = limit * (8 if per_host is not None else 4) + 64
+        chosen: List[str] = []
+        per: Dict[str, int] = {}
+        seen: set = set()
+        for until in ((now, float("inf")) if fill else (now,)):
+            candidates = [c for c in self.store.due_candidates(float(until), wanted + len(seen))
+                          if c[0] not in seen]
+            seen.update(c[0] for c in candidates)
+            for url, host in self._ranked(candidates, now):
+                if per_host is not None:
+                    if per.get(host, 0) >= per_host:
+                        continue
+                    per[host] = per.get(host, 0) + 1
+                chosen.append(url)
+                if len(chosen) >= limit:
+                    break
+            if len(chosen) >= limit:
+                break
+        if lease is not None and chosen:
+            self.store.set_due([(url, now + lease) for url in chosen])
+        return chosen
+
+    def _ranked(self, candidates: List[Tuple[Any, ...]], now: float) -> List[Tuple[str, str]]:
+        """Candidates best first: by expected freshness gain now (rates
+        re-estimated with their hosts' current pooled rates) for the
+        change-rate policy, most overdue first for Nutch's."""
+        if not candidates:
+            return []
+        if not isinstance(self.policy, ChangeRatePolicy):
+            return [(c[0], c[1]) for c in candidates]
+        hosts = list(dict.fromkeys(c[1] for c in candidates))
+        stats = self.store.get_hosts(hosts)
+        host_rate = dict(zip(hosts, self._host_rates(
+            [stats.get(h, [0.0] * len(HOST_FIELDS)) for h in hosts]).tolist()))
+        arr = np.array([c[2:] for c in candidates], dtype=np.float64)
+        rates = estimate_rate(arr[:, 3], arr[:, 4], arr[:, 5], arr[:, 6],
+                              np.array([host_rate[c[1]] for c in candidates]),
+                              self.policy.prior_weight)
+        gains = marginal(rates, now - arr[:, 0])
+        order = np.argsort(-gains, kind="stable").tolist()
+        return [(candidates[i][0], candidates[i][1]) for i in order]
+
+    def count_due(self, now: Optional[float] = None) -> int:
+        """How many URLs are due at ``now``."""
+        return self.store.count_due(time.time() if now is None else float(now))
+
+
+__all__ = ["RecrawlState", "Verdict", "PageState", "parse_http_date", "LIE_MIN", "LIE_SHARE"]

@@ -1,0 +1,30 @@
+"""Scrapy integration: ``pip install 'crawldedup[scrapy]'``.
+
+The names are imported when first used, so importing this package does not
+import Scrapy.  ``RecrawlMiddleware``: see docs/recrawl.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict
+
+# public name -> module (relative to this package) that defines it
+_EXPORTS: Dict[str, str] = {
+    "RecrawlMiddleware": ".recrawl",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> Any:
+    return sorted(set(globals()) | set(_EXPORTS))
