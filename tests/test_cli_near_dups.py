@@ -225,3 +225,130 @@ def test_info_describes_an_index(tmp_path):
     run = crawldedup_cli("info", tmp_path / "docs.idx")
     assert run.returncode == 0, run.stderr
     assert b"kind: SimHash index" in run.stdout and b"k=4, entries=7" in run.stdout
+
+
+# ------------------------------------------- documents without features (issue 11, 16)
+
+FEATURELESS = ["", "   ", "!!!", "... --- ...", "\u3002\uff01", "\t()[]{}", "\u2014 \u2014"]
+
+
+def featureless_docs(n):
+    return [(f"blank{i}", FEATURELESS[i % len(FEATURELESS)]) for i in range(n)]
+
+
+def mixed_corpus(n_blank=300):
+    docs = corpus(n_base=15) + featureless_docs(n_blank)
+    random.Random(5).shuffle(docs)
+    return docs
+
+
+def test_featureless_documents_are_left_out_and_counted(tmp_path):
+    docs = mixed_corpus()
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    index = tmp_path / "docs.idx"
+    run = crawldedup_cli("near-dups", path, "--index", index)
+    assert run.returncode == 0, run.stderr
+    got = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    with_features = [d for d in docs if not d[0].startswith("blank")]
+    assert sorted((p["a"], p["b"], p["distance"]) for p in got) == \
+        sorted(brute_force_pairs(with_features, 3))
+    assert b"300 documents without features" in run.stderr
+    assert f"{len(docs)} documents,".encode() in run.stderr
+    assert len(crawldedup.SimhashIndex.load(index)) == len(with_features)
+
+
+def test_include_featureless_pairs_them_as_before(tmp_path):
+    docs = mixed_corpus(n_blank=40)
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    run = crawldedup_cli("near-dups", path, "--include-featureless")
+    assert run.returncode == 0, run.stderr
+    got = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    expected = brute_force_pairs(docs, 3)
+    assert sorted((p["a"], p["b"], p["distance"]) for p in got) == sorted(expected)
+    assert sum(1 for a, b, _ in expected if a.startswith("blank") and b.startswith("blank")) \
+        == 40 * 39 // 2
+    assert b"without features" not in run.stderr
+
+
+def components(docs, k):
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for a, b, _ in brute_force_pairs(docs, k):
+        parent[find(b)] = find(a)
+    groups = {}
+    for x in parent:
+        groups.setdefault(find(x), set()).add(x)
+    return sorted(sorted(g) for g in groups.values())
+
+
+def test_clusters_of_identical_documents_without_n_squared_pairs(tmp_path, monkeypatch):
+    """A group of n identical documents is joined in about n steps, and the
+    clusters are still exactly the connected components."""
+    import io
+    from crawldedup import _near_dups, cli
+    base = corpus(n_base=12)
+    same = [(f"same{i}", base[0][1]) for i in range(600)]  # near copies of base[0] too
+    docs = base + same + featureless_docs(50)
+    random.Random(9).shuffle(docs)
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    unions = []
+    real_union = _near_dups._Clusters.union
+
+    def counting_union(self, a, b):
+        unions.append((a, b))
+        return real_union(self, a, b)
+    monkeypatch.setattr(_near_dups._Clusters, "union", counting_union)
+    for flags, expected_docs in ((["--include-featureless"], docs),
+                                 ([], [d for d in docs if not d[0].startswith("blank")])):
+        unions.clear()
+        args = cli.build_parser().parse_args(["near-dups", str(path), "--format", "clusters",
+                                              *flags])
+        out, err = io.StringIO(), io.StringIO()
+        assert _near_dups.run(args, out, err, None) == 0
+        clusters = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert sorted(sorted(c["members"]) for c in clusters) == components(expected_docs, 3)
+        # 650 identical documents would be 210,925 pairs; each joins once.
+        assert len(unions) < len(docs) + 200
+        position = {ident: i for i, (ident, _) in enumerate(docs)}
+        for c in clusters:
+            assert c["members"] == sorted(c["members"], key=position.__getitem__)
+            assert c["representative"] == c["members"][0] and c["size"] == len(c["members"])
+
+
+def test_clusters_with_an_index_of_earlier_runs(tmp_path):
+    docs = corpus(n_base=20, copies=2)
+    same = [(f"same{i}", docs[0][1]) for i in range(30)]
+    first, second = docs[:30] + same[:10], docs[30:] + same[10:]
+    write_jsonl(tmp_path / "a.jsonl", first)
+    write_jsonl(tmp_path / "b.jsonl", second)
+    index = tmp_path / "docs.idx"
+    assert crawldedup_cli("near-dups", tmp_path / "a.jsonl", "--index", index).returncode == 0
+    run = crawldedup_cli("near-dups", tmp_path / "b.jsonl", "--index", index,
+                         "--format", "clusters")
+    assert run.returncode == 0, run.stderr
+    clusters = [json.loads(line) for line in run.stdout.decode().splitlines()]
+    # The components of the pairs with at least one document of this run.
+    later = {ident for ident, _ in second}
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for a, b, _ in brute_force_pairs(first + second, 3):
+        if a in later or b in later:
+            parent[find(b)] = find(a)
+    groups = {}
+    for x in parent:
+        groups.setdefault(find(x), set()).add(x)
+    assert sorted(sorted(c["members"]) for c in clusters) == \
+        sorted(sorted(g) for g in groups.values())
+    assert any(len(c["members"]) >= 30 for c in clusters)
+    assert len(crawldedup.SimhashIndex.load(index)) == len(first) + len(second)

@@ -1,7 +1,8 @@
 """The state of ``crawldedup urls --exact``: URL digests, no false positives.
 
 A URL's digest is the MD5 of its bytes (the input line, i.e. the URL's UTF-8
-encoding): 16 bytes, the seeds' scheme (``crawldedup.fpset.url_digest``).
+encoding; with --canonical, of its canonical form): 16 bytes, the seeds' scheme
+(``crawldedup.url_fingerprint(url, canonical=False)``, in a compiled batch).
 
 Two places to keep them:
 
@@ -18,7 +19,8 @@ Two places to keep them:
   crawlers sharing one database print each URL once between them.  ``--state``
   then names the local lock and pending journal.
 
-The object mimics the part of BloomFilter that the command uses.
+It is a ``crawldedup._url_state.UrlState``: the command computes each chunk's
+digests once (``keys``) and hands them to the lookup and the insert.
 """
 
 from __future__ import annotations
@@ -30,23 +32,31 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 from crawldedup import _files
+from crawldedup._url_state import UrlState
 from crawldedup.errors import CrawldedupError
-from crawldedup.fpset import FingerprintSet, url_digests
+from crawldedup._kernel import url_digests_fast
+from crawldedup.fingerprint import url_fingerprints
+from crawldedup.fpset import FingerprintSet
 
 LOG_LIMIT = 64 << 20
 DIGEST_SIZE = 16
+# Digests are random: each insert transaction touches pages all over the
+# table's B-tree and commits every page it touched, so a big table costs a
+# page written per row inserted unless a transaction holds many rows.  Read
+# up to 8 MiB of URLs (about 90,000) per batch when the input has them.
+DB_READ_SIZE = 8 << 20
+# --db: digests known to be in the database, kept in memory (27 bytes each at
+# most) to skip repeats; emptied past this many.
+KNOWN_LIMIT = 8_000_000
 
 
-class ExactState:
+def flag_list(names: List[str]) -> str:
+    """'--a', '--a and --b', '--a, --b and --c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+class ExactState(UrlState):
     """Exact URL state for the command line (see the module docstring)."""
-
-    exact = True  # the command prints only what add_many reports as new
-    # Neutral values for the Bloom filter summary the command prints.
-    fill_ratio = 0.0
-    insert_count = 0
-    capacity = 1
-    estimated_error_rate = 0.0
-    error_rate = 0.0
 
     def __init__(self, path: str, args: argparse.Namespace, err: IO[str]) -> None:
         self.path = path
@@ -57,7 +67,8 @@ class ExactState:
         ignored = [f"--{name.replace('_', '-')}" for name in ("capacity", "error_rate", "layout")
                    if getattr(args, name, None) is not None]
         if ignored:
-            err.write(f"crawldedup: note: {' '.join(ignored)} only apply to Bloom filter "
+            verb = "applies" if len(ignored) == 1 else "apply"
+            err.write(f"crawldedup: note: {flag_list(ignored)} only {verb} to Bloom filter "
                       f"states; ignored with --exact/--db\n")
         if self.db:
             from crawldedup.stores import open_store
@@ -67,6 +78,13 @@ class ExactState:
                 raise CrawldedupError(str(exc)) from None
             except ValueError as exc:
                 raise CrawldedupError(f"--db {self.db!r}: {exc}") from None
+            # The store's insert-if-absent is atomic and reports what it
+            # added; the lookup before it is local: the digests this run
+            # knows to be in the database (it added or met them), so that
+            # repeats never reach the database.  Big batches.
+            self.read_size = DB_READ_SIZE
+            self.known = FingerprintSet(DIGEST_SIZE)
+            self.contains_many = self.known.contains_many
             return
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -82,6 +100,7 @@ class ExactState:
                                       f"--exact uses {DIGEST_SIZE}-byte MD5 digests")
         else:
             self.fps = FingerprintSet(DIGEST_SIZE)
+        self.contains_many = self.fps.contains_many
         log_path = path + ".log"
         self._log = open(log_path, "a+b")
         self._log.seek(0)
@@ -93,18 +112,25 @@ class ExactState:
             self._log.truncate(whole)
         self._log.seek(0, os.SEEK_END)
 
-    def contains_many(self, urls: List[bytes]) -> np.ndarray:
-        digests = url_digests(urls)
-        if self.store is not None:
-            return self.store.contains_many(digests)  # type: ignore[no-any-return]
-        assert self.fps is not None
-        return self.fps.contains_many(digests)
+    def keys(self, lines: List[Any]) -> np.ndarray:
+        """The MD5 digests of the lines (of their canonical forms with
+        --canonical), computed once per chunk: ``url_fingerprints(lines,
+        canonical=False)``, through its batch kernel (without the GIL, on
+        several threads for big chunks)."""
+        digests = url_digests_fast(lines)
+        if None in digests:  # not for lines read (bytes) nor canonical forms (str)
+            digests = url_fingerprints(lines, canonical=False)
+        return np.frombuffer(b"".join(digests), dtype=f"S{DIGEST_SIZE}")
 
-    def add_many(self, urls: List[bytes]) -> np.ndarray:
-        """Record the URLs; True where this call added them."""
-        digests = url_digests(urls)
+    def add_many(self, digests: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        """Record the digests (in the log first, or in the database); True
+        where this call added them."""
         if self.store is not None:
-            return self.store.add_many(digests)  # type: ignore[no-any-return]
+            added = self.store.add_many(digests)
+            if len(self.known) > KNOWN_LIMIT:
+                self.known.clear()  # only a cache: the database decides
+            self.known.add_many(digests)
+            return added  # type: ignore[no-any-return]
         assert self.fps is not None and self._log is not None
         self._log.write(digests.tobytes())
         self._log.flush()
@@ -119,8 +145,7 @@ class ExactState:
         self._log.seek(0)
         self._log.truncate()
 
-    @property
-    def detail(self) -> str:
+    def describe(self) -> str:
         if self.store is not None:
             return f"exact, {len(self.store)} URLs in {self.store!r}"
         assert self.fps is not None

@@ -88,3 +88,7 @@ FingerprintTable = impl.FingerprintTable
 fp_hash = impl.fp_hash
 FP_MAX_DIGEST_SIZE: int = impl.FP_MAX_DIGEST_SIZE
 __all__ += ["FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]
+
+# ---- lines ----
+split_lines = impl.split_lines
+__all__ += ["split_lines"]

@@ -15,7 +15,15 @@ Output, one JSON object a line on standard output:
 * ``--format clusters``: connected components of the pairs, each
   ``{"representative": ID, "members": [ID, ...], "size": N}`` with the
   earliest document first (it is the representative), clusters in the order
-  of their representatives.
+  of their representatives.  Documents with identical fingerprints join their
+  group through its first member: a group of n identical documents costs n
+  steps, never the n * (n - 1) / 2 pairs that join them.
+
+Documents without features (empty, or only spaces and punctuation: no word
+character) all have fingerprint 0, and would all be near duplicates of one
+another and of nothing else worth knowing.  They are left out (not paired, not
+added to the index) and counted on standard error; ``--include-featureless``
+treats them as any other document.
 """
 
 from __future__ import annotations
@@ -23,9 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from typing import IO, Any, BinaryIO, Dict, Hashable, Iterator, List, Optional, Tuple
 
+import numpy as np
+
 BATCH = 4096
+# A document has features when it has a word character (the "auto"
+# tokenizer keeps re's \w characters); without, its fingerprint is 0.
+_WORD = re.compile(r"\w")
 
 
 class BadLine(Exception):
@@ -74,10 +88,21 @@ def _documents(name: str, source: BinaryIO, args: argparse.Namespace,
             continue
         ident = doc[args.id_field]
         if isinstance(ident, bool) or not isinstance(ident, (str, int)):
-            yield where, BadLine(f"{where}: id {ident!r} is a JSON {_json_type(ident)}; ids "
-                                 f"must be strings or integers"), None
+            yield where, BadLine(f"{where}: id {_json(ident)} is a JSON {_json_type(ident)}; "
+                                 f"ids must be strings or integers"), None
             continue
         yield where, ident, text
+
+
+def _json(value: Any) -> str:
+    """value as JSON, as the user wrote it (true, null, "x"), shortened."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 document', '2 documents'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _json_type(value: Any) -> str:
@@ -116,12 +141,19 @@ class _Clusters:
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
+    from crawldedup import _files
     from crawldedup.errors import CrawldedupError
     from crawldedup.index import SimhashIndex
     from crawldedup.simhash import simhash_many
 
     index_path = os.path.abspath(args.index) if args.index else None
     if index_path and os.path.exists(index_path):
+        from crawldedup.cli import file_kind
+        kind = file_kind(index_path)
+        if kind != _files.KIND_INDEX:
+            name = _files.KIND_NAMES.get(kind, f"kind {kind}")
+            raise CrawldedupError(f"the index {args.index!r} holds a {name}, not a SimHash "
+                                  f"index; give another --index path")
         index = SimhashIndex.load(index_path)
         if args.k is not None and args.k != index.k:
             raise CrawldedupError(f"the index {args.index!r} was built for k={index.k}; "
@@ -133,7 +165,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     # (in the loaded index) come before all of this run's.
     order: Dict[Hashable, int] = {}
     clusters = _Clusters() if args.format == "clusters" else None
-    counts = {"documents": 0, "skipped": 0, "pairs": 0}
+    counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0}
+    # --format clusters: the first document of this run with each fingerprint
+    # (the others of its group join the cluster through it).
+    first_with: Dict[int, Hashable] = {}
+    distinct = SimhashIndex(index.k)  # this run's distinct fingerprints (ids = themselves)
+    run_ids: List[Any] = []
+    run_fps: List[Any] = []
     bar = _progress(err)
 
     def bad(problem: BadLine) -> None:
@@ -146,7 +184,21 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         if not batch:
             return
         ids = [ident for _, ident, _ in batch]
-        fps = simhash_many([text for _, _, text in batch])
+        texts = [text for _, _, text in batch]
+        fps = simhash_many(texts)
+        if bar is not None:
+            bar.update(len(batch))
+        if not args.include_featureless and not fps.all():
+            keep = [fp != 0 or _WORD.search(text) is not None
+                    for fp, text in zip(fps.tolist(), texts)]
+            counts["featureless"] += keep.count(False)
+            ids = [ident for ident, kept in zip(ids, keep) if kept]
+            fps = fps[np.array(keep, dtype=bool)]
+            if not ids:
+                return
+        if clusters is not None:
+            cluster(ids, fps)  # added to the index at the end
+            return
         index.add_many(ids, fps)
         offsets, found, distances = index.query_many(fps)
         found_list, dist_list = found.tolist(), distances.tolist()
@@ -157,13 +209,42 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 if other == ident or order.get(other, -1) > mine:
                     continue  # itself, or a later document (its own query finds this pair)
                 counts["pairs"] += 1
-                if clusters is not None:
-                    clusters.union(other, ident)
-                else:
-                    out.write(json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
-                                         ensure_ascii=False) + "\n")
-        if bar is not None:
-            bar.update(len(batch))
+                out.write(json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
+                                     ensure_ascii=False) + "\n")
+
+    def cluster(ids: List[Any], fps: Any) -> None:
+        """Join the documents to the clusters of their near duplicates.  A
+        document whose fingerprint an earlier one of this run had joins that
+        one; the first with each fingerprint is looked up among the distinct
+        fingerprints of this run (so a big group of identical documents is
+        one entry there) and in the index of earlier runs."""
+        assert clusters is not None
+        run_ids.extend(ids)
+        run_fps.append(fps)
+        asked_ids, asked_fps = [], []
+        for ident, fp in zip(ids, fps.tolist()):
+            if fp in first_with:
+                clusters.union(first_with[fp], ident)
+            else:
+                first_with[fp] = ident
+                asked_ids.append(ident)
+                asked_fps.append(fp)
+        if not asked_ids:
+            return
+        asked = np.array(asked_fps, dtype=np.uint64)
+        distinct.add_many(asked, asked)  # id = fingerprint
+        offsets, found, _ = distinct.query_many(asked)
+        found_list = found.tolist()
+        for i, ident in enumerate(asked_ids):
+            for j in range(int(offsets[i]), int(offsets[i + 1])):
+                if found_list[j] != asked_fps[i]:
+                    clusters.union(first_with[found_list[j]], ident)
+        if earlier:
+            offsets, found, _ = index.query_many(asked)
+            found_list = found.tolist()
+            for i, ident in enumerate(asked_ids):
+                for j in range(int(offsets[i]), int(offsets[i + 1])):
+                    clusters.union(found_list[j], ident)
 
     sources = args.files or ["-"]
     try:
@@ -184,7 +265,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 for where, ident, text in _documents(label, source, args, first):
                     if not isinstance(ident, BadLine) and (ident in order
                                                            or _stored(index, ident)):
-                        ident = BadLine(f"{where}: id {ident!r} was already given"
+                        ident = BadLine(f"{where}: id {_json(ident)} was already given"
                                         + ("" if ident in order else " (in the index)"))
                     if isinstance(ident, BadLine):
                         if not args.skip_bad:
@@ -216,14 +297,23 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             out.write(json.dumps({"representative": group[0], "members": group,
                                   "size": len(group)}, ensure_ascii=False) + "\n")
     out.flush()
+    if run_ids:
+        index.add_many(run_ids, np.concatenate(run_fps))
     if index_path:
         index.save(index_path)
-    summary = (f"crawldedup: {counts['documents']} documents, {counts['pairs']} near-duplicate "
-               f"pairs within distance {index.k}")
     if clusters is not None:
-        summary += f" in {len(groups)} clusters"
+        summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
+                   f"{_count(sum(len(g) for g in groups), 'near duplicate')} within distance "
+                   f"{index.k} in {_count(len(groups), 'cluster')}")
+    else:
+        summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
+                   f"{_count(counts['pairs'], 'near-duplicate pair')} within distance "
+                   f"{index.k}")
+    if counts["featureless"]:
+        summary += (f", {_count(counts['featureless'], 'document')} without features (empty or "
+                    f"no word character) left out (--include-featureless pairs them)")
     if counts["skipped"]:
-        summary += f", {counts['skipped']} bad lines skipped"
+        summary += f", {_count(counts['skipped'], 'bad line')} skipped"
     if index_path:
         summary += f"; index {args.index} holds {len(index)}"
     err.write(summary + "\n")
@@ -270,6 +360,10 @@ def add_parser(commands: Any) -> None:
                       help="print pairs (default) or clusters (connected components)")
     near.add_argument("--skip-bad", action="store_true",
                       help="report and skip malformed lines instead of stopping at the first")
+    near.add_argument("--include-featureless", action="store_true",
+                      help="pair documents without features (empty, or no word character: "
+                           "fingerprint 0) like any other; by default they are left out and "
+                           "counted")
     near.add_argument("--index", metavar="PATH",
                       help="a SimhashIndex file: loaded first when it exists (its documents "
                            "count as earlier ones), saved with this run's documents at the end")

@@ -128,8 +128,41 @@ def optimal_parameters(capacity: int, error_rate: float,
             f"supported, so error_rate must be at least 1e-19")
     if m > MAX_NUM_BITS:
         raise ValueError(
-            f"capacity {n} at error_rate {p!r} needs {m} bits; at most 2**62 are supported")
+            f"capacity {n} at error_rate {p!r} needs {m} bits ({format_size(m / 8)}); at most "
+            f"2**62 are supported")
     return m, k
+
+
+def format_size(nbytes: float) -> str:
+    """A byte count for people: '512 bytes', '1.5 MiB', '109.1 TiB'."""
+    size = float(nbytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} PiB"  # pragma: no cover
+
+
+def physical_memory() -> Optional[int]:
+    """Bytes of RAM of this machine, or None where the OS does not say."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(capacity: int, error_rate: float, num_bits: int) -> None:
+    """ValueError naming capacity and the memory needed when an in-memory
+    filter of num_bits bits could not fit in this machine's RAM (instead of
+    a MemoryError or OSError from the allocation, or the whole machine
+    swapping)."""
+    need = nbytes_for(num_bits)
+    ram = physical_memory()
+    if ram is not None and need > ram:
+        raise ValueError(
+            f"capacity {capacity:,} at error_rate {error_rate!r} needs {format_size(need)} of "
+            f"memory ({num_bits:,} bits); this machine has {format_size(ram)}: lower capacity, "
+            f"raise error_rate, or keep the filter in a file (BloomFilter.open)")
 
 
 class BloomFilter(BloomBits, MappedHandle):
@@ -162,6 +195,7 @@ class BloomFilter(BloomBits, MappedHandle):
         error_rate = _check_error_rate(error_rate)
         seed = _checks.check_seed(seed)
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
+        check_memory(capacity, error_rate, num_bits)
         self._capacity = capacity
         self._error_rate = error_rate
         self._init_bits(num_bits, num_hashes, seed, None, layout)

@@ -9,10 +9,14 @@ Guarantees:
 * The state is a memory-mapped file, updated in place as URLs are printed: a
   URL printed as new is recorded before it is printed, so no later run prints
   it as new again, even after ``kill -9``.
-* No URL is lost either: the URLs of the chunk being recorded and printed are
-  kept in ``STATE.pending`` until they are printed; a run that was killed, or
-  whose output was closed early (``| head``), leaves them there and the next
-  run prints them first (at-least-once delivery for that chunk).
+* Every new URL is written to the output: the URLs of the chunk being
+  recorded and written are kept in ``STATE.pending`` until they are written;
+  a run that was killed, or whose output was closed early, leaves them there
+  and the next run writes them first (at-least-once delivery for that
+  chunk).  URLs already written into a pipe whose reader exits before
+  reading them (``| head``) are lost with the pipe, up to one pipe buffer:
+  a consumer that needs every URL reads the output to its end or writes it
+  to a file (README, "The command line").
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
 * One ``crawldedup urls`` at a time uses a state file (a lock file beside
   it); a second one exits with an error.
@@ -30,19 +34,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
+from itertools import compress
 from types import FrameType
-from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
 
 from crawldedup import _files
+from crawldedup._kernel import canonicalize_urls_fast, split_lines
+from crawldedup._url_state import BloomState
 from crawldedup._version import __version__
 from crawldedup.bloom import LAYOUTS, BloomFilter
 from crawldedup.errors import CrawldedupError
 
 DEFAULT_CAPACITY = 10_000_000
 DEFAULT_ERROR_RATE = 0.01
-READ_SIZE = 1 << 16
 
 
 class UsageError(Exception):
@@ -85,57 +94,91 @@ class _SignalGuard:
 
 
 class _StateLock:
-    """An exclusive lock on ``PATH.lock``, held while a command uses PATH."""
+    """An exclusive lock on ``PATH.lock``, held while a command uses PATH.
+
+    The lock file is removed when the command ends.  A process that opened
+    the lock file just before its holder removed it would lock a file no
+    longer at that path: after locking, each process checks that the path
+    still names the file it locked, and otherwise tries again."""
 
     def __init__(self, state_path: str) -> None:
         self.path = state_path + ".lock"
         self._fd: Optional[int] = None
 
     def __enter__(self) -> "_StateLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if sys.platform == "win32":
-                import msvcrt
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise CrawldedupError(
-                f"the state file {self.path[:-5]!r} is in use by another crawldedup process "
-                f"(lock {self.path!r})") from None
-        self._fd = fd
-        return self
+        for _ in range(100):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if sys.platform == "win32":
+                    import msvcrt
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                else:
+                    import fcntl
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise CrawldedupError(
+                    f"the state file {self.path[:-5]!r} is in use by another crawldedup "
+                    f"process (lock {self.path!r})") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                self._fd = fd
+                return self
+            os.close(fd)  # removed by its last holder meanwhile: lock the new one
+        raise CrawldedupError(f"cannot lock {self.path!r}: it keeps being replaced")
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
+            if sys.platform != "win32":  # Windows cannot remove an open file
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
             os.close(self._fd)  # closing releases the lock
             self._fd = None
+            if sys.platform == "win32":
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
 
 
-def _lines(source: BinaryIO) -> Iterator[List[bytes]]:
+def _lines(source: BinaryIO, read_size: int) -> Iterator[List[bytes]]:
     """Chunks of stripped, non-blank lines, as soon as input is available."""
     pending = b""
     read = getattr(source, "read1", source.read)
     while True:
-        data = read(READ_SIZE)
+        data = read(read_size)
         if not data:
             break
-        data = pending + data
-        cut = data.rfind(b"\n") + 1
-        pending = data[cut:]
-        chunk = [line.strip() for line in data[:cut].split(b"\n")]
-        chunk = [line for line in chunk if line]
+        if pending:
+            data = pending + data
+        chunk, used = split_lines(data, False)
+        pending = data[used:]
         if chunk:
             yield chunk
-    last = pending.strip()
+    last, _ = split_lines(pending, True)
     if last:
-        yield [last]
+        yield last
 
 
 class _OutputFailed(Exception):
     pass
+
+
+def file_kind(path: str) -> int:
+    """The kind of crawldedup file at path (``_files.KIND_*``); CorruptFileError
+    for a file that is not one."""
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    return _files.parse_header(head, os.path.getsize(path), path).kind
+
+
+def _kind_name(kind: int) -> str:
+    return _files.KIND_NAMES.get(kind, f"file of unknown kind {kind}")
 
 
 def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
@@ -148,6 +191,10 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
         with open(path, "rb") as f:
             head = f.read(_files.HEADER_SIZE)
         header = _files.parse_header(head, os.path.getsize(path), path)
+    if header is not None and header.kind not in (_files.KIND_BLOOM, _files.KIND_ROTATING):
+        raise CrawldedupError(
+            f"{path!r} holds a {_kind_name(header.kind)}; crawldedup urls keeps a Bloom filter "
+            f"there (with --exact, a fingerprint set): use another --state path")
     if rotating_asked or (header is not None and header.kind == _files.KIND_ROTATING):
         return _open_rotating(path, header, args, err)
     if header is not None:
@@ -214,6 +261,8 @@ def _duration(text: str) -> float:
     """Seconds in '3600', '90s', '15m', '12h', '7d', '2w' or a sum like '1d12h'."""
     import re
     spec = text.strip().lower()
+    if spec.startswith("-"):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
     try:
         seconds = float(spec)
     except ValueError:
@@ -237,7 +286,7 @@ def _format_duration(seconds: float) -> str:
 
 def _generations(text: str) -> int:
     from crawldedup.rotating import MAX_GENERATIONS, MIN_GENERATIONS
-    value = _positive_int(text)
+    value = _integer(text)
     if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
         raise argparse.ArgumentTypeError(
             f"must be in [{MIN_GENERATIONS}, {MAX_GENERATIONS}], got {value}")
@@ -249,82 +298,230 @@ class _Journal:
     ``STATE.pending`` until they are printed.  A run killed in between (or
     whose output failed) left them recorded as seen but maybe not printed: the
     next run prints them first.  Written without fsync: it guards against a
-    killed process, whose writes the OS keeps, not against power loss."""
+    killed process, whose writes the OS keeps, not against power loss.
+
+    The file is empty while nothing is pending: ``hold`` writes a chunk at
+    its start, ``release`` truncates it (one system call each)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.file = open(path, "a+b")
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        self.dirty = True  # what an earlier run left: truncated before the first hold
 
     def pending(self) -> List[bytes]:
-        self.file.seek(0)
-        data = self.file.read()
+        size = os.fstat(self.fd).st_size
+        data = _read_at(self.fd, size, 0)
         if not data.endswith(b"\n"):  # killed while writing it: nothing recorded yet
             data = data[:data.rfind(b"\n") + 1]
-        return [line for line in data.split(b"\n") if line]
+        # Unique: a chunk may hold a URL twice (the first one counted).
+        return list(dict.fromkeys(line for line in data.split(b"\n") if line))
 
     def hold(self, urls: List[bytes]) -> None:
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(b"\n".join(urls) + b"\n")
-        self.file.flush()
+        if self.dirty:
+            os.ftruncate(self.fd, 0)
+        data = b"\n".join(urls) + b"\n"
+        self.dirty = True
+        _write_at(self.fd, data, 0)
 
     def release(self) -> None:
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.flush()
+        os.ftruncate(self.fd, 0)
+        self.dirty = False
 
     def close(self) -> None:
-        self.file.close()
         try:
-            if os.path.getsize(self.path) == 0:
-                os.unlink(self.path)
-        except OSError:
-            pass
-
-
-def _new_in_chunk(bf: BloomFilter, chunk: List[bytes],
-                  keys: Optional[List[bytes]] = None) -> List[bytes]:
-    """The URLs of chunk not in the filter, each once (by key), in order."""
-    if keys is None:
-        absent = bf.contains_many(chunk).tolist()
-        return list(dict.fromkeys(url for url, seen in zip(chunk, absent) if not seen))
-    absent = bf.contains_many(keys).tolist()
-    fresh: Dict[bytes, bytes] = {}
-    for url, key, seen in zip(chunk, keys, absent):
-        if not seen and key not in fresh:
-            fresh[key] = url
-    return list(fresh.values())
-
-
-def _canonical_keys(strip_tracking: bool) -> Callable[[List[bytes]], List[bytes]]:
-    """--canonical: each URL's key is its canonical form (w3lib's rules, and
-    without tracking parameters with --strip-tracking), as UTF-8.  A line
-    that is not UTF-8 is its own key."""
-    from crawldedup.fingerprint import canonicalize_url
-
-    def keys(urls: List[bytes]) -> List[bytes]:
-        out = []
-        for url in urls:
+            empty = os.fstat(self.fd).st_size == 0
+        finally:
+            os.close(self.fd)
+        if empty:
             try:
-                text = url.decode("utf-8")
-                out.append(canonicalize_url(text, strip_params=strip_tracking or None)
-                           .encode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                out.append(url)
-        return out
-    return keys
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while size > 0:
+        part = os.read(fd, size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        if hasattr(os, "pwrite"):
+            done = os.pwrite(fd, view, offset)
+        else:  # pragma: no cover (Windows)
+            os.lseek(fd, offset, os.SEEK_SET)
+            done = os.write(fd, view)
+        view = view[done:]
+        offset += done
+
+
+SLOW_CACHE = 1 << 16
+
+
+class _Canonical:
+    """--canonical: each URL's key is its canonical form (w3lib's rules, and
+    without tracking parameters with --strip-tracking).  The URLs of the
+    compiled fast path are canonicalized in one batch without the GIL (on
+    several threads for big chunks); the others one by one by w3lib.  A line
+    that has no canonical form (``http://[::1``, a port above 65535) is its
+    own key, as read; ``raw`` counts them.  Keys are str (a Bloom filter
+    hashes them as UTF-8) or, for those lines, bytes."""
+
+    def __init__(self, strip_tracking: bool) -> None:
+        self.strip_params = True if strip_tracking else None
+        self.raw = 0
+        # Canonical forms of recent lines outside the fast path: w3lib takes
+        # 30 times longer than the kernel, and crawls repeat URLs.
+        self.slow: Dict[bytes, Any] = {}
+
+    @staticmethod
+    def _slow(url: bytes) -> Any:
+        """w3lib's canonical form, or the line itself (bytes) when it has none."""
+        from crawldedup.fingerprint import canonicalize_url
+        try:
+            return canonicalize_url(url)
+        except ValueError:
+            return url
+
+    def __call__(self, urls: List[bytes]) -> List[Any]:
+        from crawldedup import fingerprint
+        keys: List[Any]
+        if self.strip_params is None and fingerprint.FAST_PATH:
+            # The batch kernel itself: canonicalize_urls adds two Python
+            # loops over the batch, a third of this mode's time (profiled).
+            keys = canonicalize_urls_fast(urls, False, True)
+            if None in keys:
+                cache = self.slow
+                for i, key in enumerate(keys):
+                    if key is None:
+                        key = cache.get(urls[i])
+                        if key is None:
+                            key = self._slow(urls[i])
+                            if len(cache) >= SLOW_CACHE:
+                                cache.clear()
+                            cache[urls[i]] = key
+                        if isinstance(key, bytes):  # no canonical form: as read
+                            self.raw += 1
+                        keys[i] = key
+            return keys
+        keys = fingerprint.canonicalize_urls(urls, strip_params=self.strip_params,
+                                             errors="none")
+        if None in keys:
+            for i, key in enumerate(keys):
+                if key is None:
+                    keys[i] = urls[i]
+                    self.raw += 1
+        return keys
+
+
+def _take(keys: Any, mask: np.ndarray, as_list: List[bool]) -> Any:
+    """The keys where mask is True (keys: a list, or a numpy array)."""
+    if isinstance(keys, np.ndarray):
+        return keys[mask]
+    return list(compress(keys, as_list))
+
+
+class _Deliverer:
+    """Records chunks of URLs in the state and prints the new ones, in the
+    order that loses none: in the journal first, in the state next, printed
+    then, released from the journal last.  Killed anywhere, no URL is lost,
+    and none printed as new is forgotten."""
+
+    def __init__(self, state: Any, journal: _Journal, canonical: Optional[_Canonical],
+                 out: BinaryIO) -> None:
+        self.state = state
+        self.journal = journal
+        self.canonical = canonical
+        self.out = out
+
+    def keys(self, lines: List[bytes]) -> Any:
+        return self.state.keys(lines if self.canonical is None else self.canonical(lines))
+
+    def chunk(self, lines: List[bytes]) -> int:
+        """Deliver the new URLs of a chunk of input; returns how many."""
+        state = self.state
+        keys = self.keys(lines)
+        seen = state.contains_many(keys)
+        absent = ~seen
+        absent_list = absent.tolist()
+        if all(absent_list):
+            printed = self._deliver(lines, keys)
+        elif any(absent_list):
+            printed = self._deliver(list(compress(lines, absent_list)),
+                                    _take(keys, absent, absent_list))
+        else:
+            printed = 0
+        if state.refresh and printed < len(lines):
+            # Refresh on sight: a URL that keeps coming stays remembered; one
+            # not met for a whole window is forgotten and printed again when
+            # it comes back.
+            state.add_many(keys)
+        return printed
+
+    def replay(self, lines: List[bytes]) -> int:
+        """Print the URLs an interrupted run held (recording them again)."""
+        return self._deliver(lines, self.keys(lines), everything=True)
+
+    def _deliver(self, lines: List[bytes], keys: Any, everything: bool = False) -> int:
+        self.journal.hold(lines)
+        added = self.state.add_many(keys).tolist()
+        if not everything and not all(added):
+            lines = list(compress(lines, added))
+        try:
+            if lines:
+                self.out.write(b"\n".join(lines))
+                self.out.write(b"\n")
+                self.out.flush()
+        except (OSError, ValueError) as exc:
+            raise _OutputFailed(str(exc)) from None
+        self.journal.release()
+        return len(lines)
+
+
+def _check_writable(path: str) -> None:
+    """Refuse a state file that is read-only (no write permission bit, or
+    not writable by this user): every mode updates or replaces it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if os.path.isdir(path):
+        raise CrawldedupError(f"the state {path!r} is a directory; --state names a file")
+    if not (st.st_mode & 0o222) or not os.access(path, os.W_OK):
+        raise CrawldedupError(f"the state file {path!r} is read-only; crawldedup urls "
+                              f"updates its state: make it writable or give another --state")
+
+
+def _open_urls_state(state: str, args: argparse.Namespace, err: IO[str]) -> Any:
+    """The UrlState (see crawldedup._url_state) that --state/--db/--exact ask for."""
+    from crawldedup.redis import cli as redis_cli
+    if redis_cli.is_redis_url(args.state) and not (args.exact or args.db):
+        return redis_cli.RedisState(args.state, args, err)
+    if args.exact or args.db:
+        from crawldedup._exact_state import open_exact
+        return open_exact(state, args, err)
+    return BloomState(_open_state(state, args, err))
 
 
 def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
-    if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
-        raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
-                         "--rotate-every/--generations")
+    _check_urls_args(args)
     from crawldedup.redis import cli as redis_cli
-    in_redis = redis_cli.is_redis_url(args.state)  # the lock and journal stay local
-    state = redis_cli.local_state_path(args.state) if in_redis else os.path.abspath(args.state)
-    if args.strip_tracking and not args.canonical:
-        raise UsageError("--strip-tracking needs --canonical")
-    keyed = _canonical_keys(args.strip_tracking) if args.canonical else None
+    in_redis = redis_cli.is_redis_url(args.state)  # its lock and journal stay local
+    state_path = redis_cli.local_state_path(args.state) if in_redis else \
+        os.path.abspath(args.state)
+    if not args.db and not in_redis:
+        _check_writable(state_path)
+    if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
+        _check_new_state_size(state_path, args)
+    canonical = _Canonical(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
     try:
         for name in args.files or ["-"]:
@@ -336,45 +533,19 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
         raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
 
     read = new = replayed = 0
-
-    def deliver(urls: List[bytes], replaying: bool = False) -> int:
-        # Recorded first (in the journal, then in the filter), printed next,
-        # released last: killed anywhere, no URL is lost and none printed as
-        # new is forgotten.
-        journal.hold(urls)
-        added = bf.add_many(urls if keyed is None else keyed(urls))
-        if getattr(bf, "exact", False) and not replaying:
-            # --exact/--db: print only what this run added (another crawler
-            # sharing the database may have added the rest meanwhile).
-            urls = [url for url, new in zip(urls, added.tolist()) if new]
-        try:
-            if urls:
-                out.write(b"\n".join(urls) + b"\n")
-                out.flush()
-        except (OSError, ValueError) as exc:
-            raise _OutputFailed(str(exc)) from None
-        journal.release()
-        return len(urls)
-
-    with _StateLock(state), _SignalGuard() as guard:
-        if args.exact or args.db:
-            from crawldedup._exact_state import open_exact
-            bf = open_exact(state, args, err)  # type: ignore[assignment]
-        elif in_redis:
-            bf = redis_cli.RedisState(args.state, args, err)  # type: ignore[assignment]
-        else:
-            bf = _open_state(state, args, err)
-        rotating = hasattr(bf, "generations")
-        journal = _Journal(state + ".pending")
+    with _StateLock(state_path), _SignalGuard() as guard:
+        state = _open_urls_state(state_path, args, err)
+        journal = _Journal(state_path + ".pending")
+        deliver = _Deliverer(state, journal, canonical, out)
         try:
             replay = journal.pending()
             if replay:
-                err.write(f"crawldedup: note: printing {len(replay)} URLs that an interrupted "
-                          f"run recorded but may not have printed\n")
-                deliver(replay, replaying=True)
+                err.write(f"crawldedup: note: printing {_count(len(replay), 'URL')} that an "
+                          f"interrupted run recorded but may not have printed\n")
+                deliver.replay(replay)
                 replayed = len(replay)
             for source in sources:
-                chunks = _lines(source)
+                chunks = _lines(source, state.read_size)
                 while guard.signum is None:
                     guard.reading = True
                     try:
@@ -386,15 +557,7 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                     if chunk is None:
                         break
                     read += len(chunk)
-                    keys = None if keyed is None else keyed(chunk)
-                    fresh = _new_in_chunk(bf, chunk, keys)
-                    if fresh:
-                        new += deliver(fresh)
-                    if rotating and len(fresh) < len(chunk):
-                        # Refresh on sight: a URL that keeps coming stays
-                        # remembered; one not met for a whole window is
-                        # forgotten and printed again when it comes back.
-                        bf.add_many(chunk if keys is None else keys)
+                    new += deliver.chunk(chunk)
                 if guard.signum is not None:
                     break
         except _OutputFailed as exc:
@@ -413,28 +576,74 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
             for f in sources:
                 if f is not stdin:
                     f.close()
-            summary = (bf.fill_ratio,
-                       bf.filters[-1].insert_count if rotating else bf.insert_count,
-                       bf.capacity, bf.estimated_error_rate, bf.error_rate)
-            detail = getattr(bf, "detail", None) or f"fill ratio {bf.fill_ratio:.4g}"
-            bf.close()
-            journal.close()
+            try:
+                detail = state.describe()
+                warnings = state.warnings()
+            finally:
+                state.close()
+                journal.close()
 
-    fill, count, capacity, rate_now, rate = summary
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
-    err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}, "
+    raw = ""
+    if canonical is not None and canonical.raw:
+        raw = (f", {_count(canonical.raw, 'line')} not canonicalizable (not UTF-8 or not a "
+               f"URL canonicalize_url accepts) compared as read")
+    err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}{raw}, "
               f"{detail}, state {args.state}\n")
-    if count > capacity:
-        where = "its newest generation holds" if rotating else "the state holds about"
-        err.write(f"crawldedup: warning: {where} {count} URLs, more than "
-                  f"its capacity {capacity}; its false-positive rate is now about "
-                  f"{rate_now:.3g} (asked: {rate}). Start a new state "
-                  f"with a larger --capacity" + (" or rotate more often" if rotating else "")
-                  + ".\n")
+    for warning in warnings:
+        err.write(f"crawldedup: warning: {warning}\n")
     if guard.signum is not None:
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
     return 0
+
+
+def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
+    """Usage errors, before anything is created, for a new Bloom state that
+    the options cannot size (too many hash functions or bits) or that would
+    not fit on the file system that would hold it."""
+    from crawldedup._kernel import nbytes_for
+    from crawldedup.bloom import format_size, optimal_parameters
+
+    capacity = DEFAULT_CAPACITY if args.capacity is None else args.capacity
+    error_rate = DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate
+    rotating = args.rotate_every is not None
+    generations = (2 if args.generations is None else args.generations) if rotating else 1
+    try:
+        num_bits, _ = optimal_parameters(capacity, error_rate / generations,
+                                         args.layout or "standard")
+    except ValueError as exc:
+        flag = "--error-rate" if "hash functions" in str(exc) else "--capacity"
+        value = error_rate if flag == "--error-rate" else capacity
+        raise UsageError(f"{flag} {value}: {exc}") from None
+    need = generations * nbytes_for(num_bits)
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError:
+        return  # a missing folder: opening the state says so
+    if need > free:
+        raise UsageError(
+            f"--capacity {capacity:,} at --error-rate {error_rate:g} needs a "
+            f"{format_size(need)} state file" + (f" ({generations} generations)" if rotating
+                                                  else "")
+            + f"; {os.path.dirname(path)} has {format_size(free)} free")
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 URL', '2 URLs'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _check_urls_args(args: argparse.Namespace) -> None:
+    """Usage errors that argparse cannot see (exit status 2)."""
+    if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
+        raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
+                         "--rotate-every/--generations")
+    if args.strip_tracking and not args.canonical:
+        raise UsageError("--strip-tracking needs --canonical")
+    if args.generations is not None and args.rotate_every is None:
+        raise UsageError("--generations needs --rotate-every: a rotating state forgets a URL "
+                         "after GENERATIONS rotations, and rotates every DURATION")
 
 
 def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
@@ -443,6 +652,10 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
         out.write(redis_cli.describe(args.path))
         return 0
     path = os.path.abspath(args.path)
+    if not os.path.lexists(path):
+        raise CrawldedupError(
+            f"no state file at {path!r} (a crawldedup urls --db state keeps its URLs in the "
+            f"database: its --state path only names a lock and a journal while it runs)")
     with open(path, "rb") as f:
         head = f.read(_files.HEADER_SIZE)
     size = os.path.getsize(path)
@@ -547,6 +760,13 @@ def _composite_loader(kind: int) -> Optional[Any]:
 
 
 def _positive_int(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
     except ValueError:
@@ -557,8 +777,6 @@ def _positive_int(text: str) -> int:
         if not as_float.is_integer():
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         value = int(as_float)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -618,7 +836,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="keep the MD5s in a database instead (implies --exact): "
                            "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
                            "(PostgreSQL, MySQL/MariaDB; pip install 'crawldedup[sql]'); "
-                           "--state then names the local lock and journal; crawlers sharing the database print each URL once")
+                           "--state then names the local lock "
+                           "and journal; crawlers sharing the database print each URL once")
 
     from crawldedup import _near_dups
     _near_dups.add_parser(commands)
@@ -635,13 +854,39 @@ def build_parser() -> argparse.ArgumentParser:
                       help="check the checksum even of a large file (reads it whole)")
     info.add_argument("--repair", action="store_true",
                       help="seal the checksum of a file left open by a killed writer")
+    for command in commands.choices.values():
+        # A usage error found after parsing shows the usage of its command.
+        command.set_defaults(command_parser=command)
     return parser
+
+
+# Options whose value may start with "-" ("--rotate-every -1d"): argparse
+# would take such a value for an option and say "expected one argument".
+_VALUE_OPTIONS = ("--capacity", "--error-rate", "--rotate-every", "--generations", "--k")
+
+
+def _attach_values(argv: Sequence[str]) -> List[str]:
+    """"--rotate-every -1d" -> "--rotate-every=-1d", so that the option's
+    own check reports the value."""
+    out: List[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if (arg in _VALUE_OPTIONS and i + 1 < len(argv) and len(argv[i + 1]) > 1
+                and argv[i + 1][0] == "-" and (argv[i + 1][1].isdigit() or argv[i + 1][1] == ".")):
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)  # exits with status 2 on a usage error
+    args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
+    # (parse_args exits with status 2 on a usage error)
     err = sys.stderr
     try:
         if args.command == "urls":
@@ -661,7 +906,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return recrawl_cli.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
-        parser.print_usage(err)
+        getattr(args, "command_parser", parser).print_usage(err)
         err.write(f"crawldedup: error: {exc}\n")
         return 2
     except (CrawldedupError, OSError) as exc:

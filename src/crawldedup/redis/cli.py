@@ -11,8 +11,7 @@ import os
 import tempfile
 from typing import IO, Any, List
 
-import numpy as np
-
+from crawldedup._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
 SCHEMES = ("redis://", "rediss://")
@@ -40,15 +39,16 @@ def _parts(url: str) -> Any:
     return base, name
 
 
-class RedisState:
-    """The Bloom state of ``crawldedup urls`` in a RedisBloomFilter.
+class RedisState(UrlState):
+    """The Bloom state of ``crawldedup urls`` in a RedisBloomFilter (a
+    UrlState, see crawldedup._url_state).
 
-    ``exact`` tells the command to print only what ``add_many`` reported new
-    (atomically, in Redis): crawlers on several machines sharing the filter
-    print each URL once between them.
+    The command prints only what ``add_many`` reported new -- atomically, in
+    Redis -- so crawlers on several machines sharing the filter print each
+    URL once between them.
     """
 
-    exact = True
+    read_size = 1 << 20  # a round trip per chunk: big chunks
 
     def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
         from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
@@ -81,38 +81,20 @@ class RedisState:
         except ImportError as exc:
             raise CrawldedupError(str(exc)) from None
         self.url = url
-        self.capacity = self.bf.capacity
-        self.error_rate = self.bf.error_rate
-        self._popcount: Any = None
+        self.contains_many = self.bf.contains_many
+        self.add_many = self.bf.add_many
 
-    def contains_many(self, urls: List[bytes]) -> np.ndarray:
-        return self.bf.contains_many(urls)
-
-    def add_many(self, urls: List[bytes]) -> np.ndarray:
-        return self.bf.add_many(urls)
-
-    def _fill(self) -> float:
-        if self._popcount is None:
-            self._popcount = self.bf._popcount()
-        return float(self._popcount) / self.bf.num_bits
-
-    @property
-    def fill_ratio(self) -> float:
-        return self._fill()
-
-    @property
-    def insert_count(self) -> int:
-        self._fill()
-        return self.bf._logic.estimate(self._popcount)
-
-    @property
-    def estimated_error_rate(self) -> float:
-        return self._fill() ** self.bf.num_hashes
-
-    @property
-    def detail(self) -> str:
+    def describe(self) -> str:
         return (f"Redis Bloom filter {self.bf.name!r} at {self.bf.address}, "
-                f"fill ratio {self._fill():.4g}")
+                f"fill ratio {self.bf.fill_ratio:.4g}")
+
+    def warnings(self) -> List[str]:
+        count = self.bf.estimated_count()
+        if count <= self.bf.capacity:
+            return []
+        return [f"the Redis filter holds about {count:,} URLs, more than its capacity "
+                f"{self.bf.capacity:,}; its false-positive rate has grown past "
+                f"{self.bf.error_rate:g}. Start a new one with a larger --capacity."]
 
     def close(self) -> None:
         self.bf.close()

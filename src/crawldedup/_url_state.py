@@ -1,0 +1,95 @@
+"""What ``crawldedup urls`` keeps its URLs in: one small interface, several kinds.
+
+The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
+
+* ``keys(lines)``: the keys of a chunk of input lines (the lines themselves
+  for a Bloom filter, their MD5 digests for an exact state...), computed once
+  per chunk and passed to the two calls below;
+* ``contains_many(keys)`` / ``add_many(keys)``: numpy bool arrays, as
+  BloomFilter's (``add_many``: True where this call added the key, the first
+  of repeats within a call counting as new).  The command looks a chunk up,
+  records the keys not found with ``add_many`` and prints the lines whose
+  keys that call added.  For a state shared by several crawlers (a database)
+  ``add_many`` is the store's atomic insert-if-absent, which alone decides
+  what is new, and ``contains_many`` may answer from what this process knows
+  the store holds (a local cache that saves the round trips for repeats);
+* ``refresh``: True when keys met again are added again so that they stay
+  remembered (a rotating filter);
+* ``read_size``: how many bytes of input the command reads per chunk (a
+  database wants big batches; a local state small ones, for latency);
+* ``describe()`` (the summary line), ``warnings()``, ``close()``.
+
+Each kind of state is one class here or in its own module: Bloom filters and
+rotating Bloom filters (:class:`BloomState`), exact fingerprint sets and
+fingerprint stores (``crawldedup._exact_state.ExactState``).  A new kind
+(another store, say) is one more class and one more branch where the command
+opens its state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List
+
+import numpy as np
+
+LOCAL_READ_SIZE = 1 << 16
+
+
+class UrlState:
+    """The interface (see the module docstring), with the defaults of a
+    local state whose keys are the lines."""
+
+    refresh = False
+    read_size = LOCAL_READ_SIZE
+
+    # Given by every subclass.
+    contains_many: Callable[[Any], np.ndarray]
+    add_many: Callable[[Any], np.ndarray]
+
+    def keys(self, lines: List[bytes]) -> Any:
+        return lines
+
+    def describe(self) -> str:
+        return ""
+
+    def warnings(self) -> List[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def estimated_urls(bf: Any) -> int:
+    """The number of distinct URLs a Bloom filter holds, as ``crawldedup
+    info`` reports it: its estimate from the set bits (``estimated_count``),
+    which counts what every writer added, where ``insert_count`` may not."""
+    return int(bf.estimated_count())
+
+
+class BloomState(UrlState):
+    """A BloomFilter or RotatingBloomFilter used in place in its file."""
+
+    def __init__(self, bf: Any) -> None:
+        self.bf = bf
+        self.rotating = hasattr(bf, "generations")
+        self.refresh = self.rotating
+        self.contains_many = bf.contains_many
+        self.add_many = bf.add_many
+
+    def describe(self) -> str:
+        return f"fill ratio {self.bf.fill_ratio:.4g}"
+
+    def warnings(self) -> List[str]:
+        bf = self.bf
+        newest = bf.filters[-1] if self.rotating else bf
+        count = estimated_urls(newest)
+        if count <= bf.capacity:
+            return []
+        where = "its newest generation holds about" if self.rotating else "the state holds about"
+        return [f"{where} {count:,} URLs, more than its capacity {bf.capacity:,}; its "
+                f"false-positive rate is now about {bf.estimated_error_rate:.3g} (asked: "
+                f"{bf.error_rate:g}). Start a new state with a larger --capacity"
+                + (" or rotate more often" if self.rotating else "") + "."]
+
+    def close(self) -> None:
+        self.bf.close()
