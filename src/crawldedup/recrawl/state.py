@@ -59,6 +59,27 @@ from crawldedup.simhash import hamming, simhash_many
 
 _H = {name: i for i, name in enumerate(HOST_FIELDS)}
 _P = {name: i for i, name in enumerate(PAGE_FIELDS)}
+_P_CHANGES = _P["changes"]
+_P_CONTENT_LENGTH = _P["content_length"]
+_P_DIGEST = _P["digest"]
+_P_DUE_AT = _P["due_at"]
+_P_ETAG = _P["etag"]
+_P_FETCHES = _P["fetches"]
+_P_HOST = _P["host"]
+_P_INTERVAL = _P["interval"]
+_P_LAST_CHANGED = _P["last_changed"]
+_P_LAST_FETCHED = _P["last_fetched"]
+_P_LAST_MODIFIED = _P["last_modified"]
+_P_RATE = _P["rate"]
+_P_SIMHASH = _P["simhash"]
+_P_T_CHANGED = _P["t_changed"]
+_P_T_UNCHANGED = _P["t_unchanged"]
+_H_BAD_DATES = _H["bad_dates"]
+_H_BAD_LENGTHS = _H["bad_lengths"]
+_H_CHANGES = _H["changes"]
+_H_INTERVALS = _H["intervals"]
+_H_T_CHANGED = _H["t_changed"]
+_H_T_UNCHANGED = _H["t_unchanged"]
 
 #: A host's validator is ignored once it lied at least LIE_MIN times and in at
 #: least LIE_SHARE of the fetches that could check it.
@@ -77,6 +98,10 @@ class Verdict(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+_NEW, _NOT_MODIFIED, _UNCHANGED, _NEAR_DUPLICATE, _CHANGED = (
+    Verdict.NEW, Verdict.NOT_MODIFIED, Verdict.UNCHANGED, Verdict.NEAR_DUPLICATE, Verdict.CHANGED)
 
 
 class PageState(NamedTuple):
@@ -149,6 +174,16 @@ def _validators(url: str, headers: Any) -> Dict[str, str]:
     found: Dict[str, str] = {}
     if headers is None:
         return found
+    if type(headers) is dict and all(type(n) is str and type(v) is str
+                                     for n, v in headers.items()):
+        for name, value in headers.items():  # the common case, kept short
+            field = _WANTED.get(name.lower())
+            if field is not None:
+                if not value.isascii():
+                    raise ValueError(f"header {name!r} of {url!r} has non-ASCII characters: "
+                                     f"{value[:80]!r}")
+                found[field] = value.strip()
+        return found
     if type(headers) is dict:
         items: Iterable[Any] = headers.items()
     elif isinstance(headers, Mapping) or hasattr(headers, "items"):
@@ -214,6 +249,9 @@ def parse_http_date(value: str) -> Optional[float]:
     except (TypeError, ValueError, OverflowError, IndexError):
         return None
     return stamp if math.isfinite(stamp) else None
+
+
+_NETLOC = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -321,16 +359,8 @@ class RecrawlState:
 
     @staticmethod
     def _host(key: str) -> str:
-        start = key.find("://")
-        if start < 0:
-            return ""
-        start += 3
-        end = len(key)
-        for sep in "/?#":
-            cut = key.find(sep, start)
-            if 0 <= cut < end:
-                end = cut
-        return _hostname(key[start:end])
+        m = _NETLOC.match(key)
+        return "" if m is None else _hostname(m.group(1))
 
     def get(self, url: Any) -> Optional[PageState]:
         """What the state holds about ``url``, or None."""
@@ -341,8 +371,8 @@ class RecrawlState:
     @staticmethod
     def _page_state(row: Sequence[Any]) -> PageState:
         values = list(row)
-        if values[_P["simhash"]] is not None:
-            values[_P["simhash"]] &= (1 << 64) - 1
+        if values[_P_SIMHASH] is not None:
+            values[_P_SIMHASH] &= (1 << 64) - 1
         return PageState(*values)
 
     def host_stats(self, host: str) -> Dict[str, Any]:
@@ -367,8 +397,8 @@ class RecrawlState:
         arr = np.asarray(stats, dtype=np.float64)
         prior = getattr(self.policy, "prior_rate", 1.0 / (7 * 86400.0))
         weight = getattr(self.policy, "prior_weight", PRIOR_WEIGHT)
-        return estimate_rate(arr[:, _H["changes"]], arr[:, _H["t_changed"]],
-                             arr[:, _H["t_unchanged"]], arr[:, _H["intervals"]] + 1.0,
+        return estimate_rate(arr[:, _H_CHANGES], arr[:, _H_T_CHANGED],
+                             arr[:, _H_T_UNCHANGED], arr[:, _H_INTERVALS] + 1.0,
                              prior, weight)
 
     def conditional_headers(self, url: Any) -> Dict[str, str]:
@@ -379,9 +409,9 @@ class RecrawlState:
         row = self.store.get_pages([key]).get(key)
         if row is None:
             return {}
-        host = self.store.get_hosts([row[_P["host"]]]).get(row[_P["host"]])
+        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
         out: Dict[str, str] = {}
-        etag, lm = row[_P["etag"]], row[_P["last_modified"]]
+        etag, lm = row[_P_ETAG], row[_P_LAST_MODIFIED]
         if etag and (host is None or self._trusted(host, "etag")):
             out["If-None-Match"] = etag
         if lm and (host is None or self._trusted(host, "lm")):
@@ -398,15 +428,15 @@ class RecrawlState:
         row = self.store.get_pages([key]).get(key)
         if row is None:
             return False
-        host = self.store.get_hosts([row[_P["host"]]]).get(row[_P["host"]])
-        old_etag, old_lm = row[_P["etag"]], row[_P["last_modified"]]
+        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
+        old_etag, old_lm = row[_P_ETAG], row[_P_LAST_MODIFIED]
         if old_etag and found.get("etag") and (host is None or self._trusted(host, "etag")):
             return bool(found["etag"] == old_etag)
         if old_lm and found.get("last_modified") and (host is None
                                                       or self._trusted(host, "lm")):
             return bool(found["last_modified"] == old_lm)
         length = found.get("content_length", "")
-        old_length = row[_P["content_length"]]
+        old_length = row[_P_CONTENT_LENGTH]
         if length.isdigit() and old_length is not None:
             return int(length) == old_length
         return False
@@ -433,16 +463,22 @@ class RecrawlState:
         if type(item) is not dict and not isinstance(item, Mapping):
             raise TypeError(f"fetches[{i}] must be a mapping with url, status, headers and "
                             f"body, text or digest; got {type(item).__name__}")
-        if "url" not in item or item["url"] is None:
+        url = item.get("url")
+        if url is None:
             raise ValueError(f"fetches[{i}]: url is missing")
-        try:
-            key = self.key(item["url"])
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"fetches[{i}]: {exc}") from None
+        if not self.canonical and type(url) is str and url and not url[0].isspace() \
+                and not url[-1].isspace():
+            key = url
+        else:
+            try:
+                key = self.key(url)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"fetches[{i}]: {exc}") from None
         status = item.get("status")
         if status is None:
             raise ValueError(f"fetches[{i}] ({key}): status is missing")
-        if isinstance(status, bool) or not isinstance(status, (int, np.integer)):
+        if type(status) is not int and (isinstance(status, bool)
+                                        or not isinstance(status, (int, np.integer))):
             raise TypeError(f"fetches[{i}] ({key}): status must be an int, got "
                             f"{type(status).__name__}")
         status = int(status)
@@ -452,7 +488,9 @@ class RecrawlState:
         at = item.get("time")
         if at is None:
             at = clock
-        elif isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at):
+        elif (type(at) is not float and type(at) is not int) and (
+                isinstance(at, bool) or not isinstance(at, (int, float))) \
+                or not math.isfinite(at):
             raise ValueError(f"fetches[{i}] ({key}): time must be a finite number of "
                              f"seconds, got {at!r}")
         try:
@@ -529,126 +567,126 @@ class RecrawlState:
         deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
         hist: Dict[int, int] = {}
         rows: Dict[str, List[Any]] = {}
-        changed_flags: Dict[str, Optional[bool]] = {}
         old_rates: Dict[str, float] = {}
         verdicts: List[Verdict] = []
         nutch = isinstance(self.policy, NutchPolicy)
         nutch_rows: Dict[str, Tuple[Optional[float], Optional[bool], float, Optional[str]]] = {}
         k = self.k
-        for f, sim in zip(parsed, simhashes):
-            delta = deltas[f.host]
-            if f.bad_date:
-                delta[_H["bad_dates"]] += 1
+        for (f_key, f_host, f_status, f_etag, f_last_modified, f_content_length, f_digest,
+             _text, f_at, f_bad_date, f_bad_length), sim in zip(parsed, simhashes):
+            delta = deltas[f_host]
+            if f_bad_date:
+                delta[_H_BAD_DATES] += 1
                 self.stats["bad_dates"] += 1
-            if f.bad_length:
-                delta[_H["bad_lengths"]] += 1
+            if f_bad_length:
+                delta[_H_BAD_LENGTHS] += 1
                 self.stats["bad_lengths"] += 1
-            row = rows.get(f.key)
-            if row is None and f.key in stored:
-                row = list(stored[f.key])
-                rows[f.key] = row
-                old_rates[f.key] = row[_P["rate"]]
+            row = rows.get(f_key)
+            if row is None and f_key in stored:
+                row = list(stored[f_key])
+                rows[f_key] = row
+                old_rates[f_key] = row[_P_RATE]
             if row is None:
-                verdict = Verdict.NEW
-                row = [f.key, f.host, f.etag, f.last_modified, f.content_length, f.digest,
-                       None if sim is None else _signed64(sim), f.at, f.at, f.at, 1, 0,
-                       0.0, 0.0, 0.0, 0.0, f.at]
-                rows[f.key] = row
-                changed_flags[f.key] = None
-                nutch_rows[f.key] = (None, None, f.at, f.last_modified)
+                verdict = _NEW
+                row = [f_key, f_host, f_etag, f_last_modified, f_content_length, f_digest,
+                       None if sim is None else _signed64(sim), f_at, f_at, f_at, 1, 0,
+                       0.0, 0.0, 0.0, 0.0, f_at]
+                rows[f_key] = row
+                if nutch:
+                    nutch_rows[f_key] = (None, None, f_at, f_last_modified)
                 verdicts.append(verdict)
-                self.stats[verdict.value] += 1
                 continue
-            old_digest = row[_P["digest"]]
-            if f.status == 304:
-                verdict = Verdict.NOT_MODIFIED
-                if f.etag is not None:
-                    row[_P["etag"]] = f.etag
-                if f.last_modified is not None:
-                    row[_P["last_modified"]] = f.last_modified
+            old_digest = row[_P_DIGEST]
+            if f_status == 304:
+                verdict = _NOT_MODIFIED
+                if f_etag is not None:
+                    row[_P_ETAG] = f_etag
+                if f_last_modified is not None:
+                    row[_P_LAST_MODIFIED] = f_last_modified
             else:
-                old_sim = row[_P["simhash"]]
-                if old_digest is not None and f.digest == old_digest:
-                    verdict = Verdict.UNCHANGED
+                old_sim = row[_P_SIMHASH]
+                if old_digest is not None and f_digest == old_digest:
+                    verdict = _UNCHANGED
                 elif (old_sim is not None and sim is not None
                       and hamming(old_sim & ((1 << 64) - 1), sim) <= k):
-                    verdict = Verdict.NEAR_DUPLICATE
+                    verdict = _NEAR_DUPLICATE
                 else:
-                    verdict = Verdict.CHANGED
-                same = verdict is Verdict.UNCHANGED
-                moved = verdict is Verdict.CHANGED
-                for which, field, new in (("lm", _P["last_modified"], f.last_modified),
-                                          ("etag", _P["etag"], f.etag)):
+                    verdict = _CHANGED
+                same = verdict is _UNCHANGED
+                moved = verdict is _CHANGED
+                for which, field, new in (("lm", _P_LAST_MODIFIED, f_last_modified),
+                                          ("etag", _P_ETAG, f_etag)):
                     old = row[field]
                     if old is not None and new is not None and old_digest is not None:
                         delta[_H[f"{which}_checks"]] += 1
                         if (new != old and same) or (new == old and moved):
                             delta[_H[f"{which}_lies"]] += 1
                             self.stats[f"{which}_lies"] += 1
-                row[_P["etag"]] = f.etag
-                row[_P["last_modified"]] = f.last_modified
-                row[_P["content_length"]] = f.content_length
-                row[_P["digest"]] = f.digest
-                if sim is not None and (old_sim is None or verdict is Verdict.CHANGED
-                                        or (verdict is Verdict.NEAR_DUPLICATE
+                row[_P_ETAG] = f_etag
+                row[_P_LAST_MODIFIED] = f_last_modified
+                row[_P_CONTENT_LENGTH] = f_content_length
+                row[_P_DIGEST] = f_digest
+                if sim is not None and (old_sim is None or verdict is _CHANGED
+                                        or (verdict is _NEAR_DUPLICATE
                                             and self.near_duplicate_is_change)):
-                    row[_P["simhash"]] = _signed64(sim)
-            changed = verdict is Verdict.CHANGED or (
-                verdict is Verdict.NEAR_DUPLICATE and self.near_duplicate_is_change)
-            interval = f.at - row[_P["last_fetched"]]
+                    row[_P_SIMHASH] = _signed64(sim)
+            changed = verdict is _CHANGED or (
+                verdict is _NEAR_DUPLICATE and self.near_duplicate_is_change)
+            interval = f_at - row[_P_LAST_FETCHED]
             if interval > 0:
                 if changed:
-                    row[_P["changes"]] += 1
-                    row[_P["t_changed"]] += interval
-                    delta[_H["changes"]] += 1
-                    delta[_H["t_changed"]] += interval
+                    row[_P_CHANGES] += 1
+                    row[_P_T_CHANGED] += interval
+                    delta[_H_CHANGES] += 1
+                    delta[_H_T_CHANGED] += interval
                 else:
-                    row[_P["t_unchanged"]] += interval
-                    delta[_H["t_unchanged"]] += interval
-                delta[_H["intervals"]] += 1
+                    row[_P_T_UNCHANGED] += interval
+                    delta[_H_T_UNCHANGED] += interval
+                delta[_H_INTERVALS] += 1
             elif changed:
-                row[_P["changes"]] += 1
+                row[_P_CHANGES] += 1
             if changed:
-                row[_P["last_changed"]] = f.at
-            nutch_rows[f.key] = (row[_P["interval"]] or None, changed, f.at,
-                                 row[_P["last_modified"]])
-            row[_P["last_fetched"]] = max(row[_P["last_fetched"]], f.at)
-            row[_P["fetches"]] += 1
-            changed_flags[f.key] = changed
+                row[_P_LAST_CHANGED] = f_at
+            if nutch:
+                nutch_rows[f_key] = (row[_P_INTERVAL] or None, changed, f_at,
+                                     row[_P_LAST_MODIFIED])
+            row[_P_LAST_FETCHED] = max(row[_P_LAST_FETCHED], f_at)
+            row[_P_FETCHES] += 1
             verdicts.append(verdict)
-            self.stats[verdict.value] += 1
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
         host_rates = dict(zip(hosts, self._host_rates([
             [a + b for a, b in zip(host_stats.get(h, [0.0] * len(HOST_FIELDS)), deltas[h])]
             for h in hosts]).tolist()))
         final = sorted(rows.values())  # in key order: the B-tree is walked left to right
-        prior = np.array([host_rates[r[_P["host"]]] for r in final])
-        arr = np.array([(r[_P["changes"]], r[_P["t_changed"]], r[_P["t_unchanged"]],
-                         r[_P["fetches"]]) for r in final], dtype=np.float64)
+        prior = np.array([host_rates[r[_P_HOST]] for r in final])
+        arr = np.array([(r[_P_CHANGES], r[_P_T_CHANGED], r[_P_T_UNCHANGED],
+                         r[_P_FETCHES]) for r in final], dtype=np.float64)
         rates = estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], prior,
                               getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
             for r in final:
-                old_interval, changed, at, lm = nutch_rows[r[0]]
-                modified = parse_http_date(lm) if (changed and lm) else None
-                r[_P["interval"]], r[_P["due_at"]] = self.policy.next(
-                    old_interval, changed, at, modified)
+                old_interval, was_changed, at, lm = nutch_rows[r[0]]
+                modified = parse_http_date(lm) if (was_changed and lm) else None
+                r[_P_INTERVAL], r[_P_DUE_AT] = self.policy.next(
+                    old_interval, was_changed, at, modified)
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
             intervals = self.policy.intervals(rates, self._mu)
-            due = np.array([r[_P["last_fetched"]] for r in final]) + intervals
+            due = np.array([r[_P_LAST_FETCHED] for r in final]) + intervals
             for r, iv, d in zip(final, intervals.tolist(), due.tolist()):
-                r[_P["interval"]], r[_P["due_at"]] = iv, d
+                r[_P_INTERVAL], r[_P_DUE_AT] = iv, d
         new_bins = hist_bin(rates).tolist()
         for r, rate, b in zip(final, rates.tolist(), new_bins):
-            r[_P["rate"]] = rate
+            r[_P_RATE] = rate
             hist[b] = hist.get(b, 0) + 1
         if old_rates:
             for b in hist_bin(np.array(list(old_rates.values()))).tolist():
                 hist[b] = hist.get(b, 0) - 1
         self.store.commit([tuple(r) for r in final], deltas, hist)
+        for verdict, count in Counter(verdicts).items():
+            self.stats[verdict.value] += count
         return verdicts
 
     # ------------------------------------------------------------ scheduling

@@ -244,8 +244,11 @@ class SQLiteRecrawlStore(RecrawlStore):
 
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
-        page_sql = (f"INSERT OR REPLACE INTO pages ({', '.join(PAGE_FIELDS)}) VALUES ("
-                    + ",".join("?" * len(PAGE_FIELDS)) + ")")
+        # An upsert updates a known page in place (REPLACE would delete and
+        # re-insert it, touching the B-trees twice).
+        page_sql = (f"INSERT INTO pages ({', '.join(PAGE_FIELDS)}) VALUES ("
+                    + ",".join("?" * len(PAGE_FIELDS)) + ") ON CONFLICT(url) DO UPDATE SET "
+                    + ", ".join(f"{f} = excluded.{f}" for f in PAGE_FIELDS[1:]))
         host_sql = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
                     + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
                     + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS))
@@ -432,7 +435,7 @@ class RedisRecrawlStore(RecrawlStore):
         def work() -> None:
             pipe = self.client.pipeline(transaction=True)
             for row in pages:
-                mapping = {}
+                mapping: Dict[str, Any] = {}
                 for name, value in zip(PAGE_FIELDS[1:], row[1:]):
                     if value is None:
                         mapping[name] = b""

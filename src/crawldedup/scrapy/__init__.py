@@ -1,7 +1,14 @@
 """Scrapy integration: ``pip install 'crawldedup[scrapy]'``.
 
-The names are imported when first used, so importing this package does not
-import Scrapy.  ``RecrawlMiddleware``: see docs/recrawl.md.
+In ``settings.py``::
+
+    REQUEST_FINGERPRINTER_CLASS = "crawldedup.scrapy.RequestFingerprinter"
+    DUPEFILTER_CLASS = "crawldedup.scrapy.DupeFilter"
+    CRAWLDEDUP_DUPEFILTER = "exact"        # or "bloom", "redis"
+
+See docs/scrapy.md; ``RecrawlMiddleware``: see docs/recrawl.md.  The names
+are imported when first used, so importing this package does not import
+Scrapy.
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from typing import Any, Dict
 
 # public name -> module (relative to this package) that defines it
 _EXPORTS: Dict[str, str] = {
+    "RequestFingerprinter": ".fingerprinter",
+    "fingerprint": ".fingerprinter",
+    "DupeFilter": ".dupefilter",
     "RecrawlMiddleware": ".recrawl",
 }
 

@@ -1,0 +1,133 @@
+"""Throughput of RecrawlState on SQLite: record_many + due over 1,000,000 URLs.
+
+Two rounds over N URLs (10,000 hosts), in batches:
+
+1. first crawl: ``record_many`` of every URL (all NEW), batches of 10,000;
+2. re-crawl: ``due(now, 10,000, fill=True)`` then ``record_many`` of the
+   URLs it returned (a third changed, a third unchanged, a third 304) until
+   N re-fetches are recorded.
+
+The peer is what the seed articles do, done as fast as plain sqlite3 allows:
+one table url -> (ETag, Last-Modified, MD5), read the batch's rows, compare,
+upsert them with executemany, in the same batches (no verdict history, no
+rates, no schedule).  Both run in this process one after the other; the
+rates are records per second of wall time and of this process's CPU time
+(the machine may be shared: CPU time is what one core would do).
+
+Run:  PYTHONPATH=src python benchmarks/recrawl_throughput.py [--urls 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sqlite3
+import tempfile
+import time
+
+from crawldedup.recrawl import RecrawlState
+
+BATCH = 10_000
+T0 = 1_700_000_000.0
+
+
+def url_of(i: int) -> str:
+    return f"https://site{i % 10_000}.example.com/articles/{i}.html"
+
+
+def fetch(i: int, round_: int, now: float) -> dict:
+    kind = i % 3 if round_ else -1
+    if kind == 0:
+        return {"url": url_of(i), "status": 304, "headers": {}, "time": now}
+    version = round_ if kind == 1 else 0
+    return {"url": url_of(i), "status": 200, "time": now,
+            "headers": {"ETag": f'"{i}-{version}"',
+                        "Last-Modified": "Tue, 01 Dec 2026 00:00:00 GMT"},
+            "digest": (i * 2 + version).to_bytes(16, "little")}
+
+
+def run_crawldedup(path: str, n: int) -> tuple:
+    state = RecrawlState(path, canonical=False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for start in range(0, n, BATCH):
+        state.record_many([fetch(i, 0, T0) for i in range(start, min(n, start + BATCH))])
+    first = (time.perf_counter() - wall, time.process_time() - cpu)
+    wall, cpu = time.perf_counter(), time.process_time()
+    done = 0
+    now = T0 + 86400
+    due_seconds = 0.0
+    while done < n:
+        t = time.perf_counter()
+        urls = state.due(now, min(BATCH, n - done), fill=True)
+        due_seconds += time.perf_counter() - t
+        fetches = [fetch(int(url.rsplit("/", 1)[1].split(".")[0]), 1, now) for url in urls]
+        state.record_many(fetches)
+        done += len(urls)
+        now += 60
+    second = (time.perf_counter() - wall, time.process_time() - cpu)
+    state.close()
+    return first, second, due_seconds
+
+
+def run_peer(path: str, n: int) -> tuple:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE pages (url TEXT PRIMARY KEY, etag TEXT, lm TEXT, md5 BLOB)")
+    times = []
+    for round_ in (0, 1):
+        wall, cpu = time.perf_counter(), time.process_time()
+        now = T0 + round_ * 86400
+        for start in range(0, n, BATCH):
+            batch = [fetch(i, round_, now) for i in range(start, min(n, start + BATCH))]
+            urls = [f["url"] for f in batch]
+            old = {}
+            for s in range(0, len(urls), 500):
+                part = urls[s:s + 500]
+                old.update((row[0], row[1:]) for row in conn.execute(
+                    "SELECT url, etag, lm, md5 FROM pages WHERE url IN ("
+                    + ",".join("?" * len(part)) + ")", part))
+            rows = []
+            for f in batch:
+                if f["status"] == 304:
+                    continue
+                md5 = hashlib.md5(f["digest"]).digest()
+                prev = old.get(f["url"])
+                _changed = prev is None or prev[2] != md5
+                rows.append((f["url"], f["headers"]["ETag"], f["headers"]["Last-Modified"], md5))
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        times.append((time.perf_counter() - wall, time.process_time() - cpu))
+    conn.close()
+    return times[0], times[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--urls", type=int, default=1_000_000)
+    args = parser.parse_args()
+    n = args.urls
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = run_crawldedup(os.path.join(tmp, "recrawl.db"), n)
+        peer = run_peer(os.path.join(tmp, "peer.db"), n)
+    print(f"{n:,} URLs, batches of {BATCH:,}, SQLite (WAL, synchronous=NORMAL)\n")
+    print(f"{'':<44}{'records/s (wall)':>18}{'records/s (CPU)':>17}")
+    rows = [("crawldedup first crawl (record_many)", ours[0]),
+            ("crawldedup re-crawl (due + record_many)", ours[1]),
+            ("seed-style sqlite3 table, first crawl", peer[0]),
+            ("seed-style sqlite3 table, re-crawl", peer[1])]
+    for name, (wall, cpu) in rows:
+        print(f"{name:<44}{n / wall:>18,.0f}{n / cpu:>17,.0f}")
+    total_wall = ours[0][0] + ours[1][0]
+    total_cpu = ours[0][1] + ours[1][1]
+    print(f"\ncrawldedup overall: {2 * n / total_wall:,.0f} records/s wall, "
+          f"{2 * n / total_cpu:,.0f} records/s CPU; due() took {ours[2]:.1f} s of the "
+          f"re-crawl")
+    print(f"ratio crawldedup / seed-style (re-crawl, CPU): {peer[1][1] / ours[1][1]:.2f}")
+    print(f"\nreproduce: PYTHONPATH=src python benchmarks/recrawl_throughput.py --urls {n}")
+
+
+if __name__ == "__main__":
+    main()

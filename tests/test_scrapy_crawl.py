@@ -1,0 +1,172 @@
+"""Real Scrapy crawls, in subprocesses, of a generated site served on
+127.0.0.1 by the test (tests/scrapy_site.py): every page is fetched exactly
+once, by the server's own counts, with each backend; a JOBDIR crawl stopped
+by SIGINT and resumed fetches no page twice; bad settings stop the crawl at
+start-up."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("scrapy")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from conftest import platform_lacks  # noqa: E402
+from scrapy_site import Site, expected_keys, run_crawl, start_crawl  # noqa: E402
+
+PAGES = 1000
+OURS = {"DUPEFILTER_CLASS": "crawldedup.scrapy.DupeFilter",
+        "REQUEST_FINGERPRINTER_CLASS": "crawldedup.scrapy.RequestFingerprinter"}
+
+
+@pytest.fixture(scope="module")
+def expected():
+    keys = expected_keys(PAGES)
+    assert len(keys) > PAGES  # the query-string variants are pages of their own
+    return keys
+
+
+def read_stats(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("backend", ["exact", "bloom"])
+def test_every_page_fetched_once(tmp_path, expected, backend):
+    stats_path = str(tmp_path / "stats.json")
+    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": backend,
+                "CRAWLDEDUP_CAPACITY": "100000", "CRAWLDEDUP_ERROR_RATE": "1e-7"}
+    with Site(PAGES) as site:
+        result = run_crawl(str(tmp_path), site.root, settings, stats_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert site.counts == {key: 1 for key in expected}
+    stats = read_stats(stats_path)
+    assert stats["reason"] == "finished"
+    assert stats["downloader/response_count"] == len(expected)
+    # every link on every page but the first to each page was filtered
+    assert stats["dupefilter/filtered"] > 4 * len(expected)
+    assert "Traceback" not in result.stderr
+
+
+@platform_lacks(sys.platform == "win32", "needs POSIX signals")
+def test_jobdir_sigint_and_resume(tmp_path, expected):
+    job = str(tmp_path / "job")
+    settings = {**OURS, "JOBDIR": job, "CONCURRENT_REQUESTS": "8",
+                "CONCURRENT_REQUESTS_PER_DOMAIN": "8"}
+    with Site(PAGES, delay=0.002) as site:
+        proc = start_crawl(str(tmp_path), site.root, settings, str(tmp_path / "s1.json"))
+        deadline = time.monotonic() + 60
+        while site.fetched() < len(expected) // 2 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the crawl made no progress"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+        first = read_stats(str(tmp_path / "s1.json"))
+        assert first["reason"] == "shutdown", output[-3000:]
+        fetched_first = dict(site.counts)
+        assert len(expected) // 3 < len(fetched_first) < len(expected)
+        assert os.path.exists(os.path.join(job, "crawldedup-seen.fps"))
+
+        result = run_crawl(str(tmp_path), site.root, settings, str(tmp_path / "s2.json"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        second = read_stats(str(tmp_path / "s2.json"))
+        assert second["reason"] == "finished"
+        assert second.get("downloader/response_count", 0) > 0  # it did resume
+        # no page fetched twice over both runs
+        assert site.repeats() == {}
+        # Scrapy drops the requests that were downloading when it stopped
+        # (their fingerprints are kept, so they are not fetched again), and
+        # what only they linked to: nearly every page is still reached.
+        assert len(site.counts) >= 0.97 * len(expected)
+        assert set(site.counts) <= expected
+
+
+def test_resume_from_scrapys_own_jobdir(tmp_path):
+    """A job started with Scrapy's RFPDupeFilter, stopped, and resumed with
+    crawldedup's filter: requests.seen is imported, nothing is fetched twice."""
+    job = str(tmp_path / "job")
+    expected = expected_keys(300)
+    with Site(300, delay=0.002) as site:
+        scrapy_settings = {"JOBDIR": job, "CONCURRENT_REQUESTS": "8",
+                           "CONCURRENT_REQUESTS_PER_DOMAIN": "8"}
+        proc = start_crawl(str(tmp_path), site.root, scrapy_settings)
+        deadline = time.monotonic() + 60
+        while site.fetched() < len(expected) // 3 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the crawl made no progress"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert os.path.getsize(os.path.join(job, "requests.seen")) > 0
+        result = run_crawl(str(tmp_path), site.root, {**OURS, "JOBDIR": job})
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "Imported" in result.stderr and "requests.seen" in result.stderr
+        assert site.repeats() == {}
+        assert len(site.counts) >= 0.97 * len(expected)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"CRAWLDEDUP_DUPEFILTER": "exactly"}, "CRAWLDEDUP_DUPEFILTER must be one of"),
+    ({"CRAWLDEDUP_DUPEFILTER": "bloom", "CRAWLDEDUP_CAPACITY": "0"},
+     "CRAWLDEDUP_CAPACITY must be a positive integer"),
+    ({"CRAWLDEDUP_DUPEFILTER": "redis", "CRAWLDEDUP_REDIS_URL": "redis://127.0.0.1:1"},
+     "127.0.0.1:1"),
+])
+def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
+    stats_path = str(tmp_path / "stats.json")
+    with Site(50) as site:
+        result = run_crawl(str(tmp_path), site.root, {**OURS, **settings}, stats_path)
+        assert site.counts == {}  # nothing fetched
+    errors = [line for line in result.stderr.splitlines() if "cannot start" in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
+
+
+def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url):
+    """Two crawler processes under scrapy-redis's scheduler, each with its
+    own request queue, sharing only the 'redis' backend of the duplicate
+    filter: each page is fetched once between them, by the process that met
+    it first."""
+    pytest.importorskip("scrapy_redis")
+    import uuid
+
+    import redis
+    name = f"test-crawldedup-{uuid.uuid4().hex[:12]}"
+    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": "redis", "REDIS_URL": redis_url,
+                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",
+                "SCHEDULER_PERSIST": "True"}
+    client = redis.Redis.from_url(redis_url)
+    try:
+        # Each process starts from its own page; the server holds the
+        # responses until both have asked, so both take part for sure.
+        with Site(PAGES, gate=True) as site:
+            roots = [site.root, site.root[:-1] + "1"]
+            procs = [start_crawl(str(tmp_path), root,
+                                 {**settings, "SCHEDULER_QUEUE_KEY": f"%(spider)s:requests:{i}"},
+                                 str(tmp_path / f"s{i}.json"), name=name)
+                     for i, root in enumerate(roots)]
+            deadline = time.monotonic() + 60
+            while site.fetched() < 2:
+                assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+                time.sleep(0.02)
+            site.gate.set()
+            outputs = [p.communicate(timeout=120)[0] for p in procs]
+            for p, out in zip(procs, outputs):
+                assert p.returncode == 0, out[-3000:]
+            assert site.counts == {key: 1 for key in expected}
+        stats = [read_stats(str(tmp_path / f"s{i}.json")) for i in range(2)]
+        counts = [s.get("downloader/response_count", 0) for s in stats]
+        assert sum(counts) == len(expected)
+        assert all(n > 0 for n in counts), counts  # both took part
+        # each also met, and dropped, pages the other one had
+        assert all(s["dupefilter/filtered"] > 0 for s in stats)
+        assert client.scard(f"{name}:crawldedup-seen") == len(expected)
+    finally:
+        client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1")
+        client.close()
