@@ -180,7 +180,7 @@ def test_bloom_warns_past_capacity(caplog):
 
 def scrapy_jobdir(job, n, hex_lines=False):
     """A requests.seen written by Scrapy's own RFPDupeFilter (or, for the
-    older format, hex lines as Scrapy before 2.13 wrote them)."""
+    older format, hex lines as older Scrapy versions wrote them)."""
     reqs = [Request(f"https://example.com/page/{i}") for i in range(n)]
     theirs = RFPDupeFilter(job)
     for r in reqs:

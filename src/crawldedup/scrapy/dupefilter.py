@@ -23,9 +23,9 @@ resuming: ``crawldedup-seen.fps`` (exact: the set, saved atomically when the
 crawl closes, plus ``crawldedup-seen.fps.log``, a journal of the fingerprints
 added since) or ``crawldedup-seen.bloom`` (bloom: the filter itself, memory
 mapped).  A ``requests.seen`` file that Scrapy's ``RFPDupeFilter`` left in
-the folder (binary, or hex lines from Scrapy before 2.13) is imported when
-crawldedup's state is created, so a running job switches without crawling
-again.
+the folder (binary, as Scrapy 2.19 writes it, or the hex lines of older
+versions) is imported when crawldedup's state is created, so a running job
+switches without crawling again.
 
 It logs and counts like Scrapy's filter (``DUPEFILTER_DEBUG``, "Filtered
 duplicate request", the ``dupefilter/filtered`` stat) and closes its state on
@@ -86,7 +86,7 @@ class DupeFilterConfigError(CrawldedupError, ValueError):
 def read_requests_seen(path: str) -> Iterator[bytes]:
     """The fingerprints in a ``requests.seen`` file of Scrapy's RFPDupeFilter.
 
-    Scrapy 2.13 and later write each fingerprint as a 2-byte big-endian
+    Recent Scrapy (2.19) writes each fingerprint as a 2-byte big-endian
     length and the bytes; older versions wrote one hex fingerprint a line.
     The first byte tells them apart (a length below 256 starts with a zero
     byte, a hex line never does).  A record cut short by a killed process at
