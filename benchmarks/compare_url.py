@@ -20,7 +20,11 @@ Per corpus, one Python call per URL in a loop (as a crawler calls them):
 * ``md5(w3lib canonicalize_url(url))`` (the seeds' recipe) vs
   ``crawldedup.url_fingerprint(url)``;
 * the batch calls ``crawldedup.url_fingerprints(urls)`` and
-  ``crawldedup.request_fingerprints(urls)`` against the same peer loops;
+  ``crawldedup.request_fingerprints(urls)`` against the same peer loops, and
+  ``canonicalize_urls``, ``url_fingerprints`` (also ``canonical=False``),
+  ``request_fingerprints`` again with ``crawldedup.set_threads(1)`` and with
+  every usable CPU (large batches are cut into slices run on several
+  threads, none holding the GIL), str URLs and UTF-8 bytes lines;
 * crawldedup's opt-in extras (``strip_params=True``, ``remove_default_port``).
 
 Every crawldedup result is checked equal to the peer's before timing.
@@ -68,8 +72,10 @@ def _load(path: Path, name: str):
     return module
 
 
-def fresh(urls: List[str]) -> List[str]:
-    """New str objects with the same text (no cached UTF-8 or hash)."""
+def fresh(urls: List[Any]) -> List[Any]:
+    """New str (or bytes) objects with the same text (no cached UTF-8 or hash)."""
+    if urls and isinstance(urls[0], bytes):
+        return [(u + b"\x00")[:-1] for u in urls]
     return [(u + "\x00")[:-1] for u in urls]
 
 
@@ -113,8 +119,8 @@ def timed_batch(fn: Callable[[List[str]], Any], urls: List[str], reps: int) -> f
 
 def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
     import crawldedup
-    from crawldedup import (canonicalize_url, request_fingerprint, request_fingerprints,
-                            url_fingerprint, url_fingerprints)
+    from crawldedup import (canonicalize_url, canonicalize_urls, request_fingerprint,
+                            request_fingerprints, url_fingerprint, url_fingerprints)
     from w3lib.url import canonicalize_url as w3_canonicalize_url
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -132,6 +138,11 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
         mismatches["request_fingerprint"] += request_fingerprint(u) != scrapy_fingerprint(Request(u))
     mismatches["url_fingerprints (batch)"] = sum(
         a != md5(w3_canonicalize_url(u).encode()).digest() for a, u in zip(url_fingerprints(urls), urls))
+    mismatches["canonicalize_urls (batch)"] = sum(
+        a != w3_canonicalize_url(u) for a, u in zip(canonicalize_urls(urls), urls))
+    mismatches["canonicalize_urls (batch, bytes)"] = sum(
+        a != w3_canonicalize_url(u) for a, u in zip(canonicalize_urls([u.encode() for u in urls]),
+                                                    urls))
     mismatches["request_fingerprints (batch)"] = sum(
         a != b for a, b in zip(request_fingerprints(urls), map(request_fingerprint, urls)))
     fast = sum(crawldedup._kernel.canonicalize_url_fast(u) is not None for u in urls)
@@ -165,6 +176,34 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
     pair("url_fingerprints (batch)", "md5(w3lib canonicalize_url(url)).digest()",
          rows[3]["peer_us"], "crawldedup.url_fingerprints(urls)",
          timed_batch(url_fingerprints, urls, reps), "one call for all URLs")
+    # The batch kernels on one thread and on every usable CPU, against the
+    # same peer loops (w3lib has no batch form).
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    as_bytes = [u.encode() for u in urls]
+    peer_bytes = timed(lambda u: w3_canonicalize_url(u), as_bytes, reps)
+    for threads, label in ((1, "1 thread"), (None, f"all threads ({cpus})")):
+        previous = crawldedup.set_threads(threads)
+        try:
+            pair(f"canonicalize_urls, {label}", "w3lib.url.canonicalize_url(url)",
+                 rows[0]["peer_us"], "crawldedup.canonicalize_urls(urls)",
+                 timed_batch(canonicalize_urls, urls, reps), "one call for all URLs")
+            pair(f"canonicalize_urls bytes, {label}", "w3lib canonicalize_url(line), bytes",
+                 peer_bytes, "crawldedup.canonicalize_urls(lines)",
+                 timed_batch(canonicalize_urls, as_bytes, reps),
+                 "UTF-8 lines as a file gives them, as the command line does")
+            pair(f"url_fingerprints, {label}", "md5(w3lib canonicalize_url(url)).digest()",
+                 rows[3]["peer_us"], "crawldedup.url_fingerprints(urls)",
+                 timed_batch(url_fingerprints, urls, reps), "one call for all URLs")
+            pair(f"request_fingerprints, {label}", "scrapy fingerprint(Request(url))", peer_fp,
+                 "crawldedup.request_fingerprints(urls)",
+                 timed_batch(request_fingerprints, urls, reps), "one call for all URLs")
+            pair(f"url_fingerprints raw, {label}", "hashlib.md5(line).digest()",
+                 timed(lambda u: md5(u).digest(), as_bytes, reps),
+                 "url_fingerprints(lines, canonical=False)",
+                 timed_batch(lambda xs: url_fingerprints(xs, canonical=False), as_bytes, reps),
+                 "no canonicalization (the --exact key)")
+        finally:
+            crawldedup.set_threads(previous)
     extras = timed(lambda u: canonicalize_url(u, strip_params=True, remove_default_port=True),
                    urls, reps)
     pair("canonicalize + extras", "w3lib.url.canonicalize_url(url)", rows[0]["peer_us"],

@@ -248,11 +248,17 @@ def leonsim_text(text, int f=64):
     return _u128(hi, lo, f)
 
 
+# Bound of leonsim_features' sums: 2 * sum stays below 2**63.
+cdef int64_t _LEON_MAX_SUM = (<int64_t>1) << 62
+
+
 def leonsim_features(features, const int64_t[::1] weights, total, int f=64):
     """The `simhash` package's value for the str features with integer weights
-    (total = the sum of the weights); see cd_leon_features."""
+    (total = the sum of the weights); see cd_leon_features.  Time and memory
+    do not depend on the weights; OverflowError when the positive weights or
+    the total reach 2**62 (the sums are int64)."""
     cdef Py_ssize_t n, i, size = 0, bound
-    cdef int64_t tot
+    cdef int64_t tot, positive = 0
     cdef uint64_t hi = 0, lo = 0
     cdef PyObject* item
     cdef unsigned char* data = NULL
@@ -265,6 +271,14 @@ def leonsim_features(features, const int64_t[::1] weights, total, int f=64):
     if weights.shape[0] != n:
         raise ValueError(f"weights must have one entry per feature ({n}), got {weights.shape[0]}")
     tot = total
+    # The sums (and twice them, compared with the total) stay in int64.
+    if tot > _LEON_MAX_SUM or tot < -_LEON_MAX_SUM:
+        raise OverflowError(f"total must be within +-2**62, got {total}")
+    for i in range(n):
+        if weights[i] > 0:
+            if weights[i] >= _LEON_MAX_SUM - positive:
+                raise OverflowError("the positive weights must sum to less than 2**62")
+            positive += weights[i]
     bound = 1
     for i in range(n):
         item = _list_item(features, i)

@@ -333,3 +333,95 @@ def test_index_checks_f():
         index.add("x", compat.Simhash(1, f=32))
     with pytest.raises(AssertionError):
         index.get_near_dups(compat.Simhash(1, f=32))
+
+
+# ---- issue 11, item 23: memory never grows with a feature's weight ----------------
+
+def weighted_model(items, f=64):
+    """The package's value by its definition, in Python ints: a feature's
+    bits count its weight (a str feature takes the previous pair's weight;
+    a weight <= 0 on the repeated path counts 0), bit j is set when its sum
+    is above half the total weight."""
+    sums, total, w = [0] * f, 0, 1
+    for item in items:
+        large = False
+        if not isinstance(item, str):
+            item, w = item
+            large = w > 50
+        total += w
+        h = int.from_bytes(hashlib.md5(item.encode()).digest()[-(f // 8):], "big")
+        for j in range(f):
+            if h >> (f - 1 - j) & 1:
+                sums[j] += w if large else max(w, 0)
+    return int("".join("1" if 2 * s > total else "0" for s in sums), 2)
+
+
+@pytest.mark.parametrize("items", [
+    [("a", 2**31), "b"],
+    [("a", 2**40), "b", "c", ("d", 3), "e"],
+    [("a", -2**31), "b", ("c", 1)],
+    [("x", 2**59), "y"],
+    [("a", 2**31), "b"] * 150,   # past the package's batch of 200
+])
+def test_huge_reused_weights_take_no_memory(items):
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        value = compat.Simhash(items).value
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20   # the package repeats "b"'s digest 2**31 times: 16 GiB
+    assert value == weighted_model(items)
+
+
+def test_weight_past_the_index_range_raises_as_the_package():
+    # The package's digest * w raises OverflowError past sys.maxsize, and
+    # TypeError for a float weight reused by a str feature.
+    for items in ([("a", 2**70), "b"], [("a", 2**62), "b"]):
+        with pytest.raises(OverflowError):
+            compat.Simhash(items)
+    for items in ([("a", 2.5), "b"], [("a", 60), "b", ("c", 1.5), "d"]):
+        assert outcome(lambda: compat.Simhash(items)) == outcome(lambda: leonsim.Simhash(items))
+        assert outcome(lambda: compat.Simhash(items))[0] == "error"
+
+
+@given(st.lists(st.one_of(feature_names, st.tuples(feature_names, st.integers(-300, 3000)),
+                          st.tuples(feature_names, st.booleans())), max_size=25),
+       st.sampled_from([8, 32, 64, 128]))
+def test_reused_weights_equal_the_package(items, f):
+    # Weights up to 3,000 reused by str features (the package repeats their
+    # digests; affordable at this size), on the exact path (a custom hashfunc
+    # equal to the default sends every feature there).
+    items = [i for i in items if isinstance(i, str) or not (i[1] is not True and i[1] is not False
+                                                            and i[1] > 50)]   # large pairs: NumPy 2
+    def md5(x):
+        return hashlib.md5(x).digest()
+    same(items, f=f, hashfunc=md5)
+    same(items, f=f)
+
+
+@given(st.lists(st.one_of(feature_names, st.tuples(feature_names, st.integers(-5, 400))),
+                max_size=25),
+       st.integers(0, 16), st.sampled_from([32, 64, 128]))
+def test_short_custom_digests_equal_the_package(items, size, f):
+    # A custom hashfunc returning fewer bytes than f/8: the package cuts the
+    # joined repeated digests into rows of f bits across features (or fails
+    # to when they do not fill whole rows); the weighted sum does the same.
+    def short(x):
+        return hashlib.sha256(x).digest()[:size]
+    items = [i for i in items if isinstance(i, str) or i[1] <= 50]
+    same(items, f=f, hashfunc=short)
+
+
+def test_leonsim_kernel_bounds_weights(impl):
+    # The core sums weights in int64: both implementations refuse sums that
+    # could overflow instead of answering wrong, and never allocate by weight.
+    big = np.array([2**61, 2**61], dtype=np.int64)
+    with pytest.raises(OverflowError):
+        impl.leonsim_features(["a", "b"], big, 2**62)
+    with pytest.raises(OverflowError):
+        impl.leonsim_features(["a"], np.array([1], dtype=np.int64), 2**62 + 1)
+    ok = np.array([2**61, -2**61, 2**61 - 1], dtype=np.int64)
+    assert impl.leonsim_features(["a", "b", "c"], ok, 2**61 - 1) == \
+        weighted_model([("a", 2**61), ("b", -2**61), ("c", 2**61 - 1)])

@@ -256,3 +256,32 @@ def test_canonicalize_urls_arguments():
     assert canonicalize_urls(["http://a.com:70000/", "http://b.com"], errors="none") == \
         [None, "http://b.com/"]
     assert "canonicalize_urls" in crawldedup.__all__
+
+
+@given(drawn=st.lists(fast_urls() | urls() | byte_urls, min_size=1, max_size=12),
+       threads_cap=st.sampled_from([None, 2, 3]), data=st.data())
+def test_threaded_batch_hypothesis(core, reference, drawn, threads_cap, data):
+    # Drawn URLs tiled into a batch large enough for several threads (2 x
+    # 4,096 URLs and more), in an order hypothesis picks: each slot's answer
+    # must be the one-thread answer, the twin's and w3lib's for its URL.
+    n = 8192 + data.draw(st.integers(0, 5000))
+    slots = data.draw(st.lists(st.integers(0, len(drawn) - 1), min_size=16, max_size=16))
+    which = [slots[i % 16] if i % 7 else i % len(drawn) for i in range(n)]
+    items = [drawn[k] for k in which]
+    previous = set_threads(threads_cap)
+    try:
+        many = core.canonicalize_urls_fast(items)
+        digests = core.url_fingerprints_fast(items)
+        set_threads(1)
+        assert core.canonicalize_urls_fast(items) == many
+        assert core.url_fingerprints_fast(items) == digests
+    finally:
+        set_threads(previous)
+    twin = reference.canonicalize_urls_fast(drawn)
+    assert many == [twin[k] for k in which]
+    assert digests == [None if twin[k] is None else hashlib.md5(twin[k].encode()).digest()
+                       for k in which]
+    if W3LIB_25:
+        for url, expected in zip(drawn, twin):
+            if expected is not None:
+                assert expected == w3lib_canonicalize_url(url)

@@ -662,6 +662,11 @@ def leonsim_features(features: list, weights, total: int, f: int = 64) -> int:
     if len(ws) != len(features):
         raise ValueError(f"weights must have one entry per feature ({len(features)}), "
                          f"got {len(ws)}")
+    # The core sums in int64: the same bounds here.
+    if not -(1 << 62) <= total <= (1 << 62):
+        raise OverflowError(f"total must be within +-2**62, got {total}")
+    if sum(w for w in ws if w > 0) >= 1 << 62:
+        raise OverflowError("the positive weights must sum to less than 2**62")
     for i, feat in enumerate(features):
         if not isinstance(feat, str):
             raise TypeError(f"features[{i}] must be str, not {type(feat).__name__}")

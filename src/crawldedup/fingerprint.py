@@ -358,27 +358,27 @@ def canonicalize_urls(
     params = _check_strip_params(strip_params)
     if rules is not None and not isinstance(rules, UrlRules):
         rules = UrlRules(rules)
-    for i, url in enumerate(items):
-        if not isinstance(url, (str, bytes, ParseResult)):
-            raise TypeError(f"urls[{i}]: url must be str, bytes or urllib.parse.ParseResult, "
-                            f"not {type(url).__name__}")
     fast = (FAST_PATH and query_separator == "&"
             and (encoding is None or encoding.lower() in _UTF8_NAMES))
     out = cast(List[Optional[str]], _fast_many(items, keep_fragments, keep_blank_values)
                if fast else [None] * len(items))
-    extras = params is not None or remove_default_port or rules is not None
-    for i, result in enumerate(out):
-        if result is None:
-            try:
-                result = _canonical(items[i], keep_fragments, keep_blank_values, encoding,
-                                    query_separator)
-            except (TypeError, ValueError) as exc:
-                if errors == "none" and not isinstance(exc, TypeError):
-                    continue
-                raise _at_index(exc, i) from exc
-        if extras:
-            result = _extras(result, keep_fragments, params, remove_default_port, rules)
-        out[i] = result
+    # The kernel answers None for every item it cannot take, wrong types
+    # included: checking those (all of them, before w3lib sees any) checks
+    # the whole batch.
+    missing = [i for i, result in enumerate(out) if result is None]
+    _check_url_types(items, missing)
+    for i in missing:
+        try:
+            out[i] = _canonical(items[i], keep_fragments, keep_blank_values, encoding,
+                                query_separator)
+        except (TypeError, ValueError) as exc:
+            if errors == "none" and not isinstance(exc, TypeError):
+                continue
+            raise _at_index(exc, i) from exc
+    if params is not None or remove_default_port or rules is not None:
+        out = [None if result is None else
+               _extras(result, keep_fragments, params, remove_default_port, rules)
+               for result in out]
     return out
 
 
@@ -442,25 +442,29 @@ def url_fingerprints(urls: Iterable[Union[str, bytes]], *, canonical: bool = Tru
         if kwargs:
             raise TypeError(f"url_fingerprints(canonical=False) takes no canonicalization "
                             f"options, got {', '.join(sorted(kwargs))}")
-        for i, url in enumerate(items):
-            if not isinstance(url, (str, bytes)):
-                raise TypeError(f"urls[{i}]: url must be str or bytes, not {type(url).__name__}")
         digests = _url_digests_fast(items)
-        for i, digest in enumerate(digests):
-            if digest is None:  # a str with lone surrogates: UnicodeEncodeError
-                digests[i] = url_fingerprint(items[i], canonical=False)
+        missing = [i for i, digest in enumerate(digests) if digest is None]
+        _check_url_types(items, missing, (str, bytes))
+        for i in missing:  # a str with lone surrogates: UnicodeEncodeError
+            digests[i] = url_fingerprint(items[i], canonical=False)
         return cast(List[bytes], digests)
     if kwargs or not FAST_PATH:
         return [_fingerprint_at(i, u, kwargs) for i, u in enumerate(items)]
-    for i, url in enumerate(items):
-        if not isinstance(url, (str, bytes, ParseResult)):
-            raise TypeError(f"urls[{i}]: url must be str, bytes or urllib.parse.ParseResult, "
-                            f"not {type(url).__name__}")
     out = _url_fps_fast(items, False, True)
-    for i, digest in enumerate(out):
-        if digest is None:
-            out[i] = _fingerprint_at(i, items[i], kwargs)
+    missing = [i for i, digest in enumerate(out) if digest is None]
+    _check_url_types(items, missing)
+    for i in missing:
+        out[i] = _fingerprint_at(i, items[i], kwargs)
     return cast(List[bytes], out)
+
+
+def _check_url_types(items: list, indices: List[int],
+                     types: Tuple[type, ...] = (str, bytes, ParseResult)) -> None:
+    for i in indices:
+        if not isinstance(items[i], types):
+            names = ", ".join(t.__name__ for t in types[:-1]) + " or " + (
+                "urllib.parse.ParseResult" if types[-1] is ParseResult else types[-1].__name__)
+            raise TypeError(f"urls[{i}]: url must be {names}, not {type(items[i]).__name__}")
 
 
 def _fingerprint_at(i: int, url: Any, kwargs: dict) -> bytes:

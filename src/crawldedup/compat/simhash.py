@@ -11,7 +11,10 @@ the package's algorithm step by step.  One deliberate difference: where the
 package under NumPy 2 raises ``OverflowError`` (a feature weight above 255 on
 its large-weight path, e.g. a text in which one 4-character window occurs
 more than 255 times), this module returns the exact weighted value, which is
-what the package computes under NumPy 1.
+what the package computes under NumPy 1.  Another: memory never grows with
+a feature's weight (the package repeats a digest weight times when a str
+feature reuses a large weight: ``Simhash([("a", 2**31), "b"])`` asks it for
+16 GiB); the bits are multiplied by the count instead, the same sums.
 
 >>> from crawldedup.compat.simhash import Simhash, SimhashIndex
 >>> Simhash("How are you? I am fine. Thanks.").value
@@ -29,8 +32,11 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
+import math
 import numbers
+import operator
 import re
+import sys
 from collections.abc import Iterable
 from itertools import groupby
 from typing import Any, Dict, Iterator, List, Set
@@ -45,6 +51,27 @@ _DEFAULT_REG = r"[\w\u4e00-\u9fcc]+"
 # Integer weights summed in the core stay far from int64 overflow below this.
 _FAST_WEIGHT_LIMIT = 1 << 31
 _FAST_MAX_FEATURES = 1 << 28
+
+
+# What np.sum of uint8 bits gives (the package's _sum_hashes): the platform's
+# unsigned integer.
+_SUM_DTYPE = np.sum(np.zeros(1, dtype=np.uint8)).dtype
+# Past this many bytes of repeated digests Python's bytes raise OverflowError.
+_SUM_LIMIT = sys.maxsize + 1
+
+
+def _repeat_count(digest: bytes, w: Any) -> int:
+    """How many times ``digest * w`` repeats digest (0 for w <= 0), raising
+    what that repetition raises (TypeError for a float weight, OverflowError
+    past the index range) without building it."""
+    try:
+        n = operator.index(w)
+    except TypeError:
+        digest * w  # raises the package's TypeError
+        raise  # pragma: no cover - digest * w raised
+    if n > sys.maxsize:
+        digest * n  # raises OverflowError ("cannot fit 'int' into an index-sized integer")
+    return max(n, 0)
 
 
 def _hashfunc(x: bytes) -> bytes:
@@ -178,11 +205,20 @@ class Simhash:
     def _build_by_features_exact(self, features: Any) -> None:
         """The package's numpy summation, step by step (custom hashfunc,
         non-int weights, any f): batches of digests repeated weight times,
-        large or non-int weights multiplied into their own bit arrays."""
+        large or non-int weights multiplied into their own bit arrays.
+
+        A str feature takes the weight of the pair before it (as in the
+        package), which can be large: the package then repeats its digest
+        that many times (gigabytes for 2**31).  Here a batch keeps (digest,
+        times) and sums each digest's bits times its count, the same numbers
+        in the same dtype, in memory that does not depend on the weights
+        (unless a subclass overrides ``_sum_hashes``, which gets the repeated
+        digests it expects)."""
         partial: List[Any] = []
-        batch: List[bytes] = []
+        batch: List[Any] = []
         count: Any = 0
         w: Any = 1
+        weighted = type(self)._sum_hashes is Simhash._sum_hashes
         for item in features:
             large = False
             if not isinstance(item, str):
@@ -196,16 +232,63 @@ class Simhash:
                     bits = bits.astype(np.int64)
                 partial.append(bits * w)
             else:
-                batch.append(digest * w)
+                if weighted:
+                    batch.append((digest, _repeat_count(digest, w)))
+                else:
+                    batch.append(digest * w)
                 if len(batch) >= self.batch_size:
-                    partial.append(self._sum_hashes(batch))
+                    partial.append(self._sum_weighted(batch) if weighted
+                                   else self._sum_hashes(batch))
                     batch = []
             if len(partial) >= self.batch_size:
                 partial = [np.sum(partial, 0)]
         if batch:
-            partial.append(self._sum_hashes(batch))
+            partial.append(self._sum_weighted(batch) if weighted else self._sum_hashes(batch))
         combined = np.sum(partial, 0)
         self.value = int.from_bytes(np.packbits(combined > count / 2).tobytes(), "big")
+
+    def _sum_weighted(self, batch: List[Any]) -> Any:
+        """_sum_hashes of [digest * times for digest, times in batch] without
+        repeating anything: the same column sums, in the same dtype.
+
+        The package joins the repeated digests and cuts the bits into rows
+        of f.  A digest is usually f bits (one row each), but a custom
+        hashfunc may return fewer bytes; then repetition k of a digest of L
+        bytes starting at byte o of the stream lands at byte (o + k L) mod
+        f/8 of a row, a pattern that repeats every f/8 / gcd(L, f/8)
+        repetitions: each of those placements is added once, times how
+        often it occurs."""
+        width = self.f_bytes
+        if width <= 0:
+            # np.reshape(bits, (-1, f)) in the package refuses f <= 0
+            raise ValueError(f"cannot reshape the digests into rows of f={self.f} bits")
+        acc = np.zeros(self.f, dtype=_SUM_DTYPE)
+        pos = 0
+        if sum(len(d) * times for d, times in batch) >= _SUM_LIMIT:
+            # The package would need that many bytes of repeated digests.
+            raise OverflowError("feature weights too large: the repeated digests of one batch "
+                                "would take more bytes than sys.maxsize (the package raises "
+                                "OverflowError too)")
+        for digest, times in batch:
+            size = len(digest)
+            if not size or not times:
+                continue
+            bits = self._bitarray_from_bytes(digest).astype(_SUM_DTYPE)
+            if size == width and pos % width == 0:
+                acc += bits * _SUM_DTYPE.type(times)
+            else:
+                cycle = width // math.gcd(size, width)
+                rounds, extra = divmod(times, cycle)
+                for k in range(min(times, cycle)):
+                    start = ((pos + k * size) % width) * 8
+                    where = (start + np.arange(8 * size)) % self.f
+                    acc[where] += bits * _SUM_DTYPE.type(rounds + (k < extra))
+            pos += size * times
+        if pos % width:
+            # np.reshape(bits, (-1, f)) in the package refuses it too
+            raise ValueError(f"cannot reshape array of size {8 * pos} into shape (-1, {self.f}): "
+                             f"the digests of a batch must fill whole rows of f bits")
+        return acc
 
     def _sum_hashes(self, digests: List[bytes]) -> Any:
         bits = self._bitarray_from_bytes(b"".join(digests))
