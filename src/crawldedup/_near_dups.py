@@ -37,6 +37,8 @@ from typing import IO, Any, BinaryIO, Dict, Hashable, Iterator, List, Optional, 
 import numpy as np
 
 BATCH = 4096
+# Inputs read as WARC/WET files by crawldedup.warc (as crawldedup.warc.WARC_SUFFIXES).
+_WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".arc.gz")
 # A document has features when it has a word character (the "auto"
 # tokenizer keeps re's \w characters); without, its fingerprint is 0.
 _WORD = re.compile(r"\w")
@@ -262,7 +264,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             try:
                 batch: List[Tuple[str, Any, str]] = []
                 first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
-                for where, ident, text in _documents(label, source, args, first):
+                documents = _documents(label, source, args, first)
+                if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
+                    from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
+                    documents = near_dups_documents(name, err, counts)
+                for where, ident, text in documents:
                     if not isinstance(ident, BadLine) and (ident in order
                                                            or _stored(index, ident)):
                         ident = BadLine(f"{where}: id {_json(ident)} was already given"

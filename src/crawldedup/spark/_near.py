@@ -1,0 +1,242 @@
+"""SimHash fingerprints and exact near-duplicate pairs on Spark.
+
+near_duplicates runs in two shuffles:
+
+1. identical fingerprints: the rows are partitioned by fingerprint and each
+   group of equal fingerprints gets its smallest id as representative (a
+   window minimum, in the JVM).  Every other member is linked to it by one
+   (representative, member, 0) pair, so a group of n equal fingerprints costs
+   n - 1 pairs, not n (n - 1) / 2;
+2. pigeonhole blocks: each representative goes out k + 1 times, keyed by
+   (block number, block value) -- the blocks of SimhashIndex: block 0 the
+   highest bits, the first 64 % (k + 1) blocks one bit wider.  Two
+   fingerprints within distance k agree on at least one block, so they meet
+   in the partition of that block's key.  Inside a partition, the rows of
+   each block number go into one compiled HammingIndex and its pairs()
+   self-join finds every pair within k among them; a pair is kept only by
+   the first block on which its fingerprints agree, so each pair comes out of
+   exactly one partition and no global distinct is needed.  A block value
+   shared by many fingerprints lands in one partition but never becomes a
+   quadratic loop: the index splits big buckets itself (docs/index.md).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
+                                      column_type)
+
+__all__ = ["simhash_column", "near_duplicates", "to_signed", "to_unsigned", "blocks"]
+
+_MAX_K = 8
+
+
+def to_signed(fp: int) -> int:
+    """The LongType value that stores 64-bit fingerprint fp (same bits).
+
+    >>> to_signed(2**64 - 1), to_signed(5)
+    (-1, 5)
+    """
+    if isinstance(fp, bool) or not isinstance(fp, (int, np.integer)):
+        raise TypeError(f"fp must be an int, not {type(fp).__name__}")
+    v = operator.index(fp)
+    if not 0 <= v < 1 << 64:
+        raise ValueError(f"fp must be in [0, 2**64), got {v}")
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def to_unsigned(value: int) -> int:
+    """The 64-bit fingerprint stored as LongType value (same bits).
+
+    >>> to_unsigned(-1) == 2**64 - 1
+    True
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"value must be an int, not {type(value).__name__}")
+    v = operator.index(value)
+    if not -(1 << 63) <= v < 1 << 63:
+        raise ValueError(f"value must be a signed 64-bit integer, got {v}")
+    return v + (1 << 64) if v < 0 else v
+
+
+def blocks(k: int) -> List[Tuple[int, int]]:
+    """(shift, width) of the k + 1 pigeonhole blocks, block 0 the highest
+    bits, the first 64 % (k + 1) blocks one bit wider (as SimhashIndex)."""
+    count, top, out = k + 1, 64, []
+    for t in range(count):
+        width = 64 // count + (1 if t < 64 % count else 0)
+        top -= width
+        out.append((top, width))
+    return out
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an int, not {type(k).__name__}")
+    k = operator.index(k)
+    if not 0 <= k <= _MAX_K:
+        raise ValueError(f"k must be in [0, {_MAX_K}], got {k}")
+    return k
+
+
+# ---------------------------------------------------------------- simhash
+
+def _simhash_udf(tokenizer: Any, ngram: Any) -> Callable[[pd.Series], pd.Series]:
+    from crawldedup.simhash import simhash_many
+
+    def fingerprints(texts: pd.Series) -> pd.Series:
+        missing = texts.isna().to_numpy()
+        values = texts.tolist()
+        if missing.any():
+            values = ["" if m else v for v, m in zip(values, missing)]
+        fps = simhash_many(values, tokenizer=tokenizer, ngram=ngram).view(np.int64)
+        if missing.any():
+            out = pd.array(fps, dtype="Int64")
+            out[missing] = pd.NA
+            return pd.Series(out)
+        return pd.Series(fps)
+    return fingerprints
+
+
+def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
+                   tokenizer: Any = "auto", ngram: Any = None) -> DataFrame:
+    """df with a column ``out_col`` (LongType) holding the SimHash of
+    ``text_col``: the value of :func:`crawldedup.simhash` with the same
+    ``tokenizer`` and ``ngram``, its 64 bits stored signed (see
+    :func:`to_unsigned`).  A null text gives a null fingerprint.
+
+    The fingerprints are computed by :func:`crawldedup.simhash_many` on
+    Arrow batches (a pandas UDF), with the GIL released for each batch.
+    """
+    from pyspark.sql.functions import pandas_udf
+
+    from crawldedup.simhash import simhash_many
+
+    check_df(df)
+    dtype = column_type(df, text_col, "text_col")
+    if not isinstance(dtype, T.StringType):
+        raise TypeError(f"text_col: column {text_col!r} is {dtype.simpleString()}, not a string")
+    if not isinstance(out_col, str) or not out_col:
+        raise ValueError(f"out_col must be a non-empty column name, got {out_col!r}")
+    simhash_many(["check the options"], tokenizer=tokenizer, ngram=ngram)  # bad options raise here
+    udf = pandas_udf(_simhash_udf(tokenizer, ngram), T.LongType())  # type: ignore[call-overload]
+    return df.withColumn(out_col, udf(F.col(text_col)))
+
+
+# ---------------------------------------------------------------- pairs
+
+def _bucket_pairs(k: int) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The mapInPandas function of the block stage (whole partitions)."""
+    shapes = blocks(k)
+
+    def block(f: np.ndarray, t: int) -> np.ndarray:
+        shift, width = shapes[t]
+        return (f >> np.uint64(shift)) & np.uint64((1 << width) - 1)
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from crawldedup._kernel import HammingIndex
+
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        keys = pdf["key"].to_numpy(dtype=np.int64)
+        fps = pdf["fp"].to_numpy(dtype=np.int64).view(np.uint64)
+        ids = pdf["id"].to_numpy()
+        del frames, pdf
+        tables = keys >> 32
+        for t in np.unique(tables).tolist():
+            sel = np.flatnonzero(tables == t)
+            if len(sel) < 2:
+                continue
+            f = np.ascontiguousarray(fps[sel])
+            index = HammingIndex(k)
+            index.add_many(f, np.arange(len(f), dtype=np.uint64))
+            a, b, d = index.pairs()
+            if not len(a):
+                continue
+            a = a.astype(np.intp)
+            b = b.astype(np.intp)
+            fa, fb = f[a], f[b]
+            # the first block on which the two agree must be this one
+            keep = block(fa, t) == block(fb, t)
+            for earlier in range(t):
+                keep &= block(fa, earlier) != block(fb, earlier)
+            if not keep.any():
+                continue
+            mine = ids[sel]
+            ia, ib = mine[a[keep]], mine[b[keep]]
+            swap = ib < ia
+            yield pd.DataFrame({"a": np.where(swap, ib, ia), "b": np.where(swap, ia, ib),
+                                "distance": d[keep].astype(np.int32)})
+    return run
+
+
+def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
+                    num_partitions: Optional[int] = None,
+                    check_ids: bool = True) -> DataFrame:
+    """Every pair of rows whose fingerprints are within Hamming distance k,
+    as a DataFrame (a, b, distance) with a < b (ids of ``id_col``).
+
+    ``fp_col`` is a LongType column of 64-bit fingerprints (as made by
+    :func:`simhash_column`); ``id_col`` an integer or string column of unique
+    ids.  Rows whose id or fingerprint is null take no part.
+
+    **Identical fingerprints** form a group whose representative is its
+    smallest id.  The result holds, for each group, one pair
+    (representative, member, 0) per other member, and the pairs between
+    different fingerprints only between representatives: (rep_a, rep_b, d)
+    stands for every member of a's group against every member of b's group.
+    Expanded that way it is exactly ``SimhashIndex(k).pairs()`` over the
+    same rows, and its connected components (:func:`clusters`) are exactly
+    the components of ``pairs()``.  Without equal fingerprints it *is*
+    ``pairs()``.
+
+    ``num_partitions`` is the number of partitions of both shuffles (default
+    ``spark.sql.shuffle.partitions``); each holds about (k + 1) n /
+    num_partitions rows of 32 bytes in the block stage.  ``check_ids``
+    first runs a job that raises ValueError if an id repeats.
+    """
+    check_df(df)
+    k = _check_k(k)
+    id_type = check_id_type(df, id_col, "id_col")
+    fp_type = column_type(df, fp_col, "fp_col")
+    if not isinstance(fp_type, T.LongType):
+        raise TypeError(f"fp_col: column {fp_col!r} is {fp_type.simpleString()}; fingerprints "
+                        f"must be a bigint (LongType) column, see simhash_column")
+    parts = check_partitions(num_partitions, df)
+    base = (df.select(F.col(id_col).cast(T.LongType() if not isinstance(id_type, T.StringType)
+                                         else id_type).alias("id"),
+                      F.col(fp_col).alias("fp"))
+            .where(F.col("id").isNotNull() & F.col("fp").isNotNull()))
+    if check_ids:
+        dup = base.groupBy("id").count().where(F.col("count") > 1).select("id").first()
+        if dup is not None:
+            raise ValueError(f"id_col: id {dup[0]!r} appears more than once in column "
+                             f"{id_col!r}; ids must be unique")
+    out_type = T.StringType() if isinstance(id_type, T.StringType) else T.LongType()
+    schema = T.StructType([T.StructField("a", out_type, False),
+                           T.StructField("b", out_type, False),
+                           T.StructField("distance", T.IntegerType(), False)])
+    grouped = (base.repartition(parts, "fp")
+               .withColumn("rep", F.min("id").over(Window.partitionBy("fp"))))
+    links = (grouped.where(F.col("id") != F.col("rep"))
+             .select(F.col("rep").alias("a"), F.col("id").alias("b"),
+                     F.lit(0).cast(T.IntegerType()).alias("distance")))
+    if k == 0:
+        return links
+    reps = grouped.where(F.col("id") == F.col("rep")).select("fp", "id")
+    keys = [F.shiftrightunsigned(F.col("fp"), shift).bitwiseAND(F.lit((1 << width) - 1))
+            .bitwiseOR(F.lit(t << 32).cast(T.LongType()))
+            for t, (shift, width) in enumerate(blocks(k))]
+    exploded = reps.select(F.explode(F.array(*keys)).alias("key"), "fp", "id")
+    pairs = exploded.repartition(parts, "key").mapInPandas(_bucket_pairs(k), schema)
+    return links.unionByName(pairs)
