@@ -500,3 +500,53 @@ def test_check_keys_core_and_twin_agree(core, reference, keys, as_tuple):
         with pytest.raises((TypeError, UnicodeEncodeError)):
             bits.add_many(keys)
         assert bits._popcount() == 0 and bits.insert_count == 0
+
+
+# ------------- a rotation whose writer was killed while publishing it
+
+@pytest.mark.parametrize("copied", [0, 1, 2, 3, 4])
+def test_a_rotation_killed_while_published_is_finished_right(tmp_path, copied):
+    import struct
+
+    from crawldedup import _rotating_state as state
+    path = tmp_path / "seen.rbf"
+    with RotatingBloomFilter.open(path, 1_000, generations=3) as rf:
+        rf.add("x")
+        rf.rotate()
+        rf.add("a")
+        rf.rotate()
+        rf.add("b")
+    data = bytearray(path.read_bytes())
+    base = _files.HEADER_SIZE
+
+    def word(i, value=None):
+        if value is None:
+            return struct.unpack_from("<Q", data, base + 8 * i)[0]
+        struct.pack_into("<Q", data, base + 8 * i, value)
+    # What _shared_rotation writes for one dropped generation, then the live
+    # words copied from the pending ones one by one, the writer killed after
+    # `copied` of them (the dropped slot not cleared in every case).
+    newest, rotations = word(state.W_NEWEST), word(state.W_ROTATIONS)
+    word(state.W_P_EPOCH, word(state.W_EPOCH))
+    word(state.W_P_PERIODS, word(state.W_PERIODS))
+    word(state.W_P_ROTATIONS, rotations + 1)
+    word(state.W_P_NEWEST, (newest + 1) % 3)
+    word(state.W_DROPS, 1)
+    word(state.W_SEQUENCE, word(state.W_SEQUENCE) + 1)
+    for live, pending in ((state.W_EPOCH, state.W_P_EPOCH), (state.W_PERIODS, state.W_P_PERIODS),
+                          (state.W_ROTATIONS, state.W_P_ROTATIONS),
+                          (state.W_NEWEST, state.W_P_NEWEST))[:copied]:
+        word(live, word(pending))
+    flags = _files.FLAGS_AT
+    data[flags:flags + 4] = (_files.FLAG_DIRTY).to_bytes(4, "little")
+    data[_files.HEADER_CHECKSUM_AT:_files.HEADER_CHECKSUM_AT + 4] = \
+        _files.header_checksum(data).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    loaded = RotatingBloomFilter.load(path)
+    assert ("x" in loaded, "a" in loaded, "b" in loaded) == (False, True, True)
+    assert loaded.rotations == rotations + 1
+    with RotatingBloomFilter.open(path) as rf:  # alone: finishes it and seals
+        assert ("x" in rf, "a" in rf, "b" in rf) == (False, True, True)
+        assert rf.rotations == rotations + 1
+    assert not is_dirty(path)
+    assert RotatingBloomFilter.load(path) == loaded

@@ -117,9 +117,9 @@ class ExactState(UrlState):
         --canonical), computed once per chunk: ``url_fingerprints(lines,
         canonical=False)``, through its batch kernel (without the GIL, on
         several threads for big chunks)."""
-        digests = url_digests_fast(lines)
+        digests: List[Any] = url_digests_fast(lines)
         if None in digests:  # not for lines read (bytes) nor canonical forms (str)
-            digests = url_fingerprints(lines, canonical=False)
+            digests = list(url_fingerprints(lines, canonical=False))
         return np.frombuffer(b"".join(digests), dtype=f"S{DIGEST_SIZE}")
 
     def add_many(self, digests: np.ndarray) -> np.ndarray:  # type: ignore[override]

@@ -227,9 +227,12 @@ class SharedRing(MappedHandle):
         self._mapping.begin_write()
         words = self._words
         count = self._generations
-        old, drops = words[_state.W_NEWEST], words[_state.W_DROPS]
-        for step in range(1, min(drops, count) + 1):
-            self._slots[(old + step) % count].clear()
+        # The dropped slots are the `drops` slots up to the new newest one,
+        # found from the pending words alone: a writer killed while copying
+        # them to the live words leaves those half updated, and finishing the
+        # rotation again must clear the same slots.
+        for slot in _state.dropped_slots(words[_state.W_P_NEWEST], words[_state.W_DROPS], count):
+            self._slots[slot].clear()
         for live, pending in ((_state.W_EPOCH, _state.W_P_EPOCH), (_state.W_PERIODS, _state.W_P_PERIODS),
                               (_state.W_ROTATIONS, _state.W_P_ROTATIONS), (_state.W_NEWEST, _state.W_P_NEWEST)):
             words[live] = words[pending]
@@ -255,7 +258,8 @@ class SharedRing(MappedHandle):
                 words[_state.W_P_PERIODS] = self._periods
                 words[_state.W_P_ROTATIONS] = self._rotations
                 words[_state.W_P_NEWEST] = newest
-                words[_state.W_DROPS] = drops
+                # Dropping more generations than there are clears them all.
+                words[_state.W_DROPS] = min(drops, count)
                 words[_state.W_SEQUENCE] = words[_state.W_SEQUENCE] + 1
                 self._apply_pending()
                 self._seq = words[_state.W_SEQUENCE]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional
 
 from crawldedup import _files, _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
@@ -66,6 +66,13 @@ class State(NamedTuple):
     drops: int
 
 
+def dropped_slots(new_newest: int, drops: int, generations: int) -> List[int]:
+    """The slots a rotation clears: the ``drops`` slots up to and including
+    its new newest one (all of them when drops >= generations)."""
+    drops = min(drops, generations)
+    return [(new_newest - drops + step) % generations for step in range(1, drops + 1)]
+
+
 def check_schedule(every: Optional[float], epoch: float, periods: int, what: str,
                     bad: Callable[[str], CorruptFileError]) -> None:
     if not math.isfinite(epoch):
@@ -107,7 +114,15 @@ def parse_state(header: _files.Header, payload: memoryview,
         if not 1 <= drops <= generations:
             raise bad(f"a rotation in progress drops {drops} generations, not 1 to "
                       f"{generations}")
-        if p_newest != (newest + drops) % generations or p_rotations != rotations + drops:
+        # The live words are those before the rotation or, when its writer
+        # was killed while publishing it (epoch, periods, rotations, then the
+        # newest slot), partly the rotation's own already.  A rotation of
+        # more generations than there are writes drops = generations, and its
+        # new newest slot can be any.
+        follows = (p_newest == (newest + drops) % generations or drops == generations)
+        published = p_newest == newest and p_rotations == rotations
+        counted = p_rotations == rotations or p_rotations >= rotations + drops
+        if p_newest >= generations or not counted or not (follows or published):
             raise bad(f"the rotation in progress (newest slot {p_newest}, rotation "
                       f"{p_rotations}) does not follow from slot {newest}, rotation "
                       f"{rotations} and {drops} dropped")

@@ -18,8 +18,11 @@ Guarantees:
   a consumer that needs every URL reads the output to its end or writes it
   to a file (README, "The command line").
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
-* One ``crawldedup urls`` at a time uses a state file (a lock file beside
-  it); a second one exits with an error.
+* One ``crawldedup urls`` at a time uses a state file (``STATE.lock`` beside
+  it while the command runs); a second one exits with an error.
+
+The loop reads chunks, computes each chunk's keys once, and talks to its state
+through the small interface of ``crawldedup._url_state`` (docs/cli.md).
 
 ``crawldedup info PATH`` describes any crawldedup state file.
 
@@ -39,7 +42,7 @@ import signal
 import sys
 from itertools import compress
 from types import FrameType
-from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, cast
 
 import numpy as np
 
@@ -397,7 +400,7 @@ class _Canonical:
         if self.strip_params is None and fingerprint.FAST_PATH:
             # The batch kernel itself: canonicalize_urls adds two Python
             # loops over the batch, a third of this mode's time (profiled).
-            keys = canonicalize_urls_fast(urls, False, True)
+            keys = cast(List[Any], canonicalize_urls_fast(urls, False, True))
             if None in keys:
                 cache = self.slow
                 for i, key in enumerate(keys):
@@ -412,8 +415,8 @@ class _Canonical:
                             self.raw += 1
                         keys[i] = key
             return keys
-        keys = fingerprint.canonicalize_urls(urls, strip_params=self.strip_params,
-                                             errors="none")
+        keys = cast(List[Any], fingerprint.canonicalize_urls(
+            urls, strip_params=self.strip_params, errors="none"))
         if None in keys:
             for i, key in enumerate(keys):
                 if key is None:
@@ -586,8 +589,8 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
     raw = ""
     if canonical is not None and canonical.raw:
-        raw = (f", {_count(canonical.raw, 'line')} not canonicalizable (not UTF-8 or not a "
-               f"URL canonicalize_url accepts) compared as read")
+        raw = (f", {_count(canonical.raw, 'line')} not canonicalizable (no URL "
+               f"canonicalize_url accepts) compared as read")
     err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}{raw}, "
               f"{detail}, state {args.state}\n")
     for warning in warnings:

@@ -513,8 +513,8 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             slots.append(member)
         newest = state.newest
         if state.sequence & 1:  # killed while rotating: finish the rotation
-            for step in range(1, state.drops + 1):
-                slots[(newest + step) % count].clear()
+            for slot in _state.dropped_slots(state.pending_newest, state.drops, count):
+                slots[slot].clear()
             newest = state.pending_newest
         self = cls.__new__(cls)
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
