@@ -128,9 +128,9 @@ def redis_url():
 # Python; its other runs (the pure-Python kernels, the oldest and newest
 # Pythons, the sanitizers) select `-m "not integration"`: what those runs
 # check, the kernels and wrappers, the integration tests only use.
-INTEGRATION_FILES = ("test_redis_bloom.py", "test_redis_faults.py", "test_redis_simhash.py",
-                     "test_redis_store.py", "test_scrapy_", "test_recrawl_scrapy.py",
-                     "test_spark")
+INTEGRATION_FILES = ("test_redis_async.py", "test_redis_bloom.py", "test_redis_cli.py",
+                     "test_redis_faults.py", "test_redis_simhash.py", "test_redis_store.py",
+                     "test_scrapy_", "test_recrawl_scrapy.py", "test_spark")
 
 
 def pytest_configure(config):
@@ -143,3 +143,7 @@ def pytest_collection_modifyitems(config, items):
         name = item.path.name if hasattr(item, "path") else os.path.basename(str(item.fspath))
         if name.startswith(INTEGRATION_FILES):
             item.add_marker(pytest.mark.integration)
+
+
+# Redis servers the tests start themselves (a throwaway server, a 3-master cluster).
+from redis_servers import redis_cluster_url, redis_server  # noqa: E402,F401

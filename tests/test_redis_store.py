@@ -11,14 +11,13 @@ import uuid
 
 import numpy as np
 import pytest
+from conftest import require_service
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crawldedup import StoreUnavailableError
 from crawldedup.errors import CrawldedupError
 from crawldedup.stores import open_store
-
-from conftest import require_service
 
 redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
     else __import__("redis")
@@ -209,3 +208,22 @@ def test_missing_redis_py_says_what_to_install(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout
     assert "pip install 'crawldedup[redis]'" in out
+
+
+def test_on_the_cluster(redis_cluster_url):
+    name = f"cdtest:{uuid.uuid4().hex[:12]}"
+    now = [time.time()]
+    with RedisStore(redis_cluster_url, name) as plain, \
+            RedisStore(redis_cluster_url, name + ":w", window=60, windows=2,
+                       clock=lambda: now[0]) as windowed:
+        assert plain.address.startswith("Redis Cluster")
+        fps = [md5(i) for i in range(5000)]
+        for store in (plain, windowed):
+            assert store.add_many(fps).all() and not store.add_many(fps).any()
+            assert store.contains_many(fps[:10] + [md5(-1)]).tolist() == [True] * 10 + [False]
+            assert len(store) == 5000
+        now[0] += 100  # forgotten after window * (1 + 1/windows) at most
+        assert not windowed.contains_many(fps).any()
+        plain.clear()
+        windowed.clear()
+        assert len(plain) == 0

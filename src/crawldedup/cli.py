@@ -505,6 +505,9 @@ def _check_writable(path: str) -> None:
 
 def _open_urls_state(state: str, args: argparse.Namespace, err: IO[str]) -> Any:
     """The UrlState (see crawldedup._url_state) that --state/--db/--exact ask for."""
+    from crawldedup.redis import cli as redis_cli
+    if redis_cli.is_redis_url(args.state) and not (args.exact or args.db):
+        return redis_cli.RedisState(args.state, args, err)
     if args.exact or args.db:
         from crawldedup._exact_state import open_exact
         return open_exact(state, args, err)
@@ -513,10 +516,13 @@ def _open_urls_state(state: str, args: argparse.Namespace, err: IO[str]) -> Any:
 
 def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
     _check_urls_args(args)
-    state_path = os.path.abspath(args.state)
-    if not args.db:
+    from crawldedup.redis import cli as redis_cli
+    in_redis = redis_cli.is_redis_url(args.state)  # its lock and journal stay local
+    state_path = redis_cli.local_state_path(args.state) if in_redis else \
+        os.path.abspath(args.state)
+    if not args.db and not in_redis:
         _check_writable(state_path)
-    if not (args.exact or args.db) and not os.path.exists(state_path):
+    if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
         _check_new_state_size(state_path, args)
     canonical = _Canonical(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
@@ -644,6 +650,10 @@ def _check_urls_args(args: argparse.Namespace) -> None:
 
 
 def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
+    from crawldedup.redis import cli as redis_cli
+    if redis_cli.is_redis_url(args.path):
+        out.write(redis_cli.describe(args.path))
+        return 0
     path = os.path.abspath(args.path)
     if not os.path.lexists(path):
         raise CrawldedupError(
@@ -798,7 +808,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "file. Blank lines and surrounding whitespace are ignored.")
     urls.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
     urls.add_argument("--state", required=True, metavar="PATH",
-                      help="state file (a Bloom filter), created when missing")
+                      help="state file (a Bloom filter), created when missing; or "
+                           "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
+                           "crawlers on several machines (pip install 'crawldedup[redis]')")
     urls.add_argument("--capacity", type=_positive_int, metavar="N",
                       help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
     urls.add_argument("--error-rate", type=_probability, metavar="P",
@@ -825,8 +837,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "fingerprint set saved in the state file (or in --db)")
     urls.add_argument("--db", metavar="URL",
                       help="keep the MD5s in a database instead (implies --exact): "
-                           "sqlite:///PATH, or any SQLAlchemy URL (PostgreSQL, MySQL/MariaDB; "
-                           "pip install 'crawldedup[sql]'); --state then names the local lock "
+                           "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
+                           "(PostgreSQL, MySQL/MariaDB; pip install 'crawldedup[sql]'); "
+                           "--state then names the local lock "
                            "and journal; crawlers sharing the database print each URL once")
 
     from crawldedup import _near_dups

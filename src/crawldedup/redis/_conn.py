@@ -13,7 +13,7 @@ having every node's commands in flight at once, turning driver errors into
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Generator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, Union
 from urllib.parse import unquote, urlsplit
 
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
@@ -53,6 +53,9 @@ class Request:
         self.replies = replies
         self.key = route if key is None else key
 
+
+#: Requests in flight on one connection before the transport reads replies.
+WINDOW = 4
 
 Op = Generator[List[Request], List[List[Any]], Any]
 
@@ -137,7 +140,7 @@ def unavailable(address: str, exc: BaseException) -> StoreUnavailableError:
                                  f"{type(exc).__name__}: {text}")
 
 
-def driver_errors() -> Tuple[type, ...]:
+def driver_errors() -> Tuple[Type[BaseException], ...]:
     """redis-py exceptions that mean the server cannot serve us now."""
     ex = redis_module().exceptions
     return (ex.ConnectionError, ex.TimeoutError, ex.BusyLoadingError)
@@ -183,71 +186,84 @@ class SyncTransport:
         node = self.client.get_node_from_key(key)
         return node.name, self.client.get_redis_connection(node)
 
-    def execute(self, requests: Sequence[Request]) -> List[List[Any]]:
-        """The replies of each request (errors as exception objects), every
-        node's requests written before any reply is read."""
-        ex = redis_module().exceptions
-        for attempt in range(4):
-            results = self._execute_once(requests)
-            if not any(_redirected(r) for r in results):
-                return results
-            if attempt < 3 and self.is_cluster:  # the slots moved: learn the new map
-                try:
-                    self.client.nodes_manager.initialize()
-                except ex.RedisError as exc:
-                    raise unavailable(self.address, exc) from exc
-                continue
-        raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
-                                    f"redirecting (resharding or failing over)")
+    def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
+        """The replies of each request (errors as exception objects).
 
-    def _execute_once(self, requests: Sequence[Request]) -> List[List[Any]]:
+        Requests (a list, or a generator that builds them while earlier
+        ones run) are written as they come, each to its node's connection;
+        replies are read once more than WINDOW requests wait on a
+        connection, and at the end.  A redirected cluster request (the slots
+        moved) is sent again after the slot map is refreshed; every request
+        crawldedup sends is idempotent or was refused unexecuted."""
         ex = redis_module().exceptions
-        groups: Dict[str, Tuple[Any, List[int]]] = {}
-        for i, req in enumerate(requests):
+        results, sent = self._execute_once(requests)
+        for _attempt in range(3):
+            redo = [i for i, r in enumerate(results) if _redirected(r)]
+            if not redo or not self.is_cluster:
+                break
             try:
-                name, client = self._route(req.route)
+                self.client.nodes_manager.initialize()
             except ex.RedisError as exc:
                 raise unavailable(self.address, exc) from exc
-            groups.setdefault(name, (client, []))[1].append(i)
-        results: List[List[Any]] = [[] for _ in requests]
-        taken: List[Tuple[Any, Any]] = []
+            again, _ = self._execute_once([sent[i] for i in redo])
+            for i, r in zip(redo, again):
+                results[i] = r
+        if any(_redirected(r) for r in results):
+            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
+                                        f"redirecting (resharding or failing over)")
+        return results
+
+    def _execute_once(self, requests: Iterable[Request]
+                      ) -> Tuple[List[List[Any]], List[Request]]:
+        ex = redis_module().exceptions
+        results: List[List[Any]] = []
+        conns: Dict[str, Tuple[Any, Any, Any]] = {}  # node -> (pool, conn, pending indices)
         name = self.address
+
+        def read(conn: Any, i: int, req: Request) -> None:
+            out = results[i]
+            for _ in range(req.replies):
+                try:
+                    out.append(conn.read_response())
+                except ex.ResponseError as exc:
+                    out.append(exc)
+
+        sent: List[Request] = []
         try:
             with self._lock:
-                sent = []
-                for name, (client, indices) in groups.items():
-                    pool = client.connection_pool
-                    conn = _get_connection(pool)
-                    taken.append((pool, conn))
-                    payload: List[bytes] = []
-                    for i in indices:
-                        p = requests[i].payload
-                        if isinstance(p, list):
-                            payload.extend(p)
-                        else:
-                            payload.append(p)
-                    conn.send_packed_command(payload)
-                    sent.append((name, conn, indices))
-                for name, conn, indices in sent:  # noqa: B007 - named in errors
-                    for i in indices:
-                        out = results[i]
-                        for _ in range(requests[i].replies):
-                            try:
-                                out.append(conn.read_response())
-                            except ex.ResponseError as exc:
-                                out.append(exc)
+                for req in requests:
+                    try:
+                        name, client = self._route(req.route)
+                    except ex.RedisError as exc:
+                        raise unavailable(self.address, exc) from exc
+                    if name not in conns:
+                        pool = client.connection_pool
+                        conns[name] = (pool, _get_connection(pool), [])
+                    _, conn, pending = conns[name]
+                    results.append([])
+                    sent.append(req)
+                    conn.send_packed_command(req.payload if isinstance(req.payload, list)
+                                             else [req.payload])
+                    pending.append(len(results) - 1)
+                    while len(pending) > WINDOW:
+                        i = pending.pop(0)
+                        read(conn, i, sent[i])
+                for name, (_, conn, pending) in conns.items():  # noqa: B007 - named in errors
+                    for i in pending:
+                        read(conn, i, sent[i])
+                    pending.clear()
         except driver_errors() as exc:
-            for _, conn in taken:
+            for _, conn, _ in conns.values():
                 conn.disconnect()
             raise unavailable(name, exc) from exc
         except BaseException:
-            for _, conn in taken:  # a half-read pipeline must not be reused
+            for _, conn, _ in conns.values():  # a half-read pipeline must not be reused
                 conn.disconnect()
             raise
         finally:
-            for pool, conn in taken:
+            for pool, conn, _ in conns.values():
                 pool.release(conn)
-        return results
+        return results, sent
 
     def run(self, op: Op) -> Any:
         """Drive a sans-I/O operation to its result."""

@@ -1,0 +1,141 @@
+"""The command line's Redis parts: ``crawldedup urls --state redis://...``
+(the Bloom state in Redis, shared by crawlers on several machines) and
+``crawldedup info redis://...``.  ``--db redis://...`` goes through
+:func:`crawldedup.stores.open_store` (a RedisStore)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import tempfile
+from typing import IO, Any, List
+
+from crawldedup._url_state import UrlState
+from crawldedup.errors import CrawldedupError
+
+SCHEMES = ("redis://", "rediss://")
+
+
+def is_redis_url(text: str) -> bool:
+    return isinstance(text, str) and text.startswith(SCHEMES)
+
+
+def local_state_path(url: str) -> str:
+    """Where this machine keeps the lock and journal of a Redis state."""
+    digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"crawldedup-redis-{digest}")
+
+
+def _parts(url: str) -> Any:
+    from crawldedup.redis._conn import split_url
+    try:
+        base, name = split_url(url)
+    except ValueError as exc:
+        raise CrawldedupError(str(exc)) from None
+    if not name:
+        raise CrawldedupError(f"{url}: a Redis state needs a name: "
+                              f"redis://HOST:PORT/DB/NAME")
+    return base, name
+
+
+class RedisState(UrlState):
+    """The Bloom state of ``crawldedup urls`` in a RedisBloomFilter (a
+    UrlState, see crawldedup._url_state).
+
+    The command prints only what ``add_many`` reported new -- atomically, in
+    Redis -- so crawlers on several machines sharing the filter print each
+    URL once between them.
+    """
+
+    read_size = 1 << 20  # a round trip per chunk: big chunks
+
+    def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
+        from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
+        if args.rotate_every is not None or args.generations is not None:
+            raise CrawldedupError("--rotate-every/--generations are not available with a "
+                                  "Redis state (use RedisStore windows through --db)")
+        base, name = _parts(url)
+        try:
+            from crawldedup.redis.bloom import RedisBloomFilter
+            try:
+                self.bf = RedisBloomFilter(base, name)
+                asked = []
+                if args.capacity is not None and args.capacity != self.bf.capacity:
+                    asked.append(f"--capacity {args.capacity}")
+                if args.error_rate is not None and args.error_rate != self.bf.error_rate:
+                    asked.append(f"--error-rate {args.error_rate}")
+                if args.layout is not None and args.layout != self.bf.layout:
+                    asked.append(f"--layout {args.layout}")
+                if asked:
+                    err.write(f"crawldedup: note: {url} was created with capacity "
+                              f"{self.bf.capacity}, error rate {self.bf.error_rate} and the "
+                              f"{self.bf.layout} layout; using those, not {' '.join(asked)}\n")
+            except ValueError as exc:
+                if "no crawldedup filter" not in str(exc):
+                    raise
+                self.bf = RedisBloomFilter(
+                    base, name, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
+                    DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
+                    layout=args.layout or "blocked")
+        except ImportError as exc:
+            raise CrawldedupError(str(exc)) from None
+        self.url = url
+        self.contains_many = self.bf.contains_many
+        self.add_many = self.bf.add_many
+
+    def describe(self) -> str:
+        return (f"Redis Bloom filter {self.bf.name!r} at {self.bf.address}, "
+                f"fill ratio {self.bf.fill_ratio:.4g}")
+
+    def warnings(self) -> List[str]:
+        count = self.bf.estimated_count()
+        if count <= self.bf.capacity:
+            return []
+        return [f"the Redis filter holds about {count:,} URLs, more than its capacity "
+                f"{self.bf.capacity:,}; its false-positive rate has grown past "
+                f"{self.bf.error_rate:g}. Start a new one with a larger --capacity."]
+
+    def close(self) -> None:
+        self.bf.close()
+
+
+def describe(url: str) -> str:
+    """``crawldedup info redis://HOST:PORT/DB/NAME``: the filter's parameters,
+    shards and fill (or the RedisStore / index found under that name)."""
+    base, name = _parts(url)
+    try:
+        from crawldedup.redis.bloom import RedisBloomFilter
+        try:
+            bf = RedisBloomFilter(base, name)
+        except ValueError as exc:
+            if "no crawldedup filter" not in str(exc):
+                raise
+            from crawldedup.redis.store import RedisStore
+            with RedisStore(base, name) as store:
+                n = len(store)
+            if n:
+                return (f"redis: {url}\nkind: exact fingerprint store (a Redis set)\n"
+                        f"fingerprints: {n:,}\n")
+            raise CrawldedupError(f"{url}: no crawldedup filter or store named {name!r} "
+                                  f"there") from None
+    except ImportError as exc:
+        raise CrawldedupError(str(exc)) from None
+    with bf:
+        popcount = bf._popcount()
+        m, k = bf.num_bits, bf.num_hashes
+        fill = popcount / m
+        lines = [
+            f"redis: {url} ({bf.address})",
+            "kind: Bloom filter (crawldedup.redis.RedisBloomFilter, format version 1)",
+            f"capacity: {bf.capacity:,}",
+            f"error rate (target): {bf.error_rate:g}",
+            f"layout: {bf.layout}",
+            f"bits: {m:,} ({m / 8 / 2**20:,.2f} MiB), hash functions: {k}, seed: {bf.seed}",
+            f"shards: {bf.shards} ({', '.join(bf.shard_keys[:4])}"
+            f"{', ...' if bf.shards > 4 else ''})",
+            f"estimated count: {bf._logic.estimate(popcount):,}",
+            f"fill ratio: {fill:.4f}",
+            f"estimated false-positive rate now: {fill ** k:.4g}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,182 @@
+"""RedisBloomFilter against the real Redis: the BloomFilter interface, the
+same bits as a local filter, export/import, metadata, shards, faults."""
+
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+from crawldedup import BloomFilter, IncompatibleFilterError, StoreUnavailableError
+
+redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
+    else __import__("redis")
+
+from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisKeyTypeError  # noqa: E402
+
+
+@pytest.fixture
+def client(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def name(client):
+    prefix = f"cdtest:{uuid.uuid4().hex[:12]}"
+    yield prefix
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def urls(n, host="example.com"):
+    return [f"https://{host}/page/{i}" for i in range(n)]
+
+
+def test_interface(redis_url, name):
+    with RedisBloomFilter(redis_url, name, 1000, 0.01) as bf:
+        assert bf.add("https://example.com/a") is True
+        assert bf.add("https://example.com/a") is False
+        assert "https://example.com/a" in bf and "https://example.com/b" not in bf
+        flags = bf.add_many(["x", b"y", "x", memoryview(b"z")])
+        assert flags.dtype == np.bool_ and flags.tolist() == [True, True, False, True]
+        assert bf.contains_many(["x", "y", "nope"]).tolist() == [True, True, False]
+        assert len(bf) == bf.estimated_count() == 4
+        assert 0 < bf.fill_ratio < 0.05
+        bf.clear()
+        assert "x" not in bf and len(bf) == 0 and bf.fill_ratio == 0
+        assert bf.add("x") is True
+
+
+@pytest.mark.parametrize("shards", [1, 7])
+def test_same_bits_as_a_local_filter(redis_url, name, shards):
+    keys = urls(3000) + ["新闻", b"\x00\xff", ""]
+    local = BloomFilter(2000, 0.01, layout="blocked", seed=5)
+    with RedisBloomFilter(redis_url, name, 2000, 0.01, shards=shards, seed=5) as bf:
+        assert (bf.num_bits, bf.num_hashes, bf.shards) == (local.num_bits, local.num_hashes,
+                                                           shards)
+        assert len(set(bf.shard_keys)) == shards
+        assert bf.add_many(keys).tolist() == local.add_many(keys).tolist()
+        probe = urls(3000, "other.org")
+        assert bf.contains_many(probe).tolist() == local.contains_many(probe).tolist()
+        copy = bf.to_bloom_filter()
+        assert copy == local
+        assert bf.fill_ratio == pytest.approx(local.fill_ratio)
+        assert bf.estimated_count() == local.estimated_count()
+
+
+def test_standard_layout_one_shard(redis_url, name):
+    local = BloomFilter(500, 0.001)
+    with RedisBloomFilter(redis_url, name, 500, 0.001, layout="standard") as bf:
+        keys = urls(700)
+        assert bf.add_many(keys).tolist() == local.add_many(keys).tolist()
+        assert bf.to_bloom_filter() == local
+    with pytest.raises(ValueError, match="blocked"):
+        RedisBloomFilter(redis_url, name + "x", 500, 0.001, layout="standard", shards=2)
+
+
+def test_export_and_import(redis_url, name, tmp_path):
+    path = tmp_path / "seen.bloom"
+    keys = urls(1500)
+    with RedisBloomFilter(redis_url, name, 1000, 0.01, shards=3) as bf:
+        bf.add_many(keys)
+        bf.export(path)
+    loaded = BloomFilter.load(path)
+    assert loaded.layout == "blocked" and loaded.contains_many(keys).all()
+    with RedisBloomFilter.import_file(path, redis_url, name + ":copy", shards=2) as copy:
+        assert copy.shards == 2
+        assert copy.contains_many(keys).all()
+        assert copy.to_bloom_filter() == loaded
+        assert copy.add(keys[0]) is False and copy.add("new one") is True
+    with pytest.raises(ValueError, match="exists"):
+        RedisBloomFilter.import_file(path, redis_url, name + ":copy")
+    with RedisBloomFilter.import_file(path, redis_url, name + ":copy", replace=True) as again:
+        assert "new one" not in again and keys[5] in again
+
+
+def test_metadata(redis_url, name, client):
+    with RedisBloomFilter(redis_url, name, 5000, 0.01, shards=4) as bf:
+        bf.add("kept")
+    with RedisBloomFilter(redis_url, name) as reopened:  # parameters from the metadata key
+        assert (reopened.capacity, reopened.error_rate, reopened.shards) == (5000, 0.01, 4)
+        assert "kept" in reopened
+    with pytest.raises(IncompatibleFilterError, match="capacity 6000 != 5000"):
+        RedisBloomFilter(redis_url, name, 6000, 0.01)
+    with pytest.raises(IncompatibleFilterError, match="error_rate"):
+        RedisBloomFilter(redis_url, name, 5000, 0.02)
+    with pytest.raises(IncompatibleFilterError, match="shards 2 != 4"):
+        RedisBloomFilter(redis_url, name, 5000, 0.01, shards=2)
+    with pytest.raises(ValueError, match="no crawldedup filter"):
+        RedisBloomFilter(redis_url, name + ":none")
+    client.set(name + ":bad:meta", b"not json")
+    with pytest.raises(IncompatibleFilterError, match="not crawldedup filter metadata"):
+        RedisBloomFilter(redis_url, name + ":bad", 10)
+    client.set(name + ":v9:meta", b'{"format": 9, "kind": "bloom"}')
+    with pytest.raises(IncompatibleFilterError, match="format 9"):
+        RedisBloomFilter(redis_url, name + ":v9", 10)
+
+
+def test_wrong_type_names_the_key(redis_url, name, client):
+    client.rpush(name + ":meta", b"x")
+    with pytest.raises(RedisKeyTypeError, match=f"{name}:meta"):
+        RedisBloomFilter(redis_url, name, 100)
+    with RedisBloomFilter(redis_url, name + "2", 100, shards=1) as bf:
+        key = bf.shard_keys[0]
+        client.delete(key)
+        client.rpush(key, b"x")
+        with pytest.raises(RedisKeyTypeError, match="bits"):
+            bf.add("a")
+
+
+def test_lost_shard_is_reported_not_treated_as_empty(redis_url, name, client):
+    with RedisBloomFilter(redis_url, name, 1000, 0.01, shards=2) as bf:
+        bf.add_many(urls(200))
+        client.delete(bf.shard_keys[1])  # what a restart without persistence does
+        with pytest.raises(RedisDataLostError, match="lost its data") as info:
+            bf.contains_many(urls(200))
+        assert isinstance(info.value, StoreUnavailableError)
+        with pytest.raises(RedisDataLostError):
+            bf.add_many(urls(200))
+        with pytest.raises(RedisDataLostError):  # still, after the add recreated the key
+            bf.add_many(urls(200))
+        with pytest.raises(RedisDataLostError):
+            RedisBloomFilter(redis_url, name)
+        bf.clear()  # starts afresh
+        assert bf.add_many(urls(200)).all()
+
+
+def test_bad_input_changes_nothing(redis_url, name):
+    with RedisBloomFilter(redis_url, name, 1000) as bf:
+        with pytest.raises(TypeError, match="int"):
+            bf.add_many(["a", "b", 3])
+        with pytest.raises(UnicodeEncodeError):
+            bf.add_many(["a", "\ud800"])
+        with pytest.raises(TypeError, match="single str"):
+            bf.add_many("abc")
+        assert bf.fill_ratio == 0
+    for args, error in [((0,), ValueError), ((10, 1.5), ValueError), ((10, "x"), TypeError)]:
+        with pytest.raises(error):
+            RedisBloomFilter(redis_url, name + "b", *args)
+    with pytest.raises(ValueError, match="shards"):
+        RedisBloomFilter(redis_url, name + "c", 10, shards=0)
+    with pytest.raises(TypeError, match="name"):
+        RedisBloomFilter(redis_url, None, 10)
+
+
+def test_false_positive_rate_within_bound(redis_url, name):
+    n = 20_000
+    with RedisBloomFilter(redis_url, name, n, 0.01, shards=3) as bf:
+        bf.add_many(urls(n))
+        fp = bf.contains_many(urls(50_000, "absent.org")).mean()
+    assert fp <= 0.011
+
+
+def test_unreachable_server(redis_url, name):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
+        RedisBloomFilter(f"redis://127.0.0.1:{port}/0", name, 10)
