@@ -196,7 +196,10 @@ def crawl_command(folder: str, settings: Dict[str, str]) -> List[str]:
 
 
 def crawl_env(root: str, stats: Optional[str] = None, name: str = "site") -> Dict[str, str]:
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    # The crawldedup these tests import (the source tree's or the installed
+    # wheel, as CI runs it), for the crawling subprocess too.
+    import crawldedup
+    src = os.path.dirname(os.path.dirname(os.path.abspath(crawldedup.__file__)))
     env = dict(os.environ)
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     env["SITE_ROOT"] = root

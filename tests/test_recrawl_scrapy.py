@@ -9,12 +9,16 @@ import uuid
 
 import pytest
 
+import crawldedup
+
 pytest.importorskip("scrapy")
 
 from recrawl_site import Site  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(HERE), "src")
+# The crawldedup these tests import (the source tree's or the installed wheel,
+# as CI runs it), for subprocesses too.
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(crawldedup.__file__)))
 
 PAGES = {
     **{f"/v/{i}": f"<html><body><h1>Validated page {i}</h1><p>{'text ' * 200}</p></body></html>"

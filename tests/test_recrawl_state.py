@@ -10,6 +10,8 @@ import textwrap
 import uuid
 
 import pytest
+
+import crawldedup
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,7 +27,9 @@ from crawldedup.recrawl import (
 
 DAY = 86400.0
 T0 = 1_700_000_000.0
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+# The crawldedup these tests import (the source tree's or the installed wheel,
+# as CI runs it), for subprocesses too.
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(crawldedup.__file__)))
 
 PAGE = ("Crawlers fetch the same article from many portals. A page that differs only in a "
         "counter, an advertisement or a footer is a near duplicate, and a crawler that "
