@@ -87,6 +87,19 @@ def platform_lacks(condition, reason):
                               reason=reason)
 
 
+def require_module(name):
+    """importlib.import_module(name) for an optional test dependency; a
+    missing one skips the test, or fails it under
+    CRAWLDEDUP_REQUIRE_SERVICES (CI), where a skip would hide a gap."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed: {exc}"
+        if os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES"):
+            pytest.fail(message + " (CRAWLDEDUP_REQUIRE_SERVICES is set)", pytrace=False)
+        pytest.skip(message, allow_module_level=True)
+
+
 def require_service(name):
     """The URL of the test server `name`, after checking that it accepts
     connections; skips (or fails, under CRAWLDEDUP_REQUIRE_SERVICES) if not."""

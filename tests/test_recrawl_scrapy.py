@@ -9,9 +9,11 @@ import uuid
 
 import pytest
 
+from conftest import require_module
+
 import crawldedup
 
-pytest.importorskip("scrapy")
+require_module("scrapy")
 
 from recrawl_site import Site  # noqa: E402
 

@@ -11,6 +11,8 @@ import uuid
 
 import pytest
 
+from conftest import require_module
+
 import crawldedup
 from hypothesis import given
 from hypothesis import strategies as st
@@ -346,7 +348,7 @@ def test_counts_match_a_model(tmp_path_factory, events):
 
 
 def test_redis_unreachable_names_the_address():
-    pytest.importorskip("redis")
+    require_module("redis")
     with pytest.raises(StoreUnavailableError, match="127.0.0.1:1"):
         RedisRecrawlStore("redis://127.0.0.1:1/0")
 

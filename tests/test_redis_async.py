@@ -3,15 +3,15 @@ on the cluster (they share the sans-I/O logic; this checks the transport)."""
 
 import asyncio
 import hashlib
-import os
 import uuid
 
 import pytest
 
+from conftest import require_module
+
 from crawldedup import BloomFilter, StoreUnavailableError
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+redis = require_module("redis")
 
 from conftest import require_service  # noqa: E402
 

@@ -1,16 +1,16 @@
 """RedisBloomFilter against the real Redis: the BloomFilter interface, the
 same bits as a local filter, export/import, metadata, shards, faults."""
 
-import os
 import uuid
 
 import numpy as np
 import pytest
 
+from conftest import require_module
+
 from crawldedup import BloomFilter, IncompatibleFilterError, StoreUnavailableError
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+redis = require_module("redis")
 
 from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisKeyTypeError  # noqa: E402
 

@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+from conftest import require_module
+
+redis = require_module("redis")
 
 
 def run(args, stdin=b""):

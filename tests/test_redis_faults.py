@@ -11,10 +11,11 @@ import uuid
 import numpy as np
 import pytest
 
+from conftest import require_module
+
 from crawldedup import StoreUnavailableError
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+redis = require_module("redis")
 
 from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisStore  # noqa: E402
 

@@ -1,18 +1,18 @@
 """RedisSimhashIndex against brute force, on the Redis server and on the
 3-master cluster the tests start."""
 
-import os
 import uuid
 
 import numpy as np
 import pytest
+
+from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
 from crawldedup import SimhashIndex, StoreUnavailableError
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+redis = require_module("redis")
 
 from conftest import require_service  # noqa: E402
 

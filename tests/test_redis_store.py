@@ -11,7 +11,7 @@ import uuid
 
 import numpy as np
 import pytest
-from conftest import require_service
+from conftest import require_service, require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,8 +19,7 @@ from crawldedup import StoreUnavailableError
 from crawldedup.errors import CrawldedupError
 from crawldedup.stores import open_store
 
-redis = pytest.importorskip("redis") if not os.environ.get("CRAWLDEDUP_REQUIRE_SERVICES") \
-    else __import__("redis")
+redis = require_module("redis")
 
 from crawldedup.redis import RedisKeyTypeError, RedisStore  # noqa: E402
 

@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-pytest.importorskip("scrapy")
+from conftest import require_module
+
+require_module("scrapy")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -132,7 +134,7 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
     own request queue, sharing only the 'redis' backend of the duplicate
     filter: each page is fetched once between them, by the process that met
     it first."""
-    pytest.importorskip("scrapy_redis")
+    require_module("scrapy_redis")
     import uuid
 
     import redis

@@ -7,10 +7,12 @@ import logging
 import os
 
 import pytest
+
+from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("scrapy")
+require_module("scrapy")
 
 from scrapy import Request, Spider, signals  # noqa: E402
 from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
@@ -366,7 +368,7 @@ def test_redis_unreachable_or_wrong_key(redis_url, redis_key):
 # scrapy-redis 0.9 passes spider= to the stats, which Scrapy 2.19 deprecates
 @pytest.mark.filterwarnings("ignore:Passing a 'spider' argument")
 def test_under_scrapy_redis_scheduler(redis_url):
-    pytest.importorskip("scrapy_redis")
+    require_module("scrapy_redis")
     import redis
     from scrapy_redis.scheduler import Scheduler
     name = "test-crawldedup-scrapy-redis"

@@ -5,10 +5,12 @@ import doctest
 import gc
 
 import pytest
+
+from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
-scrapy = pytest.importorskip("scrapy")
+scrapy = require_module("scrapy")
 
 from scrapy import Request  # noqa: E402
 from scrapy.http import FormRequest  # noqa: E402

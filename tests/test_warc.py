@@ -5,8 +5,10 @@ import io
 
 import pytest
 
-pytest.importorskip("warcio")
-pytest.importorskip("resiliparse")
+from conftest import require_module
+
+require_module("warcio")
+require_module("resiliparse")
 
 from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 from warcio.warcwriter import WARCWriter  # noqa: E402
