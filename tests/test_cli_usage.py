@@ -104,11 +104,11 @@ def test_over_capacity_warning_and_info_give_the_same_count(tmp_path):
 # ------------------------------------------------- item 14: unparseable URLs
 
 def test_canonical_counts_the_lines_it_compares_as_read(tmp_path):
-    data = (b"http://[::1\nhttp://a.example:99999/x\nhttps://a.example/?b=1&a=2\n"
+    data = (b"http://[::1\nhttp://[::2/x\nhttps://a.example/?b=1&a=2\n"
             b"https://a.example/?a=2&b=1\nhttp://[::1\n")
     run = crawldedup("urls", "--state", tmp_path / "s", "--canonical", stdin=data)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.decode().splitlines() == ["http://[::1", "http://a.example:99999/x",
+    assert run.stdout.decode().splitlines() == ["http://[::1", "http://[::2/x",
                                                 "https://a.example/?b=1&a=2"]
     assert b"3 lines not canonicalizable" in run.stderr  # every such line counts
     clean = crawldedup("urls", "--state", tmp_path / "t", "--canonical", stdin=b"https://a/\n")

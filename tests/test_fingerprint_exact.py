@@ -20,6 +20,45 @@ with warnings.catch_warnings():
 RAISES = "raises"
 
 
+# The reference is the current Scrapy (2.14 and later), which these tests
+# run against on every Python it supports.  The newest Scrapy for Python 3.9
+# (2.13) differs in two places, both since fixed upstream: its Headers
+# normalize a name twice when built (so Headers({"aéb": "v"}).get("aéb") is
+# None), and a falsy body that is not None (0, [], bytearray()) raises.
+# On such a Scrapy the tests first bring those two up to date, so that what
+# they compare against is the behaviour crawldedup promises.
+def _scrapy_is_current():
+    from scrapy.http.headers import Headers
+    try:
+        Request("http://a.com/", body=0)
+    except TypeError:
+        return False
+    return Headers({"aéb": "v"}).get("aéb") == b"v"
+
+
+@pytest.fixture(autouse=True)
+def current_scrapy(monkeypatch):
+    if _scrapy_is_current():
+        return
+    from collections.abc import Mapping
+
+    from scrapy.http.headers import Headers
+
+    def update(self, seq):
+        merged = {}
+        for key, value in (seq.items() if isinstance(seq, Mapping) else seq):
+            merged.setdefault(self.normkey(key), []).extend(self.normvalue(value))
+        dict.update(self, merged)
+
+    original_set_body = Request._set_body
+
+    def set_body(self, body):
+        original_set_body(self, body if body else None)
+
+    monkeypatch.setattr(Headers, "update", update)
+    monkeypatch.setattr(Request, "_set_body", set_body)
+
+
 def scrapy_outcome(url, method="GET", body=None, headers=None, **kwargs):
     """Scrapy's fingerprint, or RAISES (the types differ in places: Scrapy
     raises AttributeError for an int header name, we TypeError)."""

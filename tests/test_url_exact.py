@@ -29,7 +29,7 @@ def test_long_port_is_w3libs_answer(port, scheme):
     url = f"{scheme}://a.com:{port}/x?b=1&a=2"
     assert our_outcome(url) == w3lib_outcome(url)
     assert our_outcome(url.encode()) == w3lib_outcome(url.encode())
-    if len(port) > 4300:   # Python's int() digit limit: w3lib raises
+    if len(port) > 4300 and W3LIB_25:   # Python's int() digit limit: w3lib 2.5 raises
         with pytest.raises(ValueError):
             canonicalize_url(url)
 
@@ -85,12 +85,17 @@ def test_types_w3lib_rejects_raise(bad):
         url_fingerprint(bad)
 
 
-@pytest.mark.skipif(not fingerprint._W3LIB_QUERY_SEPARATOR, reason="w3lib before 2.4")
 @pytest.mark.parametrize("url", ["http://a.com/x", "http://a.com/x?", "http://a.com/x?b=1;a=2",
                                  "http://a.com/x?b=1&a=2#f", "https://a.com", "ftp://a/b?",
                                  "http://a.com/x#?a"])
 @pytest.mark.parametrize("separator", ["", ";", "&&", "ab", 5, b"&", None])
 def test_query_separator_as_w3lib(url, separator):
+    if not fingerprint._W3LIB_QUERY_SEPARATOR:
+        # w3lib before 2.4 (the newest on Python 3.9 is 2.3) has no
+        # query_separator: we refuse one, naming it, rather than ignore it.
+        with pytest.raises((TypeError, ValueError), match="query_separator"):
+            canonicalize_url(url, query_separator=separator)
+        return
     expected = w3lib_outcome(url, query_separator=separator)
     got = our_outcome(url, query_separator=separator)
     if isinstance(expected, str):
@@ -251,9 +256,9 @@ def test_canonicalize_urls_arguments():
         canonicalize_urls(["http://a.com/", 5])
     with pytest.raises(ValueError, match="errors must be"):
         canonicalize_urls(["http://a.com/"], errors="ignore")
-    with pytest.raises(ValueError, match=r"urls\[0\].*[Pp]ort"):
-        canonicalize_urls(["http://a.com:70000/"])
-    assert canonicalize_urls(["http://a.com:70000/", "http://b.com"], errors="none") == \
+    with pytest.raises(ValueError, match=r"urls\[0\].*IPv6"):
+        canonicalize_urls(["http://[::1/"])
+    assert canonicalize_urls(["http://[::1/", "http://b.com"], errors="none") == \
         [None, "http://b.com/"]
     assert "canonicalize_urls" in crawldedup.__all__
 

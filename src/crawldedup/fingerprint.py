@@ -345,7 +345,7 @@ def canonicalize_urls(
     str with lone surrogates...) and keeps going.  Every argument is checked
     before any URL is canonicalized.
 
-    >>> canonicalize_urls(["http://A.com/?b=1&a=2", b"https://a.com/%7e", "http://a.com:99999/"],
+    >>> canonicalize_urls(["http://A.com/?b=1&a=2", b"https://a.com/%7e", "http://[::1/"],
     ...                   errors="none")
     ['http://a.com/?a=2&b=1', 'https://a.com/~', None]
     """
@@ -386,6 +386,8 @@ def _at_index(exc: Exception, i: int) -> Exception:
     """exc, its message led by the batch index (when its type allows)."""
     if type(exc) in (TypeError, ValueError):
         return type(exc)(f"urls[{i}]: {exc}")
+    if isinstance(exc, ValueError):  # UnicodeDecodeError from an older w3lib, say
+        return ValueError(f"urls[{i}]: {type(exc).__name__}: {exc}")
     return exc
 
 
