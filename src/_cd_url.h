@@ -1,15 +1,22 @@
 /* Compiled fast path of w3lib.url.canonicalize_url (w3lib 2.5 rules).
  *
- * cd_url_canonicalize() handles the URLs crawlers meet: http/https, a plain
- * host of unreserved characters with an optional numeric port, and a path,
- * query and fragment of printable ASCII, percent escapes (valid or not) and
- * UTF-8.  Anything else (userinfo, IPv6 or IDNA hosts, whitespace or control
- * characters, backslashes, other schemes, bad ports) returns CDU_FALLBACK and
- * the caller asks w3lib itself, so the answer is always w3lib's.
+ * cd_url_canonicalize() handles the URLs crawlers meet: http, https and ftp
+ * (the special schemes that split ";params"; ws and wss do not); a host of
+ * unreserved characters or an IPv6 address in brackets, with an optional
+ * numeric port and userinfo; a path, query and fragment of printable ASCII,
+ * spaces, percent escapes (valid or not) and UTF-8.  Anything else (IDNA
+ * hosts, IPv4-mapped or scoped IPv6 addresses, control characters inside
+ * the URL, other schemes, bad ports) returns CDU_FALLBACK and the
+ * caller asks w3lib itself, so the answer is always w3lib's.
  *
  * The rules reproduced, in w3lib's order (url.py _safe_url_split and
- * canonicalize_url, _url.py _urlsplit/_parse_qsl/_urlencode):
+ * canonicalize_url, _url.py _strip/_urlsplit/_parse_qsl/_urlencode):
+ *   strip   C0 controls and spaces stripped from both ends, tabs and
+ *           newlines removed, "\\" read as "/" before the query;
  *   netloc  scheme and host lower-cased, port as int(port) (leading zeros go);
+ *           userinfo decoded and quoted with _USERINFO_SAFEST_CHARS (user
+ *           and password apart); an IPv6 address as Python's ipaddress
+ *           writes it (RFC 5952: lower case, longest zero run as "::");
  *   path    ";params" split off the last segment; every "%HH" decoded except
  *           %25 %2F %3B %3F (kept, hex upper-cased); bytes outside
  *           _PATH_SAFE_CHARS percent-encoded; an empty path becomes "/"; dot
@@ -42,6 +49,7 @@
 #define CDU_UNRESERVED 1 /* A-Z a-z 0-9 - . _ ~ (RFC 3986 unreserved)            */
 #define CDU_PATH_SAFE 2  /* unreserved + :/?[]@!$&'()*+,;=|%  (_PATH_SAFE_CHARS)  */
 #define CDU_SAFEST 4     /* unreserved + :/?@!$&'()*+,;=%  (_PATH_SAFEST_CHARS)   */
+#define CDU_USERINFO 8   /* unreserved + !$&'()*+,  (_USERINFO_SAFEST_CHARS)       */
 
 static unsigned char cdu_class[256];
 static int cdu_ready = 0;
@@ -53,10 +61,12 @@ static void cdu_init(void) {
     for (c = 0; c < 256; c++) {
         unsigned char f = 0;
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-            f |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST;
+            f |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST | CDU_USERINFO;
         cdu_class[c] = f;
     }
-    for (p = "-._~"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST;
+    for (p = "-._~"; *p; p++)
+        cdu_class[(unsigned char)*p] |= CDU_UNRESERVED | CDU_PATH_SAFE | CDU_SAFEST | CDU_USERINFO;
+    for (p = "!$&'()*+,"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_USERINFO;
     for (p = ":/?@!$&'()*+,;=%"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE | CDU_SAFEST;
     for (p = "[]|"; *p; p++) cdu_class[(unsigned char)*p] |= CDU_PATH_SAFE;
     cdu_ready = 1;
@@ -80,10 +90,11 @@ typedef struct { size_t off; size_t len; } cdu_seg;
 
 /* Scratch bytes cd_url_canonicalize needs for an input of n bytes: the
  * query fields, the path segments, the output (every input byte gives at
- * most 3 output bytes, plus "=" for a bare key and the scheme) and the
- * decoded query. */
+ * most 3 output bytes, plus "=" for a bare key and the scheme), the
+ * decoded query and the stripped input. */
 static inline size_t cd_url_work_size(size_t n) {
-    return (n / 2 + 2) * sizeof(cdu_field) + (n + 2) * sizeof(cdu_seg) + (4 * n + 64) + (n + 8);
+    return (n / 2 + 2) * sizeof(cdu_field) + (n + 2) * sizeof(cdu_seg) + (4 * n + 64)
+        + 2 * (n + 8);
 }
 
 /* Quote one byte: kept when its class has `mask`, else "%HH". */
@@ -180,6 +191,123 @@ static size_t cdu_dot_segments(unsigned char *p, size_t len, cdu_seg *segs) {
     return o;
 }
 
+/* w3lib's _strip and _urlsplit's first steps, into d: C0 controls and
+ * spaces stripped from both ends, tabs, CR and LF removed, and (the fast
+ * path's schemes are all special) "\\" read as "/" before the first "?" or
+ * "#".  Returns the length, or CDU_FALLBACK for another control character
+ * or DEL inside the URL. */
+static Py_ssize_t cdu_strip(const unsigned char *s, size_t n, unsigned char *d) {
+    size_t lo = 0, hi = n, i, m = 0;
+    int slashes = 1;
+    while (lo < hi && s[lo] <= 0x20) lo++;
+    while (hi > lo && s[hi - 1] <= 0x20) hi--;
+    for (i = lo; i < hi; i++) {
+        unsigned char b = s[i];
+        if (b < 0x20 || b == 0x7F) {
+            if (b == '\t' || b == '\n' || b == '\r') continue;
+            return CDU_FALLBACK;
+        }
+        if (b == '?' || b == '#') slashes = 0;
+        else if (b == '\\' && slashes) b = '/';
+        d[m++] = b;
+    }
+    return (Py_ssize_t)m;
+}
+
+/* An IPv6 address of 16-bit groups only (no scope, no dotted tail) by the
+ * rules of Python's ipaddress; writes its 8 groups, returns 0, or -1 when
+ * Python would reject it. */
+static int cdu_ipv6_parse(const unsigned char *p, size_t len, unsigned int g[8]) {
+    size_t off[10], plen[10], i, st = 0;
+    int np = 0, k, skip = -1, hi, lo, j;
+    for (i = 0; i <= len; i++) {
+        if (i == len || p[i] == ':') {
+            if (np == 9) return -1;
+            off[np] = st; plen[np] = i - st; np++;
+            st = i + 1;
+        }
+    }
+    if (np < 3) return -1;
+    for (k = 1; k < np - 1; k++) {
+        if (plen[k] == 0) {
+            if (skip >= 0) return -1;
+            skip = k;
+        }
+    }
+    if (skip >= 0) {
+        hi = skip;
+        lo = np - skip - 1;
+        if (plen[0] == 0 && --hi) return -1;
+        if (plen[np - 1] == 0 && --lo) return -1;
+        if (8 - (hi + lo) < 1) return -1;
+    } else {
+        if (np != 8 || plen[0] == 0 || plen[np - 1] == 0) return -1;
+        hi = np;
+        lo = 0;
+    }
+    for (j = 0; j < 8; j++) g[j] = 0;
+    for (k = 0; k < hi + lo; k++) {
+        int part = k < hi ? k : np - (hi + lo) + k;
+        unsigned int v = 0;
+        if (plen[part] == 0 || plen[part] > 4) return -1;
+        for (i = off[part]; i < off[part] + plen[part]; i++) {
+            int x = cdu_hexval(p[i]);
+            if (x < 0) return -1;
+            v = v * 16 + (unsigned int)x;
+        }
+        g[k < hi ? k : 8 - (hi + lo) + k] = v;
+    }
+    return 0;
+}
+
+/* The 8 groups as Python's str(IPv6Address) writes them: lower-case hex
+ * without leading zeros, the first longest run of two or more zero groups
+ * as "::". */
+static unsigned char *cdu_ipv6_put(unsigned char *o, const unsigned int g[8]) {
+    int best = -1, best_len = 0, run = 0, k;
+    for (k = 0; k < 8; k++) {
+        run = g[k] ? 0 : run + 1;
+        if (run > best_len) { best_len = run; best = k - run + 1; }
+    }
+    if (best_len < 2) best = -1;
+    for (k = 0; k < 8; k++) {
+        if (k == best) {
+            *o++ = ':';
+            if (k == 0) *o++ = ':';
+            k += best_len - 1;
+            continue;
+        }
+        {
+            unsigned int v = g[k];
+            int shift = 12;
+            while (shift > 0 && !(v >> shift)) shift -= 4;
+            for (; shift >= 0; shift -= 4) *o++ = (unsigned char)"0123456789abcdef"[(v >> shift) & 15];
+        }
+        if (k < 7) *o++ = ':';
+    }
+    return o;
+}
+
+/* w3lib's userinfo part: escapes decoded, then quoted with
+ * _USERINFO_SAFEST_CHARS. */
+static unsigned char *cdu_put_userinfo(unsigned char *o, const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char b = s[i];
+        if (b == '%' && i + 2 < n) {
+            int h = cdu_hexval(s[i + 1]), l = cdu_hexval(s[i + 2]);
+            if (h >= 0 && l >= 0) {
+                o = cdu_put(o, (unsigned char)(h * 16 + l), CDU_USERINFO);
+                i += 3;
+                continue;
+            }
+        }
+        o = cdu_put(o, b, CDU_USERINFO);
+        i++;
+    }
+    return o;
+}
+
 /* Canonicalize s[0:n] (UTF-8).  Writes the canonical URL (ASCII) into work
  * (cd_url_work_size(n) bytes, aligned for pointers), at cd_url_output(work,
  * n), and returns its length, or CDU_FALLBACK outside the fast path. */
@@ -189,16 +317,20 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
     cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
     unsigned char *out = (unsigned char *)(segs + (n + 2));
     unsigned char *dec = out + (4 * n + 64);
+    unsigned char *stripped = dec + (n + 8);
     unsigned char *o = out;
-    size_t i, a, host_end, auth_end, path_end, q_end, semi, port_start;
+    size_t i, a, at, host, host_end, auth_end, path_end, q_end, semi, port_start;
     size_t nfields = 0;
-    int https;
+    const char *scheme;
+    size_t scheme_len;
+    unsigned int groups[8];
+    int ipv6 = 0;
 
     cdu_init();
-    /* Whitespace, control characters and backslashes: w3lib strips or
-     * rewrites them first; leave those URLs to it.  Eight bytes at a time:
-     * each test below is nonzero exactly when some byte of the word is
-     * below 0x21 / equals 0x7F / equals "\\" (bytes >= 0x80 never count). */
+    /* Bytes below 0x21, DEL and backslashes call for cdu_strip first (it
+     * copies the URL).  Eight bytes at a time: each test below is nonzero
+     * exactly when some byte of the word is below 0x21 / equals 0x7F /
+     * equals "\\" (bytes >= 0x80 never count). */
     for (i = 0; i + 8 <= n; i += 8) {
         uint64_t w, x, y;
         memcpy(&w, s + i, 8);
@@ -207,38 +339,99 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
         if (((w - CDU_BYTES(0x21)) & ~w & CDU_BYTES(0x80))
             | ((x - CDU_BYTES(0x01)) & ~x & CDU_BYTES(0x80))
             | ((y - CDU_BYTES(0x01)) & ~y & CDU_BYTES(0x80)))
-            return CDU_FALLBACK;
+            break;
     }
-    for (; i < n; i++) {
-        unsigned char b = s[i];
-        if (b <= 0x20 || b == 0x7F || b == '\\') return CDU_FALLBACK;
+    if (i + 8 > n) {
+        for (; i < n; i++) {
+            unsigned char b = s[i];
+            if (b <= 0x20 || b == 0x7F || b == '\\') break;
+        }
     }
-    /* Scheme: http or https, any case, followed by "://". */
-    if (n >= 7 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't' && cdu_lower(s[2]) == 't'
+    if (i < n) {
+        Py_ssize_t m = cdu_strip(s, n, stripped);
+        if (m < 0) return CDU_FALLBACK;
+        s = stripped;
+        n = (size_t)m;
+    }
+    /* Scheme: http, https or ftp, any case, followed by "://". */
+    i = 0;
+    while (i < n && i < 6 && s[i] != ':') i++;
+    if (i == 4 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't' && cdu_lower(s[2]) == 't'
         && cdu_lower(s[3]) == 'p') {
-        if (s[4] == ':') { https = 0; i = 5; }
-        else if (cdu_lower(s[4]) == 's' && s[5] == ':') { https = 1; i = 6; }
-        else return CDU_FALLBACK;
+        scheme = "http";
+    } else if (i == 5 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't'
+               && cdu_lower(s[2]) == 't' && cdu_lower(s[3]) == 'p' && cdu_lower(s[4]) == 's') {
+        scheme = "https";
+    } else if (i == 3 && cdu_lower(s[0]) == 'f' && cdu_lower(s[1]) == 't'
+               && cdu_lower(s[2]) == 'p') {
+        scheme = "ftp";
     } else {
         return CDU_FALLBACK;
     }
+    scheme_len = i;
+    i++;
     if (i + 2 > n || s[i] != '/' || s[i + 1] != '/') return CDU_FALLBACK;
     a = i + 2;
-    /* Authority: unreserved host characters, then an optional ":digits". */
-    for (i = a; i < n && (cdu_class[s[i]] & CDU_UNRESERVED); i++) {}
-    host_end = i;
-    if (host_end == a) return CDU_FALLBACK;
-    port_start = 0;
-    if (i < n && s[i] == ':') {
-        port_start = ++i;
-        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {}
+    /* Authority: up to the first "/", "?" or "#"; userinfo up to its last
+     * "@"; then a host of unreserved characters or "[IPv6]", and an
+     * optional ":digits". */
+    for (auth_end = a; auth_end < n && s[auth_end] != '/' && s[auth_end] != '?'
+         && s[auth_end] != '#'; auth_end++) {}
+    at = auth_end;
+    for (i = auth_end; i > a; i--) {
+        if (s[i - 1] == '@') { at = i - 1; break; }
     }
-    auth_end = i;
-    if (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#') return CDU_FALLBACK;
+    host = at < auth_end ? at + 1 : a;
+    if (at < auth_end) {
+        for (i = a; i < at; i++)
+            if (s[i] == '[' || s[i] == ']') return CDU_FALLBACK;
+    }
+    if (host < auth_end && s[host] == '[') {
+        for (i = host + 1; i < auth_end && s[i] != ']'; i++) {
+            unsigned char b = s[i];
+            if (b != ':' && cdu_hexval(b) < 0) return CDU_FALLBACK;  /* scope, dotted, IPvFuture */
+        }
+        if (i == auth_end) return CDU_FALLBACK;
+        if (cdu_ipv6_parse(s + host + 1, i - host - 1, groups)) return CDU_FALLBACK;
+        /* IPv4-mapped: Python 3.13 writes these ::ffff:a.b.c.d, older ones not. */
+        if (!groups[0] && !groups[1] && !groups[2] && !groups[3] && !groups[4]
+            && groups[5] == 0xFFFF)
+            return CDU_FALLBACK;
+        ipv6 = 1;
+        host_end = ++i;
+    } else {
+        for (i = host; i < auth_end && (cdu_class[s[i]] & CDU_UNRESERVED); i++) {}
+        host_end = i;
+        if (host_end == host) return CDU_FALLBACK;
+    }
+    port_start = 0;
+    if (i < auth_end && s[i] == ':') {
+        port_start = ++i;
+        for (; i < auth_end && s[i] >= '0' && s[i] <= '9'; i++) {}
+    }
+    if (i != auth_end) return CDU_FALLBACK;
 
-    memcpy(o, https ? "https://" : "http://", https ? 8 : 7);
-    o += https ? 8 : 7;
-    for (i = a; i < host_end; i++) *o++ = cdu_lower(s[i]);
+    memcpy(o, scheme, scheme_len);
+    o += scheme_len;
+    memcpy(o, "://", 3);
+    o += 3;
+    if (at < auth_end) {
+        size_t colon;
+        for (colon = a; colon < at && s[colon] != ':'; colon++) {}
+        o = cdu_put_userinfo(o, s + a, colon - a);
+        if (colon < at) {
+            *o++ = ':';
+            o = cdu_put_userinfo(o, s + colon + 1, at - colon - 1);
+        }
+        *o++ = '@';
+    }
+    if (ipv6) {
+        *o++ = '[';
+        o = cdu_ipv6_put(o, groups);
+        *o++ = ']';
+    } else {
+        for (i = host; i < host_end; i++) *o++ = cdu_lower(s[i]);
+    }
     if (port_start && auth_end > port_start) {
         /* int(port): leading zeros dropped, 0..65535 else w3lib raises. */
         unsigned long v = 0;

@@ -860,7 +860,8 @@ class HammingIndex:
                 np.array([p[1] for p in pairs], dtype=np.uint64))
 # ---- url ----
 # Twin of the URL fast path in _core_url.pxi / _cd_url.h: w3lib 2.5's
-# canonicalize_url for http/https URLs with a plain host, None otherwise.
+# canonicalize_url for http, https and ftp URLs with a plain or IPv6 host,
+# None otherwise.
 
 _URL_UNRESERVED = frozenset(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -869,6 +870,10 @@ _URL_UNRESERVED = frozenset(
 _URL_PATH_SAFE = _URL_UNRESERVED | frozenset(b":/?[]@!$&'()*+,;=|%")
 _URL_SAFEST = _URL_UNRESERVED | frozenset(b":/?@!$&'()*+,;=%")
 _URL_HEX = b"0123456789ABCDEFabcdef"
+# w3lib's _USERINFO_SAFEST_CHARS.
+_URL_USERINFO = _URL_UNRESERVED | frozenset(b"!$&'()*+,")
+# The special schemes that split ";params" off the path (ws and wss do not).
+_URL_SCHEMES = (b"http", b"https", b"ftp")
 _URL_KEPT_ESCAPES = frozenset((0x25, 0x2F, 0x3B, 0x3F))  # % / ; ? stay escaped in a path
 
 
@@ -900,6 +905,78 @@ def _url_unquote_plus(data: bytes) -> bytes:
 def _url_quote_plus(data: bytes) -> bytes:
     return b"".join(bytes((b,)) if b in _URL_UNRESERVED else b"+" if b == 0x20
                     else b"%%%02X" % b for b in data)
+
+
+def _url_unquote(data: bytes) -> bytes:
+    """Valid "%HH" escapes decoded, the rest as it is."""
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        v = _url_escape_at(data, i, len(data))
+        if v is None:
+            out.append(data[i])
+            i += 1
+        else:
+            out.append(v)
+            i += 3
+    return bytes(out)
+
+
+def _url_strip(s: bytes) -> Optional[bytes]:
+    """w3lib's _strip and _urlsplit's first steps: C0 controls and spaces
+    stripped from both ends, tabs and newlines removed, "\\" read as "/"
+    before the first "?" or "#"; None for another control byte or DEL."""
+    s = s.strip(bytes(range(0x21)))
+    s = s.replace(b"\t", b"").replace(b"\n", b"").replace(b"\r", b"")
+    if any(b < 0x20 or b == 0x7F for b in s):
+        return None
+    cut = min([len(s)] + [s.index(c) for c in b"?#" if c in s])
+    return s[:cut].replace(b"\\", b"/") + s[cut:]
+
+
+def _url_ipv6(text: bytes) -> Optional[bytes]:
+    """An IPv6 address of 16-bit groups as Python's ipaddress writes it
+    (RFC 5952), or None: not one (by Python's rules), scoped, dotted, or
+    IPv4-mapped (which Python 3.13 writes ::ffff:a.b.c.d and older ones not)."""
+    if not text or any(b != 0x3A and b not in _URL_HEX for b in text):
+        return None
+    parts = text.split(b":")
+    if not 3 <= len(parts) <= 9:
+        return None
+    empty = [i for i in range(1, len(parts) - 1) if not parts[i]]
+    if len(empty) > 1:
+        return None
+    if empty:
+        hi, lo = parts[:empty[0]], parts[empty[0] + 1:]
+        if hi == [b""]:
+            hi = []
+        if lo == [b""]:
+            lo = []
+        if len(hi) + len(lo) > 7:
+            return None
+        groups_text = hi + [b"0"] * (8 - len(hi) - len(lo)) + lo
+    else:
+        if len(parts) != 8:
+            return None
+        groups_text = parts
+    if any(not g or len(g) > 4 for g in groups_text):
+        return None
+    groups = [int(g, 16) for g in groups_text]
+    if groups[:6] == [0, 0, 0, 0, 0, 0xFFFF]:
+        return None
+    best, best_len, run = -1, 0, 0
+    for i, g in enumerate(groups):
+        run = 0 if g else run + 1
+        if run > best_len:
+            best, best_len = i - run + 1, run
+    words = [b"%x" % g for g in groups]
+    if best_len > 1:
+        words[best:best + best_len] = [b""]
+        if best == 0:
+            words.insert(0, b"")
+        if best + best_len == 8:
+            words.append(b"")
+    return b":".join(words)
 
 
 def _url_path(path: bytes) -> bytes:
@@ -966,27 +1043,41 @@ def canonicalize_url_fast(url: object, keep_fragments: bool = False,
     s = _url_utf8(url)
     if s is None:
         return None
-    if any(b <= 0x20 or b == 0x7F or b == 0x5C for b in s):
+    s = _url_strip(s)
+    if s is None:
         return None
-    head = s[:6].lower()
-    if head.startswith(b"http:"):
-        scheme, rest = b"http", s[5:]
-    elif head == b"https:":
-        scheme, rest = b"https", s[6:]
-    else:
-        return None
-    if not rest.startswith(b"//"):
+    scheme, colon, rest = s.partition(b":")
+    scheme = scheme.lower()
+    if not colon or scheme not in _URL_SCHEMES or not rest.startswith(b"//"):
         return None
     rest = rest[2:]
     cut = min([len(rest)] + [rest.index(c) for c in b"/?#" if c in rest])
     authority, rest = rest[:cut], rest[cut:]
-    host, colon, port = authority.partition(b":")
-    if not host or any(b not in _URL_UNRESERVED for b in host):
+    userinfo, at, hostport = authority.rpartition(b"@")
+    if b"[" in userinfo or b"]" in userinfo:
         return None
+    if hostport.startswith(b"["):
+        address, bracket, port_part = hostport[1:].partition(b"]")
+        host = _url_ipv6(address) if bracket else None
+        if host is None or (port_part and not port_part.startswith(b":")):
+            return None
+        host, port = b"[" + host + b"]", port_part[1:]
+    else:
+        host, colon, port = hostport.partition(b":")
+        if not host or any(b not in _URL_UNRESERVED for b in host):
+            return None
+        host = host.lower()
     if port and (not port.isdigit() or len(port) > _URL_MAX_PORT_DIGITS
                  or int(port) > 65535):
         return None
-    out = scheme + b"://" + host.lower() + (b":%d" % int(port) if port else b"")
+    out = scheme + b"://"
+    if at:
+        user, colon, password = userinfo.partition(b":")
+        out += _url_quote(_url_unquote(user), _URL_USERINFO)
+        if colon:
+            out += b":" + _url_quote(_url_unquote(password), _URL_USERINFO)
+        out += b"@"
+    out += host + (b":%d" % int(port) if port else b"")
 
     rest, hash_, fragment = rest.partition(b"#")
     path, question, query = rest.partition(b"?")
