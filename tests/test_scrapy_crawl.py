@@ -129,17 +129,19 @@ def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
     assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
 
 
-def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url):
+@pytest.mark.parametrize("backend", ["redis", "redis-bloom"])
+def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url, backend):
     """Two crawler processes under scrapy-redis's scheduler, each with its
-    own request queue, sharing only the 'redis' backend of the duplicate
-    filter: each page is fetched once between them, by the process that met
-    it first."""
+    own request queue, sharing only the Redis backend of the duplicate
+    filter (a set, or a Bloom filter): each page is fetched once between
+    them, by the process that met it first."""
     require_module("scrapy_redis")
     import uuid
 
     import redis
     name = f"test-crawldedup-{uuid.uuid4().hex[:12]}"
-    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": "redis", "REDIS_URL": redis_url,
+    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": backend, "REDIS_URL": redis_url,
+                "CRAWLDEDUP_CAPACITY": 100_000,
                 "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
                 "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue",
                 "SCHEDULER_PERSIST": "True"}
@@ -168,7 +170,11 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
         assert all(n > 0 for n in counts), counts  # both took part
         # each also met, and dropped, pages the other one had
         assert all(s["dupefilter/filtered"] > 0 for s in stats)
-        assert client.scard(f"{name}:crawldedup-seen") == len(expected)
+        if backend == "redis":
+            assert client.scard(f"{name}:crawldedup-seen") == len(expected)
+        else:
+            assert client.exists(f"{name}:crawldedup-bloom:meta") == 1
     finally:
-        client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1")
+        client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1",
+                      *client.keys(f"{name}:crawldedup-bloom:*"))
         client.close()

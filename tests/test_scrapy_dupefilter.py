@@ -395,3 +395,109 @@ def test_under_scrapy_redis_scheduler(redis_url):
     finally:
         client.delete(f"{name}:crawldedup-seen", f"{name}:requests")
         client.close()
+
+
+# --------------------------------------------------------- redis-bloom
+
+@pytest.fixture
+def bloom_key(redis_url):
+    import uuid
+
+    import redis
+    key = f"test-crawldedup-scrapy-bloom-{uuid.uuid4().hex}"
+    yield key
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*(client.keys(f"{key}:*") or [f"{key}:meta"]))
+    client.close()
+
+
+def test_redis_bloom_backend_is_shared(redis_url, bloom_key):
+    settings = {"CRAWLDEDUP_DUPEFILTER": "redis-bloom", "CRAWLDEDUP_REDIS_URL": redis_url,
+                "CRAWLDEDUP_REDIS_KEY": bloom_key, "CRAWLDEDUP_CAPACITY": 10_000,
+                "CRAWLDEDUP_ERROR_RATE": 0.001}
+    _, a = make(**settings)
+    _, b = make(**settings)
+    assert a.backend == "redis-bloom"
+    assert a.request_seen(Request("https://example.com/?b=1&a=2")) is False
+    assert b.request_seen(Request("https://example.com/?a=2&b=1")) is True
+    assert b.request_seen(Request("https://example.com/other")) is False
+    assert a.request_seen(Request("https://example.com/other")) is True
+    assert len(a) == 2  # the filter's estimate, exact at this fill
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.exists(f"{bloom_key}:meta") == 1
+        assert not client.exists(f"{bloom_key}")  # no set: the bits live in shard keys
+    finally:
+        client.close()
+    a.close("finished")
+    b.clear()
+    assert b.request_seen(Request("https://example.com/other")) is False
+    b.close("finished")
+
+
+def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, bloom_key, caplog):
+    from crawldedup.scrapy import _redis_backend
+    settings = {"CRAWLDEDUP_DUPEFILTER": "redis-bloom", "CRAWLDEDUP_REDIS_URL": redis_url,
+                "CRAWLDEDUP_REDIS_KEY": bloom_key, "CRAWLDEDUP_CAPACITY": 2_000,
+                "CRAWLDEDUP_ERROR_RATE": 0.01}
+    _, df = make(**settings)
+    try:
+        with caplog.at_level("WARNING", logger="crawldedup.scrapy.dupefilter"):
+            fresh = [df.request_seen(Request(f"https://example.com/p/{i}")) for i in range(2_000)]
+            # under capacity: at most a few false positives (1% expected), no warning
+            assert sum(fresh) <= 60
+            assert "more than its capacity" not in caplog.text
+            _redis_backend.CAPACITY_CHECK_EVERY, saved = 500, _redis_backend.CAPACITY_CHECK_EVERY
+            try:
+                for i in range(2_000, 4_000):
+                    df.request_seen(Request(f"https://example.com/p/{i}"))
+            finally:
+                _redis_backend.CAPACITY_CHECK_EVERY = saved
+        assert "more than its capacity (CRAWLDEDUP_CAPACITY = 2000)" in caplog.text
+        # every request seen before is still seen: no false negatives
+        assert all(df.request_seen(Request(f"https://example.com/p/{i}")) for i in range(4_000))
+    finally:
+        df.close("finished")
+
+
+def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, bloom_key):
+    from crawldedup import StoreUnavailableError
+    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": bloom_key}
+    DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=1_000).settings
+               ).close("finished")
+    with pytest.raises(DupeFilterConfigError, match="CRAWLDEDUP_CAPACITY"):
+        DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=5_000).settings)
+    with pytest.raises(DupeFilterConfigError, match="CRAWLDEDUP_CAPACITY"):
+        DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=0).settings)
+    with pytest.raises(StoreUnavailableError, match="127.0.0.1:1"):
+        DupeFilter("redis-bloom", settings=crawler(CRAWLDEDUP_REDIS_URL="redis://127.0.0.1:1",
+                                                   CRAWLDEDUP_REDIS_KEY="k").settings)
+    import redis
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.rpush(f"{bloom_key}-list:meta", "a list, not a filter")
+        with pytest.raises(DupeFilterConfigError, match=f"{bloom_key}-list"):
+            DupeFilter("redis-bloom", settings=crawler(
+                CRAWLDEDUP_REDIS_URL=redis_url, CRAWLDEDUP_REDIS_KEY=f"{bloom_key}-list"
+            ).settings)
+    finally:
+        client.delete(f"{bloom_key}-list:meta")
+        client.close()
+
+
+def test_redis_bloom_key_follows_the_spider(redis_url):
+    import redis
+    c = crawler(CRAWLDEDUP_DUPEFILTER="redis-bloom", CRAWLDEDUP_REDIS_URL=redis_url,
+                CRAWLDEDUP_CAPACITY=1_000)
+    c.spider = Spider("test-crawldedup-spider-bloom")
+    df = DupeFilter.from_crawler(c)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert df._backend.key == "test-crawldedup-spider-bloom:crawldedup-bloom"
+        assert df.request_seen(Request("https://example.com/")) is False
+        assert client.exists("test-crawldedup-spider-bloom:crawldedup-bloom:meta") == 1
+    finally:
+        df._backend.bf.drop()
+        df.close("finished")
+        client.close()

@@ -1,7 +1,10 @@
-"""The "redis" backend of crawldedup.scrapy.DupeFilter: the 20-byte
-fingerprints in a :class:`crawldedup.redis.RedisStore` (a Redis set of raw
-digests, tested and added atomically), shared by every crawler process of
-the spider.
+"""The Redis backends of crawldedup.scrapy.DupeFilter, shared by every
+crawler process of the spider: "redis", the 20-byte fingerprints in a
+:class:`crawldedup.redis.RedisStore` (a Redis set of raw digests, tested and
+added atomically), and "redis-bloom", a
+:class:`crawldedup.redis.RedisBloomFilter` sized by ``CRAWLDEDUP_CAPACITY``
+and ``CRAWLDEDUP_ERROR_RATE`` (a fixed size in Redis, at the price of
+false positives).
 
 Settings (scrapy-redis's names are read too, so a scrapy-redis project
 needs no new connection settings; see docs/scrapy.md):
@@ -10,27 +13,45 @@ needs no new connection settings; see docs/scrapy.md):
     default: ``REDIS_URL``, else ``redis://REDIS_HOST:REDIS_PORT`` when
     those are set, else ``redis://127.0.0.1:6379``.
 ``CRAWLDEDUP_REDIS_KEY``
-    default ``"%(spider)s:crawldedup-seen"``: the spider's name is put in,
-    as scrapy-redis does with ``SCHEDULER_DUPEFILTER_KEY``
-    (``"%(spider)s:dupefilter"``, a set of hex strings, which this backend
-    leaves alone).
+    default ``"%(spider)s:crawldedup-seen"`` ("redis") or
+    ``"%(spider)s:crawldedup-bloom"`` ("redis-bloom": the prefix of the
+    filter's keys): the spider's name is put in, as scrapy-redis does with
+    ``SCHEDULER_DUPEFILTER_KEY`` (``"%(spider)s:dupefilter"``, a set of hex
+    strings, which these backends leave alone).
 
-Each process also keeps the fingerprints it has met in a local
+With "redis", each process also keeps the fingerprints it has met in a local
 :class:`~crawldedup.FingerprintSet`: a request whose fingerprint is there
 was seen (Redis never forgets one, short of ``clear``), so only the
 fingerprints new to the process cost a round trip.  Most links of a crawl
-are repeats, so that spares most of them.
+are repeats, so that spares most of them.  "redis-bloom" keeps nothing
+locally (its point is a small, fixed size): every request is one round trip.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from crawldedup.errors import StoreUnavailableError
+import logging
+
+from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.fpset import FingerprintSet
-from crawldedup.scrapy.dupefilter import DIGEST_SIZE, DupeFilterConfigError, _digest
+from crawldedup.scrapy.dupefilter import (
+    DEFAULT_CAPACITY,
+    DEFAULT_ERROR_RATE,
+    DIGEST_SIZE,
+    DupeFilterConfigError,
+    _digest,
+    _setting_int,
+    _setting_rate,
+)
+
+logger = logging.getLogger("crawldedup.scrapy.dupefilter")
 
 DEFAULT_KEY = "%(spider)s:crawldedup-seen"
+DEFAULT_BLOOM_KEY = "%(spider)s:crawldedup-bloom"
+#: "redis-bloom" compares the filter's estimated count with its capacity
+#: once per this many requests new to the process (one BITCOUNT).
+CAPACITY_CHECK_EVERY = 10_000
 DEFAULT_URL = "redis://127.0.0.1:6379"
 
 
@@ -44,8 +65,8 @@ def redis_url(settings: Any) -> str:
     return DEFAULT_URL
 
 
-def redis_key(settings: Any, spider_name: Optional[str]) -> str:
-    pattern = settings.get("CRAWLDEDUP_REDIS_KEY") or DEFAULT_KEY
+def redis_key(settings: Any, spider_name: Optional[str], default: str = DEFAULT_KEY) -> str:
+    pattern = settings.get("CRAWLDEDUP_REDIS_KEY") or default
     if not isinstance(pattern, str):
         raise DupeFilterConfigError(f"CRAWLDEDUP_REDIS_KEY must be a str, got {pattern!r}")
     if "%(spider)s" in pattern and not spider_name:
@@ -111,5 +132,75 @@ class _Redis:
         self.store.close()
 
 
-def open_redis_backend(settings: Any, spider_name: Optional[str]) -> Any:
+class _RedisBloom:
+    name = "redis-bloom"
+
+    def __init__(self, url: str, key: str, capacity: int, error_rate: float) -> None:
+        try:
+            from crawldedup.redis import RedisBloomFilter, RedisKeyTypeError
+        except ImportError as exc:
+            raise DupeFilterConfigError(
+                f"CRAWLDEDUP_DUPEFILTER = 'redis-bloom' needs redis-py: pip install "
+                f"'crawldedup[redis]' ({exc})") from None
+        self.url, self.key, self.capacity = url, key, capacity
+        try:
+            self.bf = RedisBloomFilter(url, key, capacity=capacity, error_rate=error_rate)
+        except IncompatibleFilterError as exc:
+            raise DupeFilterConfigError(
+                f"the Redis Bloom filter {key!r} at {url!r} cannot be opened with these "
+                f"CRAWLDEDUP_CAPACITY / CRAWLDEDUP_ERROR_RATE settings ({exc}); set them as "
+                f"they were, or use another CRAWLDEDUP_REDIS_KEY") from None
+        except StoreUnavailableError:
+            raise
+        except RedisKeyTypeError as exc:  # a key holds another Redis type
+            raise DupeFilterConfigError(f"Redis key {key!r} at {url!r} cannot hold the "
+                                        f"Bloom filter: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise DupeFilterConfigError(f"CRAWLDEDUP_REDIS_URL {url!r}: {exc}") from None
+        self.new = 0
+        self.warned = False
+
+    def __len__(self) -> int:
+        return self.bf.estimated_count()
+
+    def seen(self, fp: bytes) -> bool:
+        if len(fp) != DIGEST_SIZE:
+            fp = _digest(fp)
+        if not self.bf.add(fp):  # atomic test-and-set in Redis, shared by the fleet
+            return True
+        self.new += 1
+        if not self.warned and self.new % CAPACITY_CHECK_EVERY == 0:
+            self._check_capacity()
+        return False
+
+    def _check_capacity(self) -> None:
+        count = self.bf.estimated_count()
+        if count > self.capacity:
+            self.warned = True
+            logger.warning(
+                "The Redis Bloom filter %r of the duplicate filter holds about %d requests, "
+                "more than its capacity (CRAWLDEDUP_CAPACITY = %d): from now on more new "
+                "requests than CRAWLDEDUP_ERROR_RATE says may be dropped as duplicates. Use "
+                "a larger CRAWLDEDUP_CAPACITY with a new CRAWLDEDUP_REDIS_KEY, or the "
+                "'redis' backend.", self.key, count, self.capacity)
+
+    def flush(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        self.bf.clear()
+        self.new = 0
+        self.warned = False
+
+    def close(self) -> None:
+        self.bf.close()
+
+
+def open_redis_backend(settings: Any, spider_name: Optional[str], name: str = "redis") -> Any:
+    if name == "redis-bloom":
+        capacity = _setting_int(settings, "CRAWLDEDUP_CAPACITY", DEFAULT_CAPACITY)
+        error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
+        return _RedisBloom(redis_url(settings),
+                           redis_key(settings, spider_name, DEFAULT_BLOOM_KEY),
+                           capacity, error_rate)
     return _Redis(redis_url(settings), redis_key(settings, spider_name))

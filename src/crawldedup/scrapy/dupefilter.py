@@ -3,7 +3,7 @@
 :class:`DupeFilter` asks the crawler's request fingerprinter for each
 request's fingerprint (use :class:`~crawldedup.scrapy.RequestFingerprinter`
 for Scrapy's fingerprints, faster) and keeps the fingerprints in one of
-three backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
+four backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
 
 ``"exact"`` (default)
     A :class:`~crawldedup.FingerprintSet` of the 20-byte fingerprints: no
@@ -15,8 +15,12 @@ three backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
     drops a request that was new; a warning is logged when the filter fills
     past its capacity, where that rate starts to climb.
 ``"redis"``
-    Fingerprints in Redis, shared by every crawler process of the spider
-    (also under scrapy-redis's scheduler); see docs/scrapy.md.
+    Fingerprints in a Redis set, shared by every crawler process of the
+    spider (also under scrapy-redis's scheduler); see docs/scrapy.md.
+``"redis-bloom"``
+    A Bloom filter in Redis (``CRAWLDEDUP_CAPACITY``,
+    ``CRAWLDEDUP_ERROR_RATE``), shared the same way: a fixed size in Redis,
+    with the false positives of a Bloom filter.
 
 With ``JOBDIR`` the state lives in the job folder and survives pausing and
 resuming: ``crawldedup-seen.fps`` (exact: the set, saved atomically when the
@@ -63,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKENDS", "DupeFilter", "DupeFilterConfigError", "read_requests_seen"]
 
-BACKENDS = ("exact", "bloom", "redis")
+BACKENDS = ("exact", "bloom", "redis", "redis-bloom")
 #: The close reason of a crawl stopped at start-up by a bad setting.
 CONFIG_ERROR_REASON = "crawldedup_config_error"
 DEFAULT_CAPACITY = 10_000_000
@@ -320,7 +324,7 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str], spider_name: 
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _Bloom(jobdir, capacity, error_rate)
     from crawldedup.scrapy._redis_backend import open_redis_backend
-    return open_redis_backend(settings, spider_name)
+    return open_redis_backend(settings, spider_name, name)
 
 
 def _setting_int(settings: Any, name: str, default: int) -> int:
