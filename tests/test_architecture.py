@@ -137,3 +137,35 @@ def test_import_crawldedup_needs_no_optional_dependency():
     code = _BLOCKED.format(blocked=set(OPTIONAL))
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def test_public_names_resolve_lazily_and_simhash_stays_the_function():
+    # The package imports most public names on first use (PEP 562): each
+    # must resolve to the object its home module defines, and importing the
+    # submodule crawldedup.simhash must not shadow the function simhash.
+    code = ("import importlib, crawldedup, crawldedup.simhash, crawldedup.index\n"
+            "assert callable(crawldedup.simhash) and crawldedup.simhash('a b') == "
+            "crawldedup.simhash('a b')\n"
+            "for name in crawldedup.__all__:\n"
+            "    value = getattr(crawldedup, name)\n"
+            "    home = crawldedup._HOMES.get(name)\n"
+            "    if home:\n"
+            "        assert value is getattr(importlib.import_module(home), name), name\n"
+            "assert set(dir(crawldedup)) >= set(crawldedup.__all__)\n"
+            "try:\n"
+            "    crawldedup.no_such_name\n"
+            "except AttributeError as exc:\n"
+            "    assert 'no_such_name' in str(exc)\n"
+            "else:\n"
+            "    raise AssertionError('no AttributeError')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_import_loads_no_url_canonicalization():
+    code = ("import sys, crawldedup\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('w3lib', 'crawldedup.fingerprint',"
+            " 'crawldedup.index', 'crawldedup.stores', 'sqlite3'))))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"

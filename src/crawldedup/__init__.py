@@ -11,22 +11,66 @@ True
 True
 """
 
+from typing import TYPE_CHECKING, Any, Dict, List
+
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
-from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup._version import __version__
 from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
                                StoreUnavailableError)
-from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules,
-                                    canonicalize_url, canonicalize_urls, request_fingerprint,
-                                    request_fingerprints,
-                                    url_fingerprint, url_fingerprints)
-from crawldedup.fpset import FingerprintSet
-from crawldedup.index import SimhashIndex
-from crawldedup.rotating import RotatingBloomFilter
-from crawldedup.scalable import ScalableBloomFilter
+# Imported here, not lazily: the function `simhash` must win over the
+# submodule of the same name as the package's attribute.
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
-from crawldedup.stores import SQLiteStore, SQLStore
 
-from crawldedup._version import __version__
+# The other public names, each from the module that defines it, imported when
+# first used (PEP 562): the command line's Bloom mode never loads the URL
+# canonicalization (w3lib), the index or the stores it does not use.
+_HOMES: Dict[str, str] = {
+    "BloomFilter": "crawldedup.bloom",
+    "optimal_parameters": "crawldedup.bloom",
+    "DEFAULT_TRACKING_PARAMS": "crawldedup.fingerprint",
+    "CanonicalUrl": "crawldedup.fingerprint",
+    "UrlRule": "crawldedup.fingerprint",
+    "UrlRules": "crawldedup.fingerprint",
+    "canonicalize_url": "crawldedup.fingerprint",
+    "canonicalize_urls": "crawldedup.fingerprint",
+    "request_fingerprint": "crawldedup.fingerprint",
+    "request_fingerprints": "crawldedup.fingerprint",
+    "url_fingerprint": "crawldedup.fingerprint",
+    "url_fingerprints": "crawldedup.fingerprint",
+    "FingerprintSet": "crawldedup.fpset",
+    "SimhashIndex": "crawldedup.index",
+    "RotatingBloomFilter": "crawldedup.rotating",
+    "ScalableBloomFilter": "crawldedup.scalable",
+    "SQLiteStore": "crawldedup.stores",
+    "SQLStore": "crawldedup.stores",
+}
+
+if TYPE_CHECKING:
+    from crawldedup.bloom import BloomFilter, optimal_parameters
+    from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule,
+                                        UrlRules, canonicalize_url, canonicalize_urls,
+                                        request_fingerprint, request_fingerprints,
+                                        url_fingerprint, url_fingerprints)
+    from crawldedup.fpset import FingerprintSet
+    from crawldedup.index import SimhashIndex
+    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.scalable import ScalableBloomFilter
+    from crawldedup.stores import SQLiteStore, SQLStore
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'crawldedup' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "IMPLEMENTATION",
