@@ -5,17 +5,28 @@
  * a pad of overflow slots at the end (no wrap-around).  A digest d has the
  * 64-bit hash h(d) (cd_fp_hash, written down in docs/fpset.md) and the home
  * slot mulhi(h, nslots).  Digests sit in the table in increasing canonical
- * order ((h, then the digest's little-endian words), see cd_fp_encode), each at or after its home slot, with no empty slot between
- * its home and itself.  So a lookup scans from the home slot and stops at an
- * empty slot or at the first digest that sorts after the one sought, and the
- * layout is a function of the set alone (not of the insertion order): the
- * canonical order of a set, used by iteration and files, is this order.
+ * order ((h, then the digest's little-endian words w0, w1, ...)), each at or
+ * after its home slot, with no empty slot between its home and itself.  So a
+ * lookup scans from the home slot and stops at an empty slot or at the first
+ * digest that sorts after the one sought, and the order of the digests in
+ * the table is a function of the set alone (not of the insertion order):
+ * the canonical order of a set, used by iteration and files, is this order.
  *
- * An all-zero slot is empty; the all-zero digest itself is kept as a flag.
- * Growth: when the load would pass 9/10, a table of about 5/3 the size is
- * made and the old slots move over in order, CD_FP_MIGRATE_STEP per single
- * add (lookups look in both meanwhile), so no single add pays for the whole
- * rehash.  Batch adds finish a migration at once.
+ * A slot is max(ds, 8) bytes: h, then w1 .. w(nw-1), the last one with its
+ * own length (20 bytes for a SHA-1); w0 is implied (cd_fp_load_key peels it
+ * out of h).  An all-zero slot is empty; the all-zero digest, whose slot
+ * that would be, is kept as a flag.
+ *
+ * Growth keeps the table dense (at most 24 bytes of slot per 20-byte
+ * digest at any size): when the load would pass 19/20, a table of 19/16
+ * the size (load 16/19 = 0.84) is made and the old slots move over, in
+ * order, CD_FP_MIGRATE_STEP per single add.  Moving in order appends to the
+ * new table, so it is written front to back while the old table's pages
+ * behind the move are given back to the OS: the memory held follows the
+ * data, not the sum of both tables.  Meanwhile a digest up to the last one
+ * moved is looked for and added in the new table, any larger one in the
+ * old table's part still to move.  Batch adds finish a migration at once.
+ * Small sets (below CD_FP_DENSE_FROM digests) grow by 5/3 instead.
  *
  * No Python here: everything runs without the GIL.
  */
@@ -33,12 +44,24 @@
 #endif
 
 #define CD_FP_MAX_DIGEST 64
+/* A digest in key form: h, then its nw words (the last zero-padded). */
+#define CD_FP_MAX_KEY (CD_FP_MAX_DIGEST / 8 + 1)
 #define CD_FP_MIN_SLOTS 16
-#define CD_FP_MIGRATE_STEP 32
+/* Slots moved per single add while growing: a growth of n slots ends after
+ * n / 64 adds, long before the next one (the set grows by 1/8 in between),
+ * and the digests added meanwhile raise the old table's load by < 2%. */
+#define CD_FP_MIGRATE_STEP 64
+/* From this many digests on, growth is by 19/16 (dense); below, by 5/3. */
+#define CD_FP_DENSE_FROM 65536
 /* Tables from this size on are anonymous mappings: zeroed lazily by the OS,
- * so starting a growth costs no memset of the new table. */
+ * so starting a growth costs no memset of the new table, and the pages a
+ * growth has not reached yet take no memory. */
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
 #define CD_FP_HUGE_BYTES ((size_t)4 << 20)
+/* Granules in which a migrating old table's memory is given back (whole
+ * huge pages for a table that asked for them). */
+#define CD_FP_RELEASE_BYTES ((size_t)64 << 10)
+#define CD_FP_RELEASE_HUGE_BYTES ((size_t)2 << 20)
 
 /* Mixing: MurmurHash3's fmix64 (cd_fmix64, _cd_support.h). */
 
@@ -55,6 +78,17 @@ static inline uint64_t cd_fp_word(const unsigned char* p, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
     return w;
+}
+
+static inline void cd_fp_put(unsigned char* p, uint64_t w, size_t len) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (len == 8) {
+        memcpy(p, &w, 8);
+        return;
+    }
+#endif
+    size_t i;
+    for (i = 0; i < len; i++) p[i] = (unsigned char)(w >> (8 * i));
 }
 
 /* h(d): fold the digest as little-endian 64-bit words (the last one
@@ -78,63 +112,105 @@ static inline uint64_t cd_fp_unfmix(uint64_t k) {
     return k;
 }
 
-/* A digest is stored as nw = ceil(ds / 8) words: h(d) first, then the
- * digest's little-endian words w0 .. w(nw-2).  The last word is implied
- * (w(nw-1) = unfmix(h) ^ fold of the others), so a 16-byte digest takes
- * 16 bytes, h needs no recomputing during a scan, and comparing stored
- * words in order compares (h, w0, w1, ...): the canonical order.  The
- * all-zero digest is stored as all-zero words, which mark an empty slot. */
-static inline void cd_fp_encode(const unsigned char* d, size_t ds, uint64_t* out) {
+/* Bytes of word j of a ds-byte digest. */
+static inline size_t cd_fp_wlen(size_t ds, size_t j) {
+    return ds - 8 * j < 8 ? ds - 8 * j : 8;
+}
+
+/* Key form: key[0] = h, key[1 + j] = word j.  Comparing keys word by word
+ * compares in canonical order. */
+static inline void cd_fp_encode(const unsigned char* d, size_t ds, uint64_t* key) {
     size_t nw = (ds + 7) / 8, j;
     uint64_t acc = 0, w;
     for (j = 0; j < nw; j++) {
-        size_t len = ds - 8 * j < 8 ? ds - 8 * j : 8;
-        w = cd_fp_word(d + 8 * j, len);
+        w = cd_fp_word(d + 8 * j, cd_fp_wlen(ds, j));
         acc = cd_fmix64(acc ^ w);
-        if (j + 1 < nw) out[j + 1] = w;
+        key[j + 1] = w;
     }
-    out[0] = acc;
+    key[0] = acc;
 }
 
-static inline void cd_fp_put(unsigned char* p, uint64_t w, size_t len) {
-    size_t i;
-    for (i = 0; i < len; i++) p[i] = (unsigned char)(w >> (8 * i));
-}
-
-static inline void cd_fp_decode(const uint64_t* slot, size_t ds, unsigned char* out) {
-    size_t nw = (ds + 7) / 8, j;
-    uint64_t acc = 0;
-    for (j = 0; j + 1 < nw; j++) {
-        cd_fp_put(out + 8 * j, slot[j + 1], 8);
-        acc = cd_fmix64(acc ^ slot[j + 1]);
-    }
-    cd_fp_put(out + 8 * (nw - 1), cd_fp_unfmix(slot[0]) ^ acc, ds - 8 * (nw - 1));
-}
-
-static inline int cd_fp_empty(const uint64_t* s, size_t nw) {
+static inline int cd_fp_key_zero(const uint64_t* key, size_t nk) {
     size_t j;
-    for (j = 0; j < nw; j++)
-        if (s[j]) return 0;
+    for (j = 0; j < nk; j++)
+        if (key[j]) return 0;
     return 1;
 }
 
-static inline void cd_fp_copy(uint64_t* dst, const uint64_t* src, size_t nw) {
-    /* Short fixed copies inline: a library call per slot or record costs
-     * more than the copy (compilers turn a variable-length loop into one). */
-    switch (nw) {
-    case 1: dst[0] = src[0]; return;
-    case 2: dst[0] = src[0]; dst[1] = src[1]; return;
-    case 3: dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2]; return;
-    default: memcpy(dst, src, nw * 8);
+/* -1, 0, 1 as a sorts before, with, after b (words compared in order). */
+static inline int cd_fp_cmp(const uint64_t* a, const uint64_t* b, size_t n) {
+    size_t j;
+    for (j = 0; j < n; j++)
+        if (a[j] != b[j]) return a[j] < b[j] ? -1 : 1;
+    return 0;
+}
+
+/* The slot of a key: h, then words 1 .. nw-1 at their own lengths. */
+static inline void cd_fp_store(unsigned char* slot, const uint64_t* key, size_t ds) {
+    size_t nw = (ds + 7) / 8, j;
+    cd_fp_put(slot, key[0], 8);
+    for (j = 1; j < nw; j++) cd_fp_put(slot + 8 * j, key[j + 1], cd_fp_wlen(ds, j));
+}
+
+/* The key of a slot.  With a_0 = fmix(w0), a_j = fmix(a_(j-1) ^ w_j) and
+ * h = a_(nw-1): a_(j-1) = unfmix(a_j) ^ w_j, so peeling the stored words
+ * off h from the last one down leaves a_0, and w0 = unfmix(a_0). */
+static inline void cd_fp_load_key(const unsigned char* slot, size_t ds, uint64_t* key) {
+    size_t nw = (ds + 7) / 8, j;
+    uint64_t acc = cd_fp_word(slot, 8);
+    key[0] = acc;
+    for (j = nw - 1; j > 0; j--) {
+        key[j + 1] = cd_fp_word(slot + 8 * j, cd_fp_wlen(ds, j));
+        acc = cd_fp_unfmix(acc) ^ key[j + 1];
+    }
+    key[1] = cd_fp_unfmix(acc);
+}
+
+static inline void cd_fp_decode(const unsigned char* slot, size_t ds, unsigned char* out) {
+    uint64_t key[CD_FP_MAX_KEY];
+    size_t nw = (ds + 7) / 8, j;
+    cd_fp_load_key(slot, ds, key);
+    for (j = 0; j < nw; j++) cd_fp_put(out + 8 * j, key[j + 1], cd_fp_wlen(ds, j));
+}
+
+/* All-zero slot: the zero digest's, kept as a flag instead (the digest is
+ * zero exactly when h and the stored words are). */
+static inline int cd_fp_slot_empty(const unsigned char* s, size_t ss) {
+    size_t i;
+    if (cd_fp_word(s, 8)) return 0;
+    for (i = 8; i < ss; i++)
+        if (s[i]) return 0;
+    return 1;
+}
+
+/* Slot against key in canonical order; w0 is decoded only on equal h. */
+static inline int cd_fp_slot_cmp(const unsigned char* slot, const uint64_t* key, size_t ds) {
+    uint64_t h = cd_fp_word(slot, 8), k[CD_FP_MAX_KEY];
+    if (h != key[0]) return h < key[0] ? -1 : 1;
+    cd_fp_load_key(slot, ds, k);
+    return cd_fp_cmp(k + 1, key + 1, (ds + 7) / 8);
+}
+
+static inline void cd_fp_slot_copy(unsigned char* dst, const unsigned char* src, size_t ss) {
+    /* Fixed sizes inline: a library call per slot costs more than the copy. */
+    switch (ss) {
+    case 8: memcpy(dst, src, 8); return;
+    case 16: memcpy(dst, src, 16); return;
+    case 20: memcpy(dst, src, 20); return;
+    case 24: memcpy(dst, src, 24); return;
+    case 32: memcpy(dst, src, 32); return;
+    default: memcpy(dst, src, ss);
     }
 }
 
-/* -1, 0, 1 as a sorts before, with, after b (words compared in order). */
-static inline int cd_fp_cmp(const uint64_t* a, const uint64_t* b, size_t nw) {
-    size_t j;
-    for (j = 0; j < nw; j++)
-        if (a[j] != b[j]) return a[j] < b[j] ? -1 : 1;
-    return 0;
+static inline void cd_fp_copy(uint64_t* dst, const uint64_t* src, size_t n) {
+    switch (n) {
+    case 1: dst[0] = src[0]; return;
+    case 2: dst[0] = src[0]; dst[1] = src[1]; return;
+    case 3: dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2]; return;
+    case 4: dst[0] = src[0]; dst[1] = src[1]; dst[2] = src[2]; dst[3] = src[3]; return;
+    default: memcpy(dst, src, n * 8);
+    }
 }
 
 static inline size_t cd_fp_home(uint64_t h, size_t nslots) {
@@ -157,11 +233,19 @@ static inline void cd_fp_prefetch(const void* p) {
 #endif
 }
 
+/* Home slots for n digests in a table just grown or built: load 16/19
+ * (what a growth at 19/20 leaves) from CD_FP_DENSE_FROM on, 3/5 below. */
+static inline uint64_t cd_fp_slots_for(uint64_t n) {
+    if (n < CD_FP_DENSE_FROM) return n / 3 * 5 + n % 3 * 5 / 3 + CD_FP_MIN_SLOTS;
+    return n + n / 16 * 3 + n % 16 * 3 / 16 + CD_FP_MIN_SLOTS;
+}
+
 typedef struct {
-    uint64_t* slots; /* cap * nw words, NULL when absent */
-    size_t nslots;   /* home slots */
-    size_t cap;      /* home slots + overflow pad */
+    unsigned char* slots; /* cap * ss bytes, NULL when absent */
+    size_t nslots;        /* home slots */
+    size_t cap;           /* home slots + overflow pad */
     size_t bytes;
+    size_t released;      /* leading bytes given back to the OS (migrating old table) */
     int mapped;
 } cd_fptab;
 
@@ -169,13 +253,15 @@ typedef struct {
     cd_fptab cur;
     cd_fptab old; /* the table being migrated from, or slots == NULL */
     size_t mig;   /* next slot of old to move */
+    size_t next;  /* while migrating: the slot after cur's largest digest (0: none) */
     size_t ds;    /* digest size */
-    size_t nw;    /* words per slot */
+    size_t nw;    /* words per digest; a key is nw + 1 words */
+    size_t ss;    /* bytes per slot: max(ds, 8) */
     int has_zero;
     uint64_t nz; /* digests other than all-zero in the set */
 } cd_fpset;
 
-static uint64_t* cd_fp_alloc(size_t bytes, int* mapped) {
+static unsigned char* cd_fp_alloc(size_t bytes, int* mapped) {
 #if !defined(_WIN32)
     if (bytes >= CD_FP_MAP_BYTES) {
         void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -186,12 +272,12 @@ static uint64_t* cd_fp_alloc(size_t bytes, int* mapped) {
             if (bytes >= CD_FP_HUGE_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
             *mapped = 1;
-            return (uint64_t*)p;
+            return (unsigned char*)p;
         }
     }
 #endif
     *mapped = 0;
-    return (uint64_t*)calloc(bytes ? bytes : 1, 1);
+    return (unsigned char*)calloc(bytes ? bytes : 1, 1);
 }
 
 static void cd_fp_release(void* p, size_t bytes, int mapped) {
@@ -208,71 +294,95 @@ static void cd_fp_release(void* p, size_t bytes, int mapped) {
 }
 
 static void cd_fptab_free(cd_fptab* t) {
-    if (t->slots) {
-#if !defined(_WIN32)
-        if (t->mapped)
-            munmap(t->slots, t->bytes);
-        else
-#endif
-            free(t->slots);
-    }
+    cd_fp_release(t->slots, t->bytes, t->mapped);
     memset(t, 0, sizeof(*t));
 }
 
+/* The granule in which t's memory is given back or counted. */
+static inline size_t cd_fptab_granule(const cd_fptab* t) {
+    return t->bytes >= CD_FP_HUGE_BYTES ? CD_FP_RELEASE_HUGE_BYTES : CD_FP_RELEASE_BYTES;
+}
+
+/* Give the whole granules of t's memory before byte `upto` back to the OS
+ * (they read as zero afterwards).  Only for a mapped table being migrated
+ * from, whose slots before the migration point are never read again. */
+static void cd_fptab_release_before(cd_fptab* t, size_t upto) {
+#if !defined(_WIN32) && defined(MADV_DONTNEED)
+    uintptr_t base, end, start;
+    if (!t->mapped) return;
+    base = (uintptr_t)t->slots;
+    end = (base + upto) & ~(uintptr_t)(cd_fptab_granule(t) - 1);
+    start = base + t->released;
+    if (end > start && madvise((void*)start, end - start, MADV_DONTNEED) == 0)
+        t->released = end - base;
+#else
+    (void)t;
+    (void)upto;
+#endif
+}
+
 /* 0, or -1 when out of memory (t untouched). */
-static int cd_fptab_init(cd_fptab* t, size_t nslots, size_t nw) {
+static int cd_fptab_init(cd_fptab* t, size_t nslots, size_t ss) {
     size_t pad, cap;
     int mapped;
-    uint64_t* p;
+    unsigned char* p;
     if (nslots < CD_FP_MIN_SLOTS) nslots = CD_FP_MIN_SLOTS;
-    pad = 16 + nslots / 128;
-    if (nslots > (SIZE_MAX / 4) / (8 * nw)) return -1;
+    /* A run can spill past the last home slot; at load 19/20 the spill is
+     * a few hundred slots at most in practice (cd_fptab_extend otherwise). */
+    pad = 32 + nslots / 256;
+    if (nslots > (SIZE_MAX / 4) / ss) return -1;
     cap = nslots + pad;
-    p = cd_fp_alloc(cap * nw * 8, &mapped);
+    p = cd_fp_alloc(cap * ss, &mapped);
     if (!p) return -1;
+    memset(t, 0, sizeof(*t));
     t->slots = p;
     t->nslots = nslots;
     t->cap = cap;
-    t->bytes = cap * nw * 8;
+    t->bytes = cap * ss;
     t->mapped = mapped;
     return 0;
 }
 
-/* Double the overflow pad (positions do not move).  0, or -1 (t untouched). */
-static int cd_fptab_extend(cd_fptab* t, size_t nw) {
+/* Double the overflow pad (positions do not move), copying the first
+ * `keep` slots (the others are empty).  0, or -1 (t untouched). */
+static int cd_fptab_extend(cd_fptab* t, size_t ss, size_t keep) {
     cd_fptab bigger;
-    size_t cap = t->cap + (t->cap - t->nslots) + 16;
+    size_t cap = t->cap + (t->cap - t->nslots) + 32;
     int mapped;
-    if (cap > (SIZE_MAX / 4) / (8 * nw)) return -1;
-    bigger.slots = cd_fp_alloc(cap * nw * 8, &mapped);
+    if (cap > (SIZE_MAX / 4) / ss) return -1;
+    memset(&bigger, 0, sizeof(bigger));
+    bigger.slots = cd_fp_alloc(cap * ss, &mapped);
     if (!bigger.slots) return -1;
-    memcpy(bigger.slots, t->slots, t->cap * nw * 8);
+    memcpy(bigger.slots, t->slots, keep * ss);
     bigger.nslots = t->nslots;
     bigger.cap = cap;
-    bigger.bytes = cap * nw * 8;
+    bigger.bytes = cap * ss;
     bigger.mapped = mapped;
     cd_fptab_free(t);
     *t = bigger;
     return 0;
 }
 
-/* Where key (stored form) is (*found = 1) or belongs (*found = 0) in t;
- * may be t->cap. */
-static inline size_t cd_fptab_seek(const cd_fptab* t, size_t nw, const uint64_t* key,
-                                   int* found) {
+/* Where key is (*found = 1) or belongs (*found = 0) in t, scanning from
+ * its home slot or `from`, whichever is later; may be t->cap. */
+static inline size_t cd_fptab_seek(const cd_fptab* t, size_t from, size_t ss, size_t ds,
+                                   const uint64_t* key, int* found) {
     uint64_t h = key[0];
     size_t i = cd_fp_home(h, t->nslots);
-    const uint64_t* s = t->slots + i * nw;
+    const unsigned char* p;
+    if (i < from) i = from;
+    p = t->slots + i * ss;
     *found = 0;
-    for (; i < t->cap; i++, s += nw) {
+    for (; i < t->cap; i++, p += ss) {
+        uint64_t sh = cd_fp_word(p, 8);
         int c;
-        if (s[0] < h) {
-            if (s[0] == 0 && cd_fp_empty(s, nw)) break;
+        if (sh < h) {
+            if (sh == 0 && cd_fp_slot_empty(p, ss)) break;
             continue;
         }
-        if (s[0] > h) break;
-        if (cd_fp_empty(s, nw)) break; /* h == 0 */
-        c = cd_fp_cmp(s, key, nw);
+        if (sh > h) break;
+        if (h == 0 && cd_fp_slot_empty(p, ss)) break;
+        c = cd_fp_slot_cmp(p, key, ds);
         if (c == 0) {
             *found = 1;
             break;
@@ -282,39 +392,36 @@ static inline size_t cd_fptab_seek(const cd_fptab* t, size_t nw, const uint64_t*
     return i;
 }
 
-/* Put key at pos, shifting the rest of its run one slot on.  0, or 1 when
- * the run reaches the end of the pad (nothing changed; extend and retry). */
-static inline int cd_fptab_place(cd_fptab* t, size_t nw, const uint64_t* key, size_t pos) {
+/* Put key at pos, shifting the rest of its run one slot on; *end = the
+ * slot the run now ends at.  0, or 1 when the run reaches the end of the
+ * pad (nothing changed; extend and retry). */
+static inline int cd_fptab_place(cd_fptab* t, size_t ss, size_t ds, const uint64_t* key,
+                                 size_t pos, size_t* end) {
     size_t e = pos;
-    const uint64_t* s = t->slots + e * nw;
-    while (e < t->cap && !cd_fp_empty(s, nw)) {
+    const unsigned char* p = t->slots + e * ss;
+    while (e < t->cap && !cd_fp_slot_empty(p, ss)) {
         e++;
-        s += nw;
+        p += ss;
     }
     if (e >= t->cap) return 1;
-    if (e > pos) memmove(t->slots + (pos + 1) * nw, t->slots + pos * nw, (e - pos) * nw * 8);
-    cd_fp_copy(t->slots + pos * nw, key, nw);
-    return 0;
-}
-
-static int cd_fptab_insert(cd_fptab* t, size_t nw, const uint64_t* key, size_t pos) {
-    while (cd_fptab_place(t, nw, key, pos))
-        if (cd_fptab_extend(t, nw)) return -1;
+    if (e > pos) memmove(t->slots + (pos + 1) * ss, t->slots + pos * ss, (e - pos) * ss);
+    cd_fp_store(t->slots + pos * ss, key, ds);
+    *end = e;
     return 0;
 }
 
 /* Copy the digests of src (in canonical order) into the empty table dst:
  * each goes to its home slot or the slot after the previous one. */
-static int cd_fptab_append_all(cd_fptab* dst, const cd_fptab* src, size_t nw) {
+static int cd_fptab_append_all(cd_fptab* dst, const cd_fptab* src, size_t ss) {
     size_t i, pos, next = 0;
-    const uint64_t* k = src->slots;
-    for (i = 0; i < src->cap; i++, k += nw) {
-        if (cd_fp_empty(k, nw)) continue;
-        pos = cd_fp_home(k[0], dst->nslots);
+    const unsigned char* k = src->slots;
+    for (i = 0; i < src->cap; i++, k += ss) {
+        if (cd_fp_slot_empty(k, ss)) continue;
+        pos = cd_fp_home(cd_fp_word(k, 8), dst->nslots);
         if (pos < next) pos = next;
         while (pos >= dst->cap)
-            if (cd_fptab_extend(dst, nw)) return -1;
-        cd_fp_copy(dst->slots + pos * nw, k, nw);
+            if (cd_fptab_extend(dst, ss, next)) return -1;
+        cd_fp_slot_copy(dst->slots + pos * ss, k, ss);
         next = pos + 1;
     }
     return 0;
@@ -324,36 +431,87 @@ static int cd_fpset_init(cd_fpset* s, size_t ds) {
     memset(s, 0, sizeof(*s));
     s->ds = ds;
     s->nw = (ds + 7) / 8;
-    return cd_fptab_init(&s->cur, CD_FP_MIN_SLOTS, s->nw);
+    s->ss = ds < 8 ? 8 : ds;
+    return cd_fptab_init(&s->cur, CD_FP_MIN_SLOTS, s->ss);
 }
 
 static void cd_fpset_free(cd_fpset* s) {
     cd_fptab_free(&s->cur);
     cd_fptab_free(&s->old);
     s->mig = 0;
+    s->next = 0;
     s->nz = 0;
     s->has_zero = 0;
 }
 
-/* Move up to steps slots of the old table over.  0, or -1 (out of memory;
- * the state stays consistent: the slot not moved is still in old). */
+/* Bytes of memory the tables hold: while migrating, the new table only up
+ * to where it has been written (a mapped table's later pages are not
+ * touched yet) and the old one without the part given back. */
+static size_t cd_fpset_nbytes(const cd_fpset* s) {
+    size_t cur = s->cur.bytes;
+    if (!s->old.slots) return cur;
+    if (s->cur.mapped) {
+        size_t g = cd_fptab_granule(&s->cur);
+        size_t used = (s->next * s->ss + g - 1) / g * g;
+        if (used < cur) cur = used;
+    }
+    return cur + (s->old.bytes - s->old.released);
+}
+
+/* Move up to steps slots of the old table over: appended to cur, since
+ * everything in cur sorts before them.  0, or -1 (out of memory; the
+ * state stays consistent: the slot not moved is still in old). */
 static int cd_fpset_migrate(cd_fpset* s, size_t steps) {
-    size_t nw = s->nw;
+    size_t ss = s->ss;
     if (!s->old.slots) return 0;
     while (steps && s->mig < s->old.cap) {
-        const uint64_t* k = s->old.slots + s->mig * nw;
-        if (!cd_fp_empty(k, nw)) {
-            int found;
-            size_t pos = cd_fptab_seek(&s->cur, nw, k, &found);
-            if (!found && cd_fptab_insert(&s->cur, nw, k, pos)) return -1;
+        const unsigned char* k = s->old.slots + s->mig * ss;
+        if (!cd_fp_slot_empty(k, ss)) {
+            size_t pos = cd_fp_home(cd_fp_word(k, 8), s->cur.nslots);
+            if (pos < s->next) pos = s->next;
+            while (pos >= s->cur.cap)
+                if (cd_fptab_extend(&s->cur, ss, s->next)) return -1;
+            cd_fp_slot_copy(s->cur.slots + pos * ss, k, ss);
+            s->next = pos + 1;
         }
         s->mig++;
         steps--;
+        if ((s->mig & 4095) == 0) cd_fptab_release_before(&s->old, s->mig * ss);
     }
     if (s->mig >= s->old.cap) {
         cd_fptab_free(&s->old);
         s->mig = 0;
+        s->next = 0;
+    } else {
+        cd_fptab_release_before(&s->old, s->mig * ss);
     }
+    return 0;
+}
+
+/* While migrating: does key belong in old (it sorts after the last digest
+ * moved, cur[next - 1]) rather than in cur? */
+static inline int cd_fpset_in_old(const cd_fpset* s, const uint64_t* key) {
+    if (!s->old.slots) return 0;
+    if (s->next == 0) return 1;
+    return cd_fp_slot_cmp(s->cur.slots + (s->next - 1) * s->ss, key, s->ds) < 0;
+}
+
+/* Where key is or belongs: in old (*in_old = 1; scanning from the
+ * migration point) or in cur. */
+static inline size_t cd_fpset_seek(const cd_fpset* s, const uint64_t* key, int* in_old,
+                                   int* found) {
+    *in_old = cd_fpset_in_old(s, key);
+    if (*in_old) return cd_fptab_seek(&s->old, s->mig, s->ss, s->ds, key, found);
+    return cd_fptab_seek(&s->cur, 0, s->ss, s->ds, key, found);
+}
+
+/* Put key at pos in cur (extending the pad as needed).  0, or -1. */
+static int cd_fpset_put_cur(cd_fpset* s, const uint64_t* key, size_t pos) {
+    size_t end;
+    while (cd_fptab_place(&s->cur, s->ss, s->ds, key, pos, &end))
+        if (cd_fptab_extend(&s->cur, s->ss, s->old.slots ? s->next : s->cur.cap)) return -1;
+    /* cur's largest digest may have moved one slot on */
+    if (s->old.slots && end >= s->next) s->next = end + 1;
     return 0;
 }
 
@@ -361,12 +519,12 @@ static int cd_fpset_grow(cd_fpset* s, int incremental) {
     cd_fptab fresh;
     uint64_t want;
     if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
-    want = s->nz / 3 * 5 + (s->nz % 3) * 5 / 3 + CD_FP_MIN_SLOTS; /* load 3/5 after growing */
+    want = cd_fp_slots_for(s->nz);
     if (want > SIZE_MAX / 4) return -1;
     memset(&fresh, 0, sizeof(fresh));
-    if (cd_fptab_init(&fresh, (size_t)want, s->nw)) return -1;
+    if (cd_fptab_init(&fresh, (size_t)want, s->ss)) return -1;
     if (!incremental) {
-        if (cd_fptab_append_all(&fresh, &s->cur, s->nw)) {
+        if (cd_fptab_append_all(&fresh, &s->cur, s->ss)) {
             cd_fptab_free(&fresh);
             return -1;
         }
@@ -377,67 +535,67 @@ static int cd_fpset_grow(cd_fpset* s, int incremental) {
     s->old = s->cur;
     s->cur = fresh;
     s->mig = 0;
+    s->next = 0;
     return 0;
 }
 
-/* Add a digest in stored form.  1 when new, 0 when present, -1 out of
+/* Add a digest in key form.  1 when new, 0 when present, -1 out of
  * memory (not added). */
 static int cd_fpset_add_enc(cd_fpset* s, const uint64_t* key, int incremental) {
-    size_t nw = s->nw, pos;
-    int found;
-    if (cd_fp_empty(key, nw)) {
+    size_t pos, end;
+    int found, in_old;
+    if (cd_fp_key_zero(key, s->nw + 1)) {
         if (s->has_zero) return 0;
         s->has_zero = 1;
         return 1;
     }
     if (s->old.slots && cd_fpset_migrate(s, incremental ? CD_FP_MIGRATE_STEP : SIZE_MAX))
         return -1;
-    if (s->old.slots) {
-        cd_fptab_seek(&s->old, nw, key, &found);
-        if (found) return 0;
-    }
-    pos = cd_fptab_seek(&s->cur, nw, key, &found);
+    pos = cd_fpset_seek(s, key, &in_old, &found);
     if (found) return 0;
-    if ((s->nz + 1) * 10 > (uint64_t)s->cur.nslots * 9) {
+    if ((s->nz + 1) * 20 > (uint64_t)s->cur.nslots * 19) {
         if (cd_fpset_grow(s, incremental)) return -1;
-        /* The key is in neither table: the new old table is the cur just
-         * searched, and any earlier old table was merged into it. */
-        pos = cd_fptab_seek(&s->cur, nw, key, &found);
+        /* The key is in neither table: seek its place again. */
+        pos = cd_fpset_seek(s, key, &in_old, &found);
     }
-    if (cd_fptab_insert(&s->cur, nw, key, pos)) return -1;
+    if (in_old) {
+        if (!cd_fptab_place(&s->old, s->ss, s->ds, key, pos, &end)) {
+            s->nz++;
+            return 1;
+        }
+        /* The run reaches the end of old's pad: finish the migration
+         * rather than enlarge the old table. */
+        if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
+        pos = cd_fptab_seek(&s->cur, 0, s->ss, s->ds, key, &found);
+    }
+    if (cd_fpset_put_cur(s, key, pos)) return -1;
     s->nz++;
     return 1;
 }
 
 static inline int cd_fpset_has_enc(const cd_fpset* s, const uint64_t* key) {
-    size_t nw = s->nw;
-    int found;
-    if (cd_fp_empty(key, nw)) return s->has_zero;
-    cd_fptab_seek(&s->cur, nw, key, &found);
-    if (found) return 1;
-    if (s->old.slots) {
-        cd_fptab_seek(&s->old, nw, key, &found);
-        if (found) return 1;
-    }
-    return 0;
+    int found, in_old;
+    if (cd_fp_key_zero(key, s->nw + 1)) return s->has_zero;
+    cd_fpset_seek(s, key, &in_old, &found);
+    return found;
 }
 
 static int cd_fpset_add(cd_fpset* s, const unsigned char* key, int incremental) {
-    uint64_t enc[CD_FP_MAX_DIGEST / 8];
+    uint64_t enc[CD_FP_MAX_KEY];
     cd_fp_encode(key, s->ds, enc);
     return cd_fpset_add_enc(s, enc, incremental);
 }
 
 static int cd_fpset_has(const cd_fpset* s, const unsigned char* key) {
-    uint64_t enc[CD_FP_MAX_DIGEST / 8];
+    uint64_t enc[CD_FP_MAX_KEY];
     cd_fp_encode(key, s->ds, enc);
     return cd_fpset_has_enc(s, enc);
 }
 
 /* ---- batch add by sorting and merging ----
  * A batch that is large next to the set is added by sorting it (records of
- * the stored words plus the key's index, bucketed by the top bits of h, the
- * buckets then sorted by (words, index)) and merging it with the table into
+ * the key words plus the key's index, bucketed by the top bits of h, the
+ * buckets then sorted by (key, index)) and merging it with the table into
  * a new table in one sequential pass: no random probes, no shifting.  The
  * first occurrence of a repeated digest is the one reported new, as in the
  * one-by-one path. */
@@ -463,10 +621,10 @@ static void cd_fp_heap_sift(uint64_t* r, size_t root, size_t cnt, size_t rs) {
     }
 }
 
-/* Stored words, then the index: comparing all rs words orders by (words, idx). */
+/* Key words, then the index: comparing all rs words orders by (key, idx). */
 static void cd_fp_sort_bucket(uint64_t* r, size_t cnt, size_t rs) {
     size_t i, j;
-    uint64_t tmp[CD_FP_MAX_DIGEST / 8 + 1];
+    uint64_t tmp[CD_FP_MAX_KEY + 1];
     if (cnt > 48) { /* heapsort: O(cnt log cnt) whatever the input */
         for (i = cnt / 2; i-- > 0;) cd_fp_heap_sift(r, i, cnt, rs);
         for (i = cnt; i-- > 1;) {
@@ -513,19 +671,20 @@ static void cd_fp_radix_pass(const uint64_t* src, uint64_t* dst, size_t cnt, siz
  * written by another thread); nothing changed in either case. */
 static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n,
                                 unsigned char* out) {
-    size_t ds = s->ds, nw = s->nw, rs = nw + 1, i, k, fresh = 0, next = 0, pos;
+    size_t ds = s->ds, ss = s->ss, nk = s->nw + 1, rs = nk + 1, i, k, fresh = 0, next = 0, pos;
     size_t top_nb = (size_t)1 << CD_FP_TOP_BITS;
     uint64_t *a, *b, *r;
     size_t bytes, bbytes;
     int amap = 0, bmap = 0;
     size_t *top, *sub;
     unsigned char* flag;
-    const uint64_t *t, *tend, *prev = NULL;
+    const unsigned char *t, *tend;
+    const uint64_t* prev = NULL;
     cd_fptab nt;
     int has_zero = s->has_zero;
     if (n > SIZE_MAX / 8 / rs) return -1;
     bytes = n * rs * 8;
-    a = cd_fp_alloc(bytes, &amap);
+    a = (uint64_t*)cd_fp_alloc(bytes, &amap);
     b = NULL;
     bbytes = 0;
     top = NULL;
@@ -542,7 +701,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     for (k = 0; k < top_nb; k++)
         if (top[k] > bbytes) bbytes = top[k];
     bbytes = (bbytes ? bbytes : 1) * rs * 8;
-    b = cd_fp_alloc(bbytes, &bmap);
+    b = (uint64_t*)cd_fp_alloc(bbytes, &bmap);
     sub = (size_t*)malloc(((size_t)1 << 16) * sizeof(size_t));
     flag = (unsigned char*)malloc(n);
     if (!a || !b || !top || !sub || !flag) {
@@ -555,7 +714,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     }
     /* By the top bits of h straight into a (counting, then encoding each
      * key into its group), then each group by the next bits through b and
-     * back, then the small runs left by (words, index). */
+     * back, then the small runs left by (key, index). */
     {
         size_t sum = 0, c;
         for (k = 0; k < top_nb; k++) {
@@ -566,7 +725,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
         }
     }
     for (i = 0; i < n; i++) {
-        uint64_t enc[CD_FP_MAX_DIGEST / 8];
+        uint64_t enc[CD_FP_MAX_KEY];
         size_t g;
         cd_fp_encode(data + i * ds, ds, enc);
         g = enc[0] >> (64 - CD_FP_TOP_BITS);
@@ -579,8 +738,8 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
             return -3;
         }
         r = a + (top[g]++) * rs;
-        cd_fp_copy(r, enc, nw);
-        r[nw] = i;
+        cd_fp_copy(r, enc, nk);
+        r[nk] = i;
     }
     for (k = 0; k < top_nb; k++) {
         size_t lo = k ? top[k - 1] : 0, cnt = top[k] - lo, j;
@@ -599,59 +758,59 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     cd_fp_release(b, bbytes, bmap);
     /* Pass 1: which records are new (first of their digest, not in the set). */
     t = s->cur.slots;
-    tend = s->cur.slots + s->cur.cap * nw;
+    tend = s->cur.slots + s->cur.cap * ss;
     for (i = 0; i < n; i++) {
-        int isnew;
+        int isnew, zero;
         r = a + i * rs;
-        if (prev && cd_fp_cmp(prev, r, nw) == 0) {
+        zero = cd_fp_key_zero(r, nk);
+        if (prev && cd_fp_cmp(prev, r, nk) == 0) {
             isnew = 0; /* a repeat within the batch */
-        } else if (cd_fp_empty(r, nw)) {
+        } else if (zero) {
             isnew = !has_zero;
             has_zero = 1;
         } else {
-            while (t < tend && (cd_fp_empty(t, nw) || cd_fp_cmp(t, r, nw) < 0)) t += nw;
-            isnew = !(t < tend && cd_fp_cmp(t, r, nw) == 0);
+            while (t < tend && (cd_fp_slot_empty(t, ss) || cd_fp_slot_cmp(t, r, ds) < 0)) t += ss;
+            isnew = !(t < tend && cd_fp_slot_cmp(t, r, ds) == 0);
             if (isnew) fresh++;
         }
-        out[r[nw]] = (unsigned char)isnew;
-        flag[i] = (unsigned char)(isnew && !cd_fp_empty(r, nw));
+        out[r[nk]] = (unsigned char)isnew;
+        flag[i] = (unsigned char)(isnew && !zero);
         prev = r;
     }
     /* Pass 2: the new table, merging the set's digests and the new ones. */
     memset(&nt, 0, sizeof(nt));
-    {
-        uint64_t total = s->nz + fresh;
-        if (cd_fptab_init(&nt, (size_t)(total / 3 * 4 + total % 3 * 4 / 3), nw)) {
-            cd_fp_release(a, bytes, amap);
-            free(flag);
-            return -1;
-        }
+    if (cd_fptab_init(&nt, (size_t)cd_fp_slots_for(s->nz + fresh), ss)) {
+        cd_fp_release(a, bytes, amap);
+        free(flag);
+        return -1;
     }
     t = s->cur.slots;
     i = 0;
     for (;;) {
-        const uint64_t* src;
-        while (t < tend && cd_fp_empty(t, nw)) t += nw;
+        int from_table;
+        uint64_t h;
+        while (t < tend && cd_fp_slot_empty(t, ss)) t += ss;
         while (i < n && !flag[i]) i++;
         if (t >= tend && i >= n) break;
-        if (i >= n || (t < tend && cd_fp_cmp(t, a + i * rs, nw) < 0)) {
-            src = t;
-            t += nw;
-        } else {
-            src = a + i * rs;
-            i++;
-        }
-        pos = cd_fp_home(src[0], nt.nslots);
+        from_table = i >= n || (t < tend && cd_fp_slot_cmp(t, a + i * rs, ds) < 0);
+        h = from_table ? cd_fp_word(t, 8) : a[i * rs];
+        pos = cd_fp_home(h, nt.nslots);
         if (pos < next) pos = next;
         while (pos >= nt.cap) {
-            if (cd_fptab_extend(&nt, nw)) {
+            if (cd_fptab_extend(&nt, ss, next)) {
                 cd_fptab_free(&nt);
                 cd_fp_release(a, bytes, amap);
                 free(flag);
                 return -1;
             }
         }
-        cd_fp_copy(nt.slots + pos * nw, src, nw);
+        if (from_table) {
+            cd_fp_slot_copy(nt.slots + pos * ss, t, ss);
+            t += ss;
+        } else {
+            cd_fp_store(nt.slots + pos * ss, a + i * rs, ds);
+            i++;
+        }
         next = pos + 1;
     }
     cd_fp_release(a, bytes, amap);
@@ -670,8 +829,8 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
 #define CD_FP_GROUP 16
 static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int adding,
                           unsigned char* out, size_t* done) {
-    size_t ds = s->ds, nw = s->nw, i, j, g, gn;
-    uint64_t enc[2][CD_FP_GROUP * (CD_FP_MAX_DIGEST / 8)];
+    size_t ds = s->ds, nk = s->nw + 1, i, j, g, gn;
+    uint64_t enc[2][CD_FP_GROUP * CD_FP_MAX_KEY];
     int cur = 0;
     *done = 0;
     if (s->old.slots && cd_fpset_migrate(s, SIZE_MAX)) return -1;
@@ -683,20 +842,20 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
     }
     gn = n < CD_FP_GROUP ? n : CD_FP_GROUP;
     for (j = 0; j < gn; j++) {
-        cd_fp_encode(data + j * ds, ds, enc[0] + j * nw);
-        cd_fp_prefetch(s->cur.slots + cd_fp_home(enc[0][j * nw], s->cur.nslots) * nw);
+        cd_fp_encode(data + j * ds, ds, enc[0] + j * nk);
+        cd_fp_prefetch(s->cur.slots + cd_fp_home(enc[0][j * nk], s->cur.nslots) * s->ss);
     }
     for (g = 0; g < n; g += CD_FP_GROUP) {
         size_t cnt = n - g < CD_FP_GROUP ? n - g : CD_FP_GROUP;
         size_t next = g + CD_FP_GROUP;
         size_t ncnt = next < n ? (n - next < CD_FP_GROUP ? n - next : CD_FP_GROUP) : 0;
         for (j = 0; j < ncnt; j++) {
-            uint64_t* e = enc[cur ^ 1] + j * nw;
+            uint64_t* e = enc[cur ^ 1] + j * nk;
             cd_fp_encode(data + (next + j) * ds, ds, e);
-            cd_fp_prefetch(s->cur.slots + cd_fp_home(e[0], s->cur.nslots) * nw);
+            cd_fp_prefetch(s->cur.slots + cd_fp_home(e[0], s->cur.nslots) * s->ss);
         }
         for (j = 0; j < cnt; j++) {
-            const uint64_t* e = enc[cur] + j * nw;
+            const uint64_t* e = enc[cur] + j * nk;
             i = g + j;
             if (adding) {
                 int r = cd_fpset_add_enc(s, e, 0);
@@ -715,14 +874,14 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
 /* The set in canonical order into out ((has_zero + nz) * ds bytes).  Call
  * with no migration in progress. */
 static void cd_fpset_export(const cd_fpset* s, unsigned char* out) {
-    size_t ds = s->ds, nw = s->nw, i;
-    const uint64_t* p = s->cur.slots;
+    size_t ds = s->ds, ss = s->ss, i;
+    const unsigned char* p = s->cur.slots;
     if (s->has_zero) {
         memset(out, 0, ds);
         out += ds;
     }
-    for (i = 0; i < s->cur.cap; i++, p += nw) {
-        if (!cd_fp_empty(p, nw)) {
+    for (i = 0; i < s->cur.cap; i++, p += ss) {
+        if (!cd_fp_slot_empty(p, ss)) {
             cd_fp_decode(p, ds, out);
             out += ds;
         }
@@ -734,39 +893,38 @@ static void cd_fpset_export(const cd_fpset* s, unsigned char* out) {
  * digest first).  0; -1 out of memory; -2 not canonical, *bad = the index
  * of the first digest out of order.  s is unchanged unless 0 is returned. */
 static int cd_fpset_load(cd_fpset* s, const unsigned char* data, size_t n, size_t* bad) {
-    size_t ds = s->ds, nw = s->nw, i = 0, j, next = 0, pos;
-    uint64_t prev[CD_FP_MAX_DIGEST / 8], enc[CD_FP_MAX_DIGEST / 8];
+    size_t ds = s->ds, ss = s->ss, nk = s->nw + 1, i = 0, j, next = 0, pos;
+    uint64_t prev[CD_FP_MAX_KEY], enc[CD_FP_MAX_KEY];
     cd_fptab t;
     int has_zero = 0;
     if (n) {
         cd_fp_encode(data, ds, enc);
-        if (cd_fp_empty(enc, nw)) {
+        if (cd_fp_key_zero(enc, nk)) {
             has_zero = 1;
             i = 1;
         }
     }
     for (j = i; j < n; j++) {
         cd_fp_encode(data + j * ds, ds, enc);
-        if (cd_fp_empty(enc, nw) || (j > i && cd_fp_cmp(prev, enc, nw) >= 0)) {
+        if (cd_fp_key_zero(enc, nk) || (j > i && cd_fp_cmp(prev, enc, nk) >= 0)) {
             *bad = j;
             return -2;
         }
-        cd_fp_copy(prev, enc, nw);
+        cd_fp_copy(prev, enc, nk);
     }
     memset(&t, 0, sizeof(t));
-    if (cd_fptab_init(&t, (n - i) / 3 * 4 + (n - i) % 3 * 4 / 3 + CD_FP_MIN_SLOTS, nw))
-        return -1; /* load 3/4 */
+    if (cd_fptab_init(&t, (size_t)cd_fp_slots_for(n - i), ss)) return -1;
     for (; i < n; i++) {
         cd_fp_encode(data + i * ds, ds, enc);
         pos = cd_fp_home(enc[0], t.nslots);
         if (pos < next) pos = next;
         while (pos >= t.cap) {
-            if (cd_fptab_extend(&t, nw)) {
+            if (cd_fptab_extend(&t, ss, next)) {
                 cd_fptab_free(&t);
                 return -1;
             }
         }
-        cd_fp_copy(t.slots + pos * nw, enc, nw);
+        cd_fp_store(t.slots + pos * ss, enc, ds);
         next = pos + 1;
     }
     cd_fpset_free(s);

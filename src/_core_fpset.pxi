@@ -4,15 +4,12 @@
 # and runs batches without the GIL.  Twin: FingerprintTable in _reference.py.
 
 cdef extern from "_cd_fpset.h" nogil:
-    ctypedef struct cd_fptab:
-        size_t bytes
     ctypedef struct cd_fpset:
-        cd_fptab cur
-        cd_fptab old
         int has_zero
         uint64_t nz
     int cd_fpset_init(cd_fpset* s, size_t ds)
     void cd_fpset_free(cd_fpset* s)
+    size_t cd_fpset_nbytes(const cd_fpset* s)
     int cd_fpset_migrate(cd_fpset* s, size_t steps)
     int cd_fpset_add(cd_fpset* s, const unsigned char* key, int incremental)
     int cd_fpset_has(const cd_fpset* s, const unsigned char* key)
@@ -77,8 +74,8 @@ cdef class FingerprintTable:
     """An exact set of ``digest_size``-byte digests in one flat buffer.
 
     The storage of :class:`crawldedup.FingerprintSet`.  Not a Python object
-    per entry: about ``digest_size / load`` bytes per digest, the load
-    staying between 3/5 and 9/10.  Safe to share between threads: batch
+    per entry: about ``max(digest_size, 8) / load`` bytes per digest, the
+    load staying between 0.84 and 0.95 from 65,536 digests on.  Safe to share between threads: batch
     calls probe without the GIL, holding the table's own lock.
     """
 
@@ -137,9 +134,10 @@ cdef class FingerprintTable:
 
     @property
     def nbytes(self):
-        """Bytes of table memory (both tables while growing)."""
+        """Bytes of table memory held (while growing: the parts of both
+        tables in use; the new one fills as the old one empties)."""
         self._check()
-        return self._s.cur.bytes + self._s.old.bytes
+        return cd_fpset_nbytes(&self._s)
 
     def __len__(self):
         self._check()
