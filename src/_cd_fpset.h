@@ -58,10 +58,9 @@
  * growth has not reached yet take no memory. */
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
 #define CD_FP_HUGE_BYTES ((size_t)4 << 20)
-/* Granules in which a migrating old table's memory is given back (whole
- * huge pages for a table that asked for them). */
+/* Granule in which a migrating old table's memory is given back (a
+ * multiple of every page size in use; a huge page is split for it). */
 #define CD_FP_RELEASE_BYTES ((size_t)64 << 10)
-#define CD_FP_RELEASE_HUGE_BYTES ((size_t)2 << 20)
 
 /* Mixing: MurmurHash3's fmix64 (cd_fmix64, _cd_support.h). */
 
@@ -71,6 +70,11 @@ static inline uint64_t cd_fp_word(const unsigned char* p, size_t n) {
     if (n == 8) {
         uint64_t w;
         memcpy(&w, p, 8);
+        return w;
+    }
+    if (n == 4) { /* the last word of a SHA-1 */
+        uint32_t w;
+        memcpy(&w, p, 4);
         return w;
     }
 #endif
@@ -183,12 +187,18 @@ static inline int cd_fp_slot_empty(const unsigned char* s, size_t ss) {
     return 1;
 }
 
-/* Slot against key in canonical order; w0 is decoded only on equal h. */
+/* Slot against key in canonical order.  Equal h and equal stored words
+ * make equal digests (w0 is a function of them), so w0 is decoded only to
+ * order two digests of equal h. */
 static inline int cd_fp_slot_cmp(const unsigned char* slot, const uint64_t* key, size_t ds) {
     uint64_t h = cd_fp_word(slot, 8), k[CD_FP_MAX_KEY];
+    size_t nw = (ds + 7) / 8, j;
     if (h != key[0]) return h < key[0] ? -1 : 1;
+    for (j = 1; j < nw; j++)
+        if (cd_fp_word(slot + 8 * j, cd_fp_wlen(ds, j)) != key[j + 1]) break;
+    if (j == nw) return 0;
     cd_fp_load_key(slot, ds, k);
-    return cd_fp_cmp(k + 1, key + 1, (ds + 7) / 8);
+    return cd_fp_cmp(k + 1, key + 1, nw);
 }
 
 static inline void cd_fp_slot_copy(unsigned char* dst, const unsigned char* src, size_t ss) {
@@ -298,11 +308,6 @@ static void cd_fptab_free(cd_fptab* t) {
     memset(t, 0, sizeof(*t));
 }
 
-/* The granule in which t's memory is given back or counted. */
-static inline size_t cd_fptab_granule(const cd_fptab* t) {
-    return t->bytes >= CD_FP_HUGE_BYTES ? CD_FP_RELEASE_HUGE_BYTES : CD_FP_RELEASE_BYTES;
-}
-
 /* Give the whole granules of t's memory before byte `upto` back to the OS
  * (they read as zero afterwards).  Only for a mapped table being migrated
  * from, whose slots before the migration point are never read again. */
@@ -311,7 +316,7 @@ static void cd_fptab_release_before(cd_fptab* t, size_t upto) {
     uintptr_t base, end, start;
     if (!t->mapped) return;
     base = (uintptr_t)t->slots;
-    end = (base + upto) & ~(uintptr_t)(cd_fptab_granule(t) - 1);
+    end = (base + upto) & ~(uintptr_t)(CD_FP_RELEASE_BYTES - 1);
     start = base + t->released;
     if (end > start && madvise((void*)start, end - start, MADV_DONTNEED) == 0)
         t->released = end - base;
@@ -446,15 +451,12 @@ static void cd_fpset_free(cd_fpset* s) {
 
 /* Bytes of memory the tables hold: while migrating, the new table only up
  * to where it has been written (a mapped table's later pages are not
- * touched yet) and the old one without the part given back. */
+ * touched yet) and the old one without the part given back.  The OS
+ * counts whole pages: up to a page (a huge page) more per table. */
 static size_t cd_fpset_nbytes(const cd_fpset* s) {
     size_t cur = s->cur.bytes;
     if (!s->old.slots) return cur;
-    if (s->cur.mapped) {
-        size_t g = cd_fptab_granule(&s->cur);
-        size_t used = (s->next * s->ss + g - 1) / g * g;
-        if (used < cur) cur = used;
-    }
+    if (s->cur.mapped && s->next * s->ss < cur) cur = s->next * s->ss;
     return cur + (s->old.bytes - s->old.released);
 }
 

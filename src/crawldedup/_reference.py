@@ -1243,8 +1243,9 @@ class FingerprintTable:
 
     @property
     def nbytes(self) -> int:
-        """An estimate: the core's table at its largest load."""
-        return len(self._keys) * self._ds * 10 // 9
+        """An estimate: the core's table (slots of max(digest_size, 8)
+        bytes) at its largest load, 19/20."""
+        return len(self._keys) * max(self._ds, 8) * 20 // 19
 
     def __len__(self) -> int:
         return len(self._keys)
