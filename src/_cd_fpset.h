@@ -41,6 +41,7 @@
 #include "_cd_support.h"
 #if !defined(_WIN32)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #define CD_FP_MAX_DIGEST 64
@@ -58,9 +59,11 @@
  * growth has not reached yet take no memory. */
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
 #define CD_FP_HUGE_BYTES ((size_t)4 << 20)
-/* Granule in which a migrating old table's memory is given back (a
- * multiple of every page size in use; a huge page is split for it). */
-#define CD_FP_RELEASE_BYTES ((size_t)64 << 10)
+/* A migrating old table's memory is given back in granules of about
+ * 1/512 of the table, a power of two from the page size (a huge page is
+ * split for it) to 2 MiB: 512 calls and TLB flushes a growth, and little
+ * held back. */
+#define CD_FP_RELEASE_MAX ((size_t)2 << 20)
 
 /* Mixing: MurmurHash3's fmix64 (cd_fmix64, _cd_support.h). */
 
@@ -314,9 +317,12 @@ static void cd_fptab_free(cd_fptab* t) {
 static void cd_fptab_release_before(cd_fptab* t, size_t upto) {
 #if !defined(_WIN32) && defined(MADV_DONTNEED)
     uintptr_t base, end, start;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t g = page > 0 ? (size_t)page : 4096;
     if (!t->mapped) return;
+    while (g < CD_FP_RELEASE_MAX && g * 1024 <= t->bytes) g *= 2;
     base = (uintptr_t)t->slots;
-    end = (base + upto) & ~(uintptr_t)(CD_FP_RELEASE_BYTES - 1);
+    end = (base + upto) & ~(uintptr_t)(g - 1);
     start = base + t->released;
     if (end > start && madvise((void*)start, end - start, MADV_DONTNEED) == 0)
         t->released = end - base;
@@ -404,6 +410,17 @@ static inline int cd_fptab_place(cd_fptab* t, size_t ss, size_t ds, const uint64
                                  size_t pos, size_t* end) {
     size_t e = pos;
     const unsigned char* p = t->slots + e * ss;
+    /* The run's end: at a load near 19/20 it is tens of slots on, so skip
+     * four slots a step while their h are all nonzero (one branch, four
+     * independent loads); an h of 0 (an empty slot, or rarely a digest
+     * with h = 0) is then looked at slot by slot. */
+    while (e + 4 <= t->cap) {
+        uint64_t a = cd_fp_word(p, 8), b = cd_fp_word(p + ss, 8);
+        uint64_t c = cd_fp_word(p + 2 * ss, 8), d = cd_fp_word(p + 3 * ss, 8);
+        if ((a == 0) | (b == 0) | (c == 0) | (d == 0)) break;
+        e += 4;
+        p += 4 * ss;
+    }
     while (e < t->cap && !cd_fp_slot_empty(p, ss)) {
         e++;
         p += ss;
