@@ -13,6 +13,7 @@
    127.0.0.1) with Scrapy's components and with crawldedup's: pages/s.
 
 Reproduce:  python benchmarks/compare_scrapy.py [--n 4000000] [--requests 200000] [--pages 2000]
+            [--parts memory,seen,crawl]
 """
 
 from __future__ import annotations
@@ -150,36 +151,53 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4_000_000, help="fingerprints for memory")
     parser.add_argument("--requests", type=int, default=200_000, help="requests timed")
     parser.add_argument("--pages", type=int, default=2000, help="pages of the crawled site")
+    parser.add_argument("--parts", default="memory,seen,crawl",
+                        help="comma-separated parts to run (default: all three)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts or parts - {"memory", "seen", "crawl"}:
+        parser.error("--parts takes memory, seen and/or crawl")
     import scrapy
 
     import crawldedup
     print(f"Scrapy {scrapy.__version__}, crawldedup {crawldedup.__version__} "
           f"({crawldedup.IMPLEMENTATION}), Python {sys.version.split()[0]}")
     print(f"reproduce: python benchmarks/compare_scrapy.py --n {args.n} "
-          f"--requests {args.requests} --pages {args.pages}\n")
+          f"--requests {args.requests} --pages {args.pages} --parts {args.parts}\n")
+    if "memory" in parts:
+        report_memory(args.n)
+    if "seen" in parts:
+        report_request_seen(args.requests)
+    if "crawl" in parts:
+        report_crawl(args.pages)
 
-    mem = {kind: measure_memory(kind, args.n) for kind in ("scrapy", "exact", "bloom")}
-    base = mem["scrapy"]["bytes"] / args.n
-    print(f"Memory: RSS growth for {args.n:,} request fingerprints (20 bytes each)")
+
+def report_memory(n: int) -> None:
+    mem = {kind: measure_memory(kind, n) for kind in ("scrapy", "exact", "bloom")}
+    base = mem["scrapy"]["bytes"] / n
+    print(f"Memory: RSS growth for {n:,} request fingerprints (20 bytes each)")
     print(f"  {'filter':42s} {'bytes/fp':>9s} {'vs Scrapy':>10s}")
     for kind, label in (("scrapy", "Scrapy RFPDupeFilter (set of bytes)"),
                         ("exact", "crawldedup DupeFilter 'exact'"),
                         ("bloom", "crawldedup DupeFilter 'bloom' (1%)")):
-        per = mem[kind]["bytes"] / args.n
+        per = mem[kind]["bytes"] / n
         print(f"  {label:42s} {per:9.2f} {base / per if per else float('inf'):9.1f}x")
 
-    t = time_request_seen(args.requests)
-    s_us = t["scrapy"] / args.requests * 1e6
-    c_us = t["crawldedup"] / args.requests * 1e6
-    print(f"\nrequest_seen, fingerprinting included ({args.requests:,} requests, "
+
+def report_request_seen(requests: int) -> None:
+    t = time_request_seen(requests)
+    s_us = t["scrapy"] / requests * 1e6
+    c_us = t["crawldedup"] / requests * 1e6
+    print(f"\nrequest_seen, fingerprinting included ({requests:,} requests, "
           f"{t['scrapy_dups']:,} duplicates, identical fingerprints checked)")
     print(f"  {'filter':58s} {'us/request':>10s} {'speed-up':>9s}")
     print(f"  {'Scrapy RFPDupeFilter + default RequestFingerprinter':58s} {s_us:10.2f} {1:8.1f}x")
     print(f"  {'crawldedup DupeFilter exact + RequestFingerprinter':58s} {c_us:10.2f} "
           f"{s_us / c_us:8.1f}x")
 
-    c = crawl(args.pages)
+
+def report_crawl(pages: int) -> None:
+    c = crawl(pages)
     print(f"\nWhole crawl of a local site ({c['pages']:,} pages, 127.0.0.1, best of two)")
     print(f"  {'components':42s} {'pages/s':>9s} {'ratio':>7s}")
     print(f"  {'Scrapy defaults':42s} {c['scrapy']:9.1f} {1:6.2f}x")

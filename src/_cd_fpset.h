@@ -259,6 +259,7 @@ typedef struct {
     size_t cap;           /* home slots + overflow pad */
     size_t bytes;
     size_t released;      /* leading bytes given back to the OS (migrating old table) */
+    size_t granule;       /* ... in pieces of this many bytes (mapped tables) */
     int mapped;
 } cd_fptab;
 
@@ -311,18 +312,25 @@ static void cd_fptab_free(cd_fptab* t) {
     memset(t, 0, sizeof(*t));
 }
 
+static void cd_fptab_set_granule(cd_fptab* t) {
+    size_t g = 4096;
+#if !defined(_WIN32)
+    long page = sysconf(_SC_PAGESIZE);
+    if (page > 0) g = (size_t)page;
+#endif
+    while (g < CD_FP_RELEASE_MAX && g * 1024 <= t->bytes) g *= 2;
+    t->granule = g;
+}
+
 /* Give the whole granules of t's memory before byte `upto` back to the OS
  * (they read as zero afterwards).  Only for a mapped table being migrated
  * from, whose slots before the migration point are never read again. */
 static void cd_fptab_release_before(cd_fptab* t, size_t upto) {
 #if !defined(_WIN32) && defined(MADV_DONTNEED)
     uintptr_t base, end, start;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t g = page > 0 ? (size_t)page : 4096;
-    if (!t->mapped) return;
-    while (g < CD_FP_RELEASE_MAX && g * 1024 <= t->bytes) g *= 2;
+    if (!t->mapped || upto - t->released < t->granule) return;
     base = (uintptr_t)t->slots;
-    end = (base + upto) & ~(uintptr_t)(g - 1);
+    end = (base + upto) & ~(uintptr_t)(t->granule - 1);
     start = base + t->released;
     if (end > start && madvise((void*)start, end - start, MADV_DONTNEED) == 0)
         t->released = end - base;
@@ -351,6 +359,7 @@ static int cd_fptab_init(cd_fptab* t, size_t nslots, size_t ss) {
     t->cap = cap;
     t->bytes = cap * ss;
     t->mapped = mapped;
+    cd_fptab_set_granule(t);
     return 0;
 }
 
@@ -369,6 +378,7 @@ static int cd_fptab_extend(cd_fptab* t, size_t ss, size_t keep) {
     bigger.cap = cap;
     bigger.bytes = cap * ss;
     bigger.mapped = mapped;
+    cd_fptab_set_granule(&bigger);
     cd_fptab_free(t);
     *t = bigger;
     return 0;
