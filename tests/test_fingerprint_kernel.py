@@ -45,7 +45,7 @@ def test_sha1_and_md5_every_padding_case(impl, size):
 
 def test_kernels_decline_outside_fast_path(impl):
     assert impl.url_fingerprint_fast("http://例子.测试/") is None
-    assert impl.request_fingerprint_fast("http://user@a.com/", "GET", b"") is None
+    assert impl.request_fingerprint_fast("http://[::ffff:1.2.3.4]/", "GET", b"") is None
 
 
 @pytest.mark.parametrize("method, body, error", [
@@ -89,7 +89,7 @@ def test_request_batch_kernel(impl, items, method, keep_fragments):
 
 def test_batch_kernels_on_long_and_empty_lists(core, reference):
     items = ["https://a.com/" + "%E4%B8%AD/" * k + "?b=1&a=" + str(k) for k in range(0, 3000, 7)]
-    items.append("http://user@a.com/")
+    items.append("http://a.com/\x01b")  # a control character inside: w3lib decides
     for impl in (core, reference):
         assert impl.url_fingerprints_fast([]) == []
         assert impl.request_fingerprints_fast([], "GET") == []

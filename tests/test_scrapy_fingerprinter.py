@@ -141,7 +141,10 @@ def test_handoff_method_changed_after_construction():
     assert digest != fingerprint(Request("https://example.com/x"))
 
 
-@pytest.mark.parametrize("url", ["https://bücher.example/é?x=1", "https://user:pw@example.com/",
+# IDNA, IPv4-mapped IPv6 and ws: off the fast path; userinfo, IPv6 and ftp: on
+# it since it widened; all as Scrapy.
+@pytest.mark.parametrize("url", ["https://bücher.example/é?x=1", "http://[::ffff:1.2.3.4]/a",
+                                 "ws://example.com/a;b", "https://user:pw@example.com/",
                                  "http://[::1]:8080/a?b=1", "ftp://example.com/file"])
 def test_handoff_urls_off_the_fast_path(url):
     request = Request(url)
