@@ -28,7 +28,8 @@ for crawldedup and a prefix of them for the slower peers; 200,000 more,
 never added, measure the false-positive rate.
 
 crawldedup: ``RedisBloomFilter.add_many`` / ``contains_many`` (standard
-layout, k = 7, one shard, and the default blocked layout, k = 6, 4 shards),
+layout, k = 7, one shard; the default blocked layout, k = 6, 4 shards; and
+the blocked layout at 0.6%, where it takes k = 7, as the target states),
 ``RedisStore.add_many`` / ``contains_many`` of MD5 digests,
 ``RedisSimhashIndex.add_many`` / ``query_many`` of 64-bit fingerprints.
 Design alternatives measured on crawldedup's own positions: the same bits
@@ -359,10 +360,14 @@ def main() -> None:
         client.delete(key)
 
     # crawldedup Bloom
-    for label, layout, shards in [("standard, k=7, 1 shard", "standard", 1),
-                                  ("blocked, k=6, 4 shards", "blocked", 4)]:
-        bf = RedisBloomFilter(url, f"{prefix}:cd:{layout}", n_main, 0.01, layout=layout,
+    # The target is for k = 7: the standard layout has k = 7 at 1%,
+    # the blocked one k = 6 at 1% and k = 7 at 0.6%.
+    for label, layout, shards, rate in [("standard, k=7, 1 shard", "standard", 1, 0.01),
+                                        ("blocked, k=6, 4 shards", "blocked", 4, 0.01),
+                                        ("blocked, k=7, 4 shards, 0.6%", "blocked", 4, 0.006)]:
+        bf = RedisBloomFilter(url, f"{prefix}:cd:{layout}:{rate}", n_main, rate, layout=layout,
                               shards=shards)
+        assert f"k={bf.num_hashes}," in label, (label, bf.num_hashes)
         m = meter.run(lambda bf=bf: bf.add_many(urls_s))
         record(f"crawldedup RedisBloomFilter ({label})", "add_many", n_main, m,
                false_seen(m["result"].tolist()))
@@ -370,9 +375,9 @@ def main() -> None:
         assert m["result"].all()
         record(f"crawldedup RedisBloomFilter ({label})", "contains_many", n_main, m)
         fp = float(bf.contains_many(absent).mean())
-        rows[-1]["note"] = f"false-positive rate {fp:.4f} (target 0.01: {fp / 0.01:.2f}x)"
+        rows[-1]["note"] = f"false-positive rate {fp:.4f} (target {rate}: {fp / rate:.2f}x)"
         print(f"{'':42s} false-positive rate on {len(absent):,} absent URLs: {fp:.4f} "
-              f"({fp / 0.01:.2f}x the target)")
+              f"({fp / rate:.2f}x the target)")
         if layout == "standard":
             m_bits, k = bf.num_bits, bf.num_hashes
         bf.drop()
