@@ -185,9 +185,9 @@ static inline void cd_fp_decode(const unsigned char* slot, size_t ds, unsigned c
 static inline int cd_fp_slot_empty(const unsigned char* s, size_t ss) {
     size_t i;
     if (cd_fp_word(s, 8)) return 0;
-    for (i = 8; i < ss; i++)
-        if (s[i]) return 0;
-    return 1;
+    for (i = 8; i + 8 <= ss; i += 8)
+        if (cd_fp_word(s + i, 8)) return 0;
+    return i == ss || cd_fp_word(s + i, ss - i) == 0;
 }
 
 /* Slot against key in canonical order.  Equal h and equal stored words
@@ -490,23 +490,53 @@ static size_t cd_fpset_nbytes(const cd_fpset* s) {
 /* Move up to steps slots of the old table over: appended to cur, since
  * everything in cur sorts before them.  0, or -1 (out of memory; the
  * state stays consistent: the slot not moved is still in old). */
-static int cd_fpset_migrate(cd_fpset* s, size_t steps) {
-    size_t ss = s->ss;
-    if (!s->old.slots) return 0;
-    while (steps && s->mig < s->old.cap) {
-        const unsigned char* k = s->old.slots + s->mig * ss;
+#if defined(__GNUC__) || defined(__clang__)
+#define CD_FP_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define CD_FP_ALWAYS_INLINE inline
+#endif
+
+/* The moving loop, inlined with a constant ss for the common sizes (a
+ * growth moves every slot, about 9 per add: the copy must be plain). */
+static CD_FP_ALWAYS_INLINE int cd_fpset_move(cd_fpset* s, size_t steps, size_t ss) {
+    size_t mig = s->mig, end = s->old.cap, next = s->next;
+    const unsigned char* k = s->old.slots + mig * ss;
+    int r = 0;
+    if (steps < end - mig) end = mig + steps;
+    for (; mig < end; mig++, k += ss) {
         if (!cd_fp_slot_empty(k, ss)) {
             size_t pos = cd_fp_home(cd_fp_word(k, 8), s->cur.nslots);
-            if (pos < s->next) pos = s->next;
-            while (pos >= s->cur.cap)
-                if (cd_fptab_extend(&s->cur, ss, s->next)) return -1;
-            cd_fp_slot_copy(s->cur.slots + pos * ss, k, ss);
-            s->next = pos + 1;
+            if (pos < next) pos = next;
+            if (pos >= s->cur.cap) {
+                while (pos >= s->cur.cap && !(r = cd_fptab_extend(&s->cur, ss, next)))
+                    ;
+                if (r) break;
+            }
+            memcpy(s->cur.slots + pos * ss, k, ss);
+            next = pos + 1;
         }
-        s->mig++;
-        steps--;
-        if ((s->mig & 4095) == 0) cd_fptab_release_before(&s->old, s->mig * ss);
+        if ((mig & 4095) == 4095) {
+            s->mig = mig + 1;
+            cd_fptab_release_before(&s->old, (mig + 1) * ss);
+        }
     }
+    s->mig = mig;
+    s->next = next;
+    return r ? -1 : 0;
+}
+
+static int cd_fpset_migrate(cd_fpset* s, size_t steps) {
+    size_t ss = s->ss;
+    int r;
+    if (!s->old.slots) return 0;
+    switch (ss) {
+    case 8: r = cd_fpset_move(s, steps, 8); break;
+    case 16: r = cd_fpset_move(s, steps, 16); break;
+    case 20: r = cd_fpset_move(s, steps, 20); break;
+    case 32: r = cd_fpset_move(s, steps, 32); break;
+    default: r = cd_fpset_move(s, steps, ss);
+    }
+    if (r) return -1;
     if (s->mig >= s->old.cap) {
         cd_fptab_free(&s->old);
         s->mig = 0;
