@@ -15,7 +15,8 @@
  * A slot is max(ds, 8) bytes: h, then w1 .. w(nw-1), the last one with its
  * own length (20 bytes for a SHA-1); w0 is implied (cd_fp_load_key peels it
  * out of h).  An all-zero slot is empty; the all-zero digest, whose slot
- * that would be, is kept as a flag.
+ * that would be, is kept as a flag.  A bit per slot (occ) marks the full
+ * ones, so an insertion finds the end of its run 64 slots at a time.
  *
  * Growth keeps the table dense (at most 24 bytes of slot per 20-byte
  * digest at any size): when the load would pass 19/20, a table of 19/16
@@ -258,10 +259,38 @@ typedef struct {
     size_t nslots;        /* home slots */
     size_t cap;           /* home slots + overflow pad */
     size_t bytes;
+    uint64_t* occ;        /* bit i set: slot i holds a digest (ceil(cap / 64) words) */
     size_t released;      /* leading bytes given back to the OS (migrating old table) */
     size_t granule;       /* ... in pieces of this many bytes (mapped tables) */
     int mapped;
 } cd_fptab;
+
+static inline void cd_fp_occupy(uint64_t* occ, size_t i) {
+    occ[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+
+/* The first slot at or after i that holds no digest (cap when none): a
+ * run's end, found a word of 64 slots at a time. */
+static inline size_t cd_fp_next_free(const uint64_t* occ, size_t i, size_t cap) {
+    size_t w = i >> 6, nwords = (cap + 63) >> 6;
+    uint64_t x;
+    if (i >= cap) return cap;
+    x = ~occ[w] & (~(uint64_t)0 << (i & 63));
+    while (!x) {
+        if (++w >= nwords) return cap;
+        x = ~occ[w];
+    }
+#if defined(__GNUC__) || defined(__clang__)
+    i = w * 64 + (size_t)__builtin_ctzll(x);
+#else
+    i = w * 64;
+    while (!(x & 1)) {
+        x >>= 1;
+        i++;
+    }
+#endif
+    return i < cap ? i : cap;
+}
 
 typedef struct {
     cd_fptab cur;
@@ -309,7 +338,12 @@ static void cd_fp_release(void* p, size_t bytes, int mapped) {
 
 static void cd_fptab_free(cd_fptab* t) {
     cd_fp_release(t->slots, t->bytes, t->mapped);
+    free(t->occ);
     memset(t, 0, sizeof(*t));
+}
+
+static inline size_t cd_fptab_occ_bytes(const cd_fptab* t) {
+    return t->slots ? (t->cap + 63) / 64 * 8 : 0;
 }
 
 static void cd_fptab_set_granule(cd_fptab* t) {
@@ -354,6 +388,11 @@ static int cd_fptab_init(cd_fptab* t, size_t nslots, size_t ss) {
     p = cd_fp_alloc(cap * ss, &mapped);
     if (!p) return -1;
     memset(t, 0, sizeof(*t));
+    t->occ = (uint64_t*)calloc((cap + 63) / 64, 8);
+    if (!t->occ) {
+        cd_fp_release(p, cap * ss, mapped);
+        return -1;
+    }
     t->slots = p;
     t->nslots = nslots;
     t->cap = cap;
@@ -371,9 +410,15 @@ static int cd_fptab_extend(cd_fptab* t, size_t ss, size_t keep) {
     int mapped;
     if (cap > (SIZE_MAX / 4) / ss) return -1;
     memset(&bigger, 0, sizeof(bigger));
+    bigger.occ = (uint64_t*)calloc((cap + 63) / 64, 8);
+    if (!bigger.occ) return -1;
     bigger.slots = cd_fp_alloc(cap * ss, &mapped);
-    if (!bigger.slots) return -1;
+    if (!bigger.slots) {
+        free(bigger.occ);
+        return -1;
+    }
     memcpy(bigger.slots, t->slots, keep * ss);
+    memcpy(bigger.occ, t->occ, (t->cap + 63) / 64 * 8);
     bigger.nslots = t->nslots;
     bigger.cap = cap;
     bigger.bytes = cap * ss;
@@ -418,26 +463,13 @@ static inline size_t cd_fptab_seek(const cd_fptab* t, size_t from, size_t ss, si
  * pad (nothing changed; extend and retry). */
 static inline int cd_fptab_place(cd_fptab* t, size_t ss, size_t ds, const uint64_t* key,
                                  size_t pos, size_t* end) {
-    size_t e = pos;
-    const unsigned char* p = t->slots + e * ss;
-    /* The run's end: at a load near 19/20 it is tens of slots on, so skip
-     * four slots a step while their h are all nonzero (one branch, four
-     * independent loads); an h of 0 (an empty slot, or rarely a digest
-     * with h = 0) is then looked at slot by slot. */
-    while (e + 4 <= t->cap) {
-        uint64_t a = cd_fp_word(p, 8), b = cd_fp_word(p + ss, 8);
-        uint64_t c = cd_fp_word(p + 2 * ss, 8), d = cd_fp_word(p + 3 * ss, 8);
-        if ((a == 0) | (b == 0) | (c == 0) | (d == 0)) break;
-        e += 4;
-        p += 4 * ss;
-    }
-    while (e < t->cap && !cd_fp_slot_empty(p, ss)) {
-        e++;
-        p += ss;
-    }
+    /* The run's end, from the occupancy bits: at a load near 19/20 it is
+     * tens of slots on, too far to look for in the slots themselves. */
+    size_t e = cd_fp_next_free(t->occ, pos, t->cap);
     if (e >= t->cap) return 1;
     if (e > pos) memmove(t->slots + (pos + 1) * ss, t->slots + pos * ss, (e - pos) * ss);
     cd_fp_store(t->slots + pos * ss, key, ds);
+    cd_fp_occupy(t->occ, e);
     *end = e;
     return 0;
 }
@@ -454,6 +486,7 @@ static int cd_fptab_append_all(cd_fptab* dst, const cd_fptab* src, size_t ss) {
         while (pos >= dst->cap)
             if (cd_fptab_extend(dst, ss, next)) return -1;
         cd_fp_slot_copy(dst->slots + pos * ss, k, ss);
+        cd_fp_occupy(dst->occ, pos);
         next = pos + 1;
     }
     return 0;
@@ -481,10 +514,10 @@ static void cd_fpset_free(cd_fpset* s) {
  * touched yet) and the old one without the part given back.  The OS
  * counts whole pages: up to a page (a huge page) more per table. */
 static size_t cd_fpset_nbytes(const cd_fpset* s) {
-    size_t cur = s->cur.bytes;
-    if (!s->old.slots) return cur;
+    size_t cur = s->cur.bytes, occ = cd_fptab_occ_bytes(&s->cur) + cd_fptab_occ_bytes(&s->old);
+    if (!s->old.slots) return cur + occ;
     if (s->cur.mapped && s->next * s->ss < cur) cur = s->next * s->ss;
-    return cur + (s->old.bytes - s->old.released);
+    return cur + (s->old.bytes - s->old.released) + occ;
 }
 
 /* Move up to steps slots of the old table over: appended to cur, since
@@ -513,6 +546,7 @@ static CD_FP_ALWAYS_INLINE int cd_fpset_move(cd_fpset* s, size_t steps, size_t s
                 if (r) break;
             }
             memcpy(s->cur.slots + pos * ss, k, ss);
+            cd_fp_occupy(s->cur.occ, pos);
             next = pos + 1;
         }
         if ((mig & 4095) == 4095) {
@@ -870,6 +904,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
             cd_fp_store(nt.slots + pos * ss, a + i * rs, ds);
             i++;
         }
+        cd_fp_occupy(nt.occ, pos);
         next = pos + 1;
     }
     cd_fp_release(a, bytes, amap);
@@ -984,6 +1019,7 @@ static int cd_fpset_load(cd_fpset* s, const unsigned char* data, size_t n, size_
             }
         }
         cd_fp_store(t.slots + pos * ss, enc, ds);
+        cd_fp_occupy(t.occ, pos);
         next = pos + 1;
     }
     cd_fpset_free(s);
