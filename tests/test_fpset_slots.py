@@ -210,3 +210,29 @@ def test_twin_memory_estimate_uses_the_slot_size(reference):
     table = reference.FingerprintTable(4)
     table.add_many([i.to_bytes(4, "big") for i in range(1000)])
     assert table.nbytes >= 8 * 1000  # a slot is at least 8 bytes
+
+
+@pytest.mark.parametrize("ds", [9, 20])
+def test_runs_past_the_last_home_slot(impl, ds):
+    # Digests whose h are all near 2**64 share the last home slots: their
+    # run spills past the table's overflow pad, which must grow (slots and
+    # occupancy bits alike), through single adds, batches and load.
+    rng = np.random.default_rng(ds)
+    top = [with_hash(MASK - i, rng.bytes(ds - 8)) for i in range(3000)]
+    spread = [rng.bytes(ds) for _ in range(3000)]
+    keys = [k for pair in zip(top, spread) for k in pair]
+    table = impl.FingerprintTable(ds)
+    for i, key in enumerate(keys):
+        assert table.add(key)
+        assert keys[i // 3] in table
+    assert table.contains_many(keys).all()
+    data = table.to_bytes()
+    assert data == canonical(keys)
+    batch = impl.FingerprintTable(ds)
+    assert batch.add_many(keys).all() and batch.to_bytes() == data
+    again = impl.FingerprintTable(ds)
+    again.load(data)
+    assert again.contains_many(keys).all() and again.to_bytes() == data
+    more = [with_hash(MASK - 5000 - i, rng.bytes(ds - 8)) for i in range(500)]
+    assert again.add_many(more[:100]).all() and all(again.add(k) for k in more[100:])
+    assert again.to_bytes() == canonical(keys + more)
