@@ -23,16 +23,19 @@ near_duplicates runs in two shuffles:
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
-import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
                                       column_type)
+
+if TYPE_CHECKING:  # the workers of near_duplicates never import pandas (a second a worker)
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = ["simhash_column", "near_duplicates", "to_signed", "to_unsigned", "blocks"]
 
@@ -90,6 +93,8 @@ def _check_k(k: Any) -> int:
 # ---------------------------------------------------------------- simhash
 
 def _simhash_udf(tokenizer: Any, ngram: Any) -> Callable[[pd.Series], pd.Series]:
+    import pandas as pd
+
     from crawldedup.simhash import simhash_many
 
     def fingerprints(texts: pd.Series) -> pd.Series:
@@ -103,6 +108,9 @@ def _simhash_udf(tokenizer: Any, ngram: Any) -> Callable[[pd.Series], pd.Series]
             out[missing] = pd.NA
             return pd.Series(out)
         return pd.Series(fps)
+    # pandas_udf reads these hints; pandas is no module global here (the
+    # workers of the other functions do without it)
+    fingerprints.__annotations__ = {"texts": pd.Series, "return": pd.Series}
     return fingerprints
 
 
@@ -133,25 +141,26 @@ def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
 
 # ---------------------------------------------------------------- pairs
 
-def _bucket_pairs(k: int) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The mapInPandas function of the block stage (whole partitions)."""
+def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function of the block stage (whole partitions)."""
     shapes = blocks(k)
 
     def block(f: np.ndarray, t: int) -> np.ndarray:
         shift, width = shapes[t]
         return (f >> np.uint64(shift)) & np.uint64((1 << width) - 1)
 
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
         from crawldedup._kernel import HammingIndex
 
-        frames = [b for b in batches if len(b)]
-        if not frames:
+        table = pa.Table.from_batches([b for b in batches if b.num_rows])
+        if not table.num_rows:
             return
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        keys = pdf["key"].to_numpy(dtype=np.int64)
-        fps = pdf["fp"].to_numpy(dtype=np.int64).view(np.uint64)
-        ids = pdf["id"].to_numpy()
-        del frames, pdf
+        keys = table.column("key").to_numpy()
+        fps = table.column("fp").to_numpy().view(np.uint64)
+        ids = table.column("id").to_numpy(zero_copy_only=False)
+        del table
         tables = keys >> 32
         for t in np.unique(tables).tolist():
             sel = np.flatnonzero(tables == t)
@@ -175,8 +184,9 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.Data
             mine = ids[sel]
             ia, ib = mine[a[keep]], mine[b[keep]]
             swap = ib < ia
-            yield pd.DataFrame({"a": np.where(swap, ib, ia), "b": np.where(swap, ia, ib),
-                                "distance": d[keep].astype(np.int32)})
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(np.where(swap, ib, ia)), pa.array(np.where(swap, ia, ib)),
+                 pa.array(d[keep].astype(np.int32))], ["a", "b", "distance"])
     return run
 
 
@@ -238,5 +248,5 @@ def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
             .bitwiseOR(F.lit(t << 32).cast(T.LongType()))
             for t, (shift, width) in enumerate(blocks(k))]
     exploded = reps.select(F.explode(F.array(*keys)).alias("key"), "fp", "id")
-    pairs = exploded.repartition(parts, "key").mapInPandas(_bucket_pairs(k), schema)
+    pairs = exploded.repartition(parts, "key").mapInArrow(_bucket_pairs(k), schema)
     return links.unionByName(pairs)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Iterable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional
 
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from crawldedup.spark._common import check_df, column_type
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["dedup_urls", "build_bloom", "url_keys"]
 
@@ -55,12 +57,17 @@ def _fingerprints(urls: List[str], canonical: bool, strip_tracking: bool) -> Lis
 
 
 def _fingerprint_udf(canonical: bool, strip_tracking: bool) -> Callable[[pd.Series], pd.Series]:
+    import pandas as pd
+
     def fingerprints(urls: pd.Series) -> pd.Series:
         missing = urls.isna().to_numpy()
         values = urls.tolist()
         present = [v for v, m in zip(values, missing) if not m]
         fps = iter(_fingerprints(present, canonical, strip_tracking))
         return pd.Series([None if m else next(fps) for m in missing], dtype=object)
+    # pandas_udf reads these hints; pandas is no module global here (the
+    # workers of the other functions do without it)
+    fingerprints.__annotations__ = {"urls": pd.Series, "return": pd.Series}
     return fingerprints
 
 
