@@ -115,6 +115,73 @@ def test_simhash_column_equals_local(spark):  # noqa: F811
             assert to_unsigned(got[i]) == simhash(t, ngram=2)
 
 
+def _jsonl_lines():
+    """Documents of every size as JSON lines, and lines that are not documents."""
+    rng = random.Random(5)
+    lines, docs = [], {}
+    for i in range(60):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(0, 40)))
+        if i % 7 == 3:
+            text += " 网页去重的一个例子"
+        docs[i * 11] = text
+        lines.append(json.dumps({"id": i * 11, "text": text, "url": "x" * rng.randrange(90)},
+                                ensure_ascii=i % 2 == 0))
+    lines[10:10] = ["", "not json", '{"id": 5}', '{"id": true, "text": "t"}', "[1, 2]",
+                    '{"id": 2.5, "text": "t"}', "   "]
+    return lines, docs
+
+
+def test_jsonl_byte_ranges_hold_every_line_once():
+    from crawldedup.spark._jsonl import _lines
+    data = b"".join(line.encode() + b"\n" for line in _jsonl_lines()[0]) + b'{"id": 1}'  # no \n
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        f.write(data)
+        f.flush()
+        whole = [line for _, line in _lines(f.name, 0, -1)]
+        assert b"".join(whole) == data
+        for step in list(range(1, 40)) + [97, 500, len(data) - 1, len(data), len(data) + 9]:
+            got = [(offset, line) for start in range(0, len(data), step)
+                   for offset, line in _lines(f.name, start, min(len(data), start + step))]
+            assert [line for _, line in got] == whole, step
+            assert all(data[o:o + len(line)] == line for o, line in got)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_simhash_jsonl_equals_local(spark, tmp_path, monkeypatch, gz):  # noqa: F811
+    import gzip
+
+    from crawldedup.spark import _jsonl, simhash_column, simhash_jsonl, to_unsigned
+    lines, docs = _jsonl_lines()
+    path = tmp_path / ("docs.jsonl.gz" if gz else "docs.jsonl")
+    data = "\n".join(lines).encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    monkeypatch.setattr(_jsonl, "_MIN_SPLIT", 1)  # many small byte ranges
+    df = simhash_jsonl(spark, str(path), num_partitions=9)
+    assert df.rdd.getNumPartitions() == (1 if gz else 9)
+    got = {r["id"]: to_unsigned(r["fp"]) for r in df.collect()}
+    assert got == {i: simhash(t) for i, t in docs.items()}
+    if not gz:  # the same as Spark's own reader and simhash_column
+        spark_df = spark.read.schema("id long, text string").json(str(path))
+        spark_df = spark_df.where("text is not null and id is not null")
+        same = simhash_column(spark_df, "text", "fp", ngram=3).select("id", "fp")
+        ours = simhash_jsonl(spark, str(path), ngram=3)
+        assert {tuple(r) for r in same.collect()} == {tuple(r) for r in ours.collect()}
+    strings = tmp_path / "strings.jsonl"
+    strings.write_text('{"u": "a", "body": "one two"}\n{"u": 3, "body": "x"}\n')
+    rows = simhash_jsonl(spark, [strings], id_field="u", text_field="body",
+                         id_type="string").collect()
+    assert [(r["id"], to_unsigned(r["fp"])) for r in rows] == [("a", simhash("one two"))]
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        simhash_jsonl(spark, str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ValueError, match="id_type"):
+        simhash_jsonl(spark, str(path), id_type="int")
+    with pytest.raises(ValueError, match="num_partitions"):
+        simhash_jsonl(spark, str(path), num_partitions=0)
+    with pytest.raises(TypeError, match="SparkSession"):
+        simhash_jsonl(None, str(path))
+
+
 def test_signed_convention():
     from crawldedup.spark import to_signed, to_unsigned
     for v in (0, 1, 2**63 - 1, 2**63, 2**64 - 1):

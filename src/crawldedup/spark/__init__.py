@@ -4,7 +4,7 @@ URL deduplication, Bloom filter building and WARC/WET input over DataFrames.
 ``pip install 'crawldedup[spark]'`` brings pyspark, pyarrow and pandas (and
 ``crawldedup[warc]`` the WARC reader).  Spark does the scheduling, the
 shuffles and the fault tolerance; crawldedup's compiled kernels run inside
-Arrow-batched pandas UDFs and ``mapInPandas`` over whole partitions, so no
+Arrow-batched pandas UDFs and ``mapInArrow`` over whole partitions, so no
 row goes through a per-row Python function.
 
 Fingerprints are stored as Spark ``LongType`` (signed 64-bit): the column
@@ -17,19 +17,22 @@ docs/spark.md.
 
 from __future__ import annotations
 
-try:
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(f"crawldedup.spark needs pyspark, pyarrow and pandas ({exc}): "
-                      f"pip install 'crawldedup[spark]'") from exc
+import importlib.util
+
+# Found, not imported: the Python workers of a job import this package to run
+# its functions, and those that need no pandas should not pay a second for it.
+if any(importlib.util.find_spec(name) is None for name in ("pyspark", "pyarrow", "pandas")):
+    raise ImportError(  # pragma: no cover - depends on the environment
+        "crawldedup.spark needs pyspark, pyarrow and pandas (missing: " + ", ".join(
+            n for n in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(n) is None)
+        + "): pip install 'crawldedup[spark]'")
 
 from crawldedup.spark._components import clusters
+from crawldedup.spark._jsonl import simhash_jsonl
 from crawldedup.spark._near import (near_duplicates, simhash_column, to_signed,
                                     to_unsigned)
 from crawldedup.spark._urls import build_bloom, dedup_urls
 from crawldedup.spark._warc import read_warc
 
 __all__ = ["build_bloom", "clusters", "dedup_urls", "near_duplicates", "read_warc",
-           "simhash_column", "to_signed", "to_unsigned"]
+           "simhash_column", "simhash_jsonl", "to_signed", "to_unsigned"]
