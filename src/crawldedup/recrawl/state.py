@@ -76,6 +76,10 @@ _P_T_CHANGED = _P["t_changed"]
 _P_T_UNCHANGED = _P["t_unchanged"]
 _H_BAD_DATES = _H["bad_dates"]
 _H_BAD_LENGTHS = _H["bad_lengths"]
+_H_ETAG_CHECKS = _H["etag_checks"]
+_H_ETAG_LIES = _H["etag_lies"]
+_H_LM_CHECKS = _H["lm_checks"]
+_H_LM_LIES = _H["lm_lies"]
 _H_CHANGES = _H["changes"]
 _H_INTERVALS = _H["intervals"]
 _H_T_CHANGED = _H["t_changed"]
@@ -174,17 +178,19 @@ def _validators(url: str, headers: Any) -> Dict[str, str]:
     found: Dict[str, str] = {}
     if headers is None:
         return found
-    if type(headers) is dict and all(type(n) is str and type(v) is str
-                                     for n, v in headers.items()):
+    if type(headers) is dict:
         for name, value in headers.items():  # the common case, kept short
+            if type(name) is not str or type(value) is not str:
+                found.clear()
+                break
             field = _WANTED.get(name.lower())
             if field is not None:
                 if not value.isascii():
                     raise ValueError(f"header {name!r} of {url!r} has non-ASCII characters: "
                                      f"{value[:80]!r}")
                 found[field] = value.strip()
-        return found
-    if type(headers) is dict:
+        else:
+            return found
         items: Iterable[Any] = headers.items()
     elif isinstance(headers, Mapping) or hasattr(headers, "items"):
         items = headers.items()
@@ -392,7 +398,7 @@ class RecrawlState:
         return not (lies >= LIE_MIN and lies >= LIE_SHARE * checks)
 
     def _host_rates(self, stats: Sequence[Sequence[float]]) -> np.ndarray:
-        if not stats:
+        if len(stats) == 0:
             return np.zeros(0)
         arr = np.asarray(stats, dtype=np.float64)
         prior = getattr(self.policy, "prior_rate", 1.0 / (7 * 86400.0))
@@ -525,7 +531,9 @@ class RecrawlState:
             if length is None:
                 length = len(data)
         fp: Optional[bytes] = None
-        if digest is not None:
+        if type(digest) is bytes and len(digest) == 16:
+            fp = digest
+        elif digest is not None:
             fp = _digest_bytes(digest, f"fetches[{i}] ({key})")
         elif text is not None:
             fp = hash128(text).to_bytes(16, "little")
@@ -535,8 +543,9 @@ class RecrawlState:
             raise ValueError(f"fetches[{i}] ({key}): a {status} needs body, text or digest")
         if text is None and data is not None and digest is None:
             text = data.decode("utf-8", "replace")
-        return _Fetch(key, self._host(key), status, etag, lm, length, fp,
-                      text, float(at), bad_date, bad_length)
+        m = _NETLOC.match(key)
+        return _Fetch(key, "" if m is None else _hostname(m.group(1)), status, etag, lm, length,
+                      fp, text, float(at), bad_date, bad_length)
 
     def record_many(self, fetches: Iterable[Mapping[str, Any]]) -> List[Verdict]:
         """Record a batch of responses in one transaction; returns their
@@ -614,14 +623,17 @@ class RecrawlState:
                     verdict = _CHANGED
                 same = verdict is _UNCHANGED
                 moved = verdict is _CHANGED
-                for which, field, new in (("lm", _P_LAST_MODIFIED, f_last_modified),
-                                          ("etag", _P_ETAG, f_etag)):
-                    old = row[field]
-                    if old is not None and new is not None and old_digest is not None:
-                        delta[_H[f"{which}_checks"]] += 1
-                        if (new != old and same) or (new == old and moved):
-                            delta[_H[f"{which}_lies"]] += 1
-                            self.stats[f"{which}_lies"] += 1
+                if old_digest is not None:
+                    for field, new, checks, lies, name in (
+                            (_P_LAST_MODIFIED, f_last_modified, _H_LM_CHECKS, _H_LM_LIES,
+                             "lm_lies"),
+                            (_P_ETAG, f_etag, _H_ETAG_CHECKS, _H_ETAG_LIES, "etag_lies")):
+                        old = row[field]
+                        if old is not None and new is not None:
+                            delta[checks] += 1
+                            if (new != old and same) or (new == old and moved):
+                                delta[lies] += 1
+                                self.stats[name] += 1
                 row[_P_ETAG] = f_etag
                 row[_P_LAST_MODIFIED] = f_last_modified
                 row[_P_CONTENT_LENGTH] = f_content_length
@@ -655,14 +667,17 @@ class RecrawlState:
             verdicts.append(verdict)
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
-        host_rates = dict(zip(hosts, self._host_rates([
-            [a + b for a, b in zip(host_stats.get(h, [0.0] * len(HOST_FIELDS)), deltas[h])]
-            for h in hosts]).tolist()))
-        final = sorted(rows.values())  # in key order: the B-tree is walked left to right
+        none = [0.0] * len(HOST_FIELDS)
+        host_rates = dict(zip(hosts, self._host_rates(
+            np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
+            + np.array([deltas[h] for h in hosts], dtype=np.float64)).tolist()))
+        final = sorted(rows.values())  # in key order: the URL index is walked left to right
         prior = np.array([host_rates[r[_P_HOST]] for r in final])
-        arr = np.array([(r[_P_CHANGES], r[_P_T_CHANGED], r[_P_T_UNCHANGED],
-                         r[_P_FETCHES]) for r in final], dtype=np.float64)
-        rates = estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], prior,
+        columns = list(zip(*final))
+        rates = estimate_rate(np.array(columns[_P_CHANGES], dtype=np.float64),
+                              np.array(columns[_P_T_CHANGED], dtype=np.float64),
+                              np.array(columns[_P_T_UNCHANGED], dtype=np.float64),
+                              np.array(columns[_P_FETCHES], dtype=np.float64), prior,
                               getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
@@ -674,7 +689,7 @@ class RecrawlState:
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
             intervals = self.policy.intervals(rates, self._mu)
-            due = np.array([r[_P_LAST_FETCHED] for r in final]) + intervals
+            due = np.array(columns[_P_LAST_FETCHED], dtype=np.float64) + intervals
             for r, iv, d in zip(final, intervals.tolist(), due.tolist()):
                 r[_P_INTERVAL], r[_P_DUE_AT] = iv, d
         new_bins = hist_bin(rates).tolist()
@@ -745,22 +760,30 @@ class RecrawlState:
                 budget = estimate
             if budget is not None:
                 self._update_mu(budget)
-        wanted = limit * (8 if per_host is not None else 4) + 64
+        # The window: the pages due earliest, a few more than asked for (many
+        # more with a per-host cap, which skips some).  Reading 4 x limit
+        # rows to rank them cost more than recording the batch.
+        wanted = limit * 8 + 64 if per_host is not None else 2 * limit + 64
         chosen: List[str] = []
         per: Dict[str, int] = {}
         seen: set = set()
         for until in ((now, float("inf")) if fill else (now,)):
-            candidates = [c for c in self.store.due_candidates(float(until), wanted + len(seen))
-                          if c[0] not in seen]
-            seen.update(c[0] for c in candidates)
-            for url, host in self._ranked(candidates, now):
-                if per_host is not None:
+            candidates = self.store.due_candidates(float(until), wanted + len(seen))
+            if seen:
+                candidates = [c for c in candidates if c[0] not in seen]
+            if fill:
+                seen.update(c[0] for c in candidates)
+            ranked = self._ranked(candidates, now)
+            if per_host is None:
+                chosen.extend(url for url, _host in ranked[:limit - len(chosen)])
+            else:
+                for url, host in ranked:
                     if per.get(host, 0) >= per_host:
                         continue
                     per[host] = per.get(host, 0) + 1
-                chosen.append(url)
-                if len(chosen) >= limit:
-                    break
+                    chosen.append(url)
+                    if len(chosen) >= limit:
+                        break
             if len(chosen) >= limit:
                 break
         if lease is not None and chosen:
@@ -775,17 +798,20 @@ class RecrawlState:
             return []
         if not isinstance(self.policy, ChangeRatePolicy):
             return [(c[0], c[1]) for c in candidates]
-        hosts = list(dict.fromkeys(c[1] for c in candidates))
+        urls, host_of, last_fetched, _rate, _due_at, changes, t_changed, t_unchanged, \
+            fetches = zip(*candidates)
+        hosts = list(dict.fromkeys(host_of))
         stats = self.store.get_hosts(hosts)
+        none = [0.0] * len(HOST_FIELDS)
         host_rate = dict(zip(hosts, self._host_rates(
-            [stats.get(h, [0.0] * len(HOST_FIELDS)) for h in hosts]).tolist()))
-        arr = np.array([c[2:] for c in candidates], dtype=np.float64)
-        rates = estimate_rate(arr[:, 3], arr[:, 4], arr[:, 5], arr[:, 6],
-                              np.array([host_rate[c[1]] for c in candidates]),
+            np.array([stats.get(h, none) for h in hosts], dtype=np.float64)).tolist()))
+        as_array = functools.partial(np.array, dtype=np.float64)
+        rates = estimate_rate(as_array(changes), as_array(t_changed), as_array(t_unchanged),
+                              as_array(fetches), as_array([host_rate[h] for h in host_of]),
                               self.policy.prior_weight)
-        gains = marginal(rates, now - arr[:, 0])
+        gains = marginal(rates, now - as_array(last_fetched))
         order = np.argsort(-gains, kind="stable").tolist()
-        return [(candidates[i][0], candidates[i][1]) for i in order]
+        return [(urls[i], host_of[i]) for i in order]
 
     def count_due(self, now: Optional[float] = None) -> int:
         """How many URLs are due at ``now``."""

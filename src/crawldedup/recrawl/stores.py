@@ -41,6 +41,16 @@ CANDIDATE_FIELDS = ("url", "host", "last_fetched", "rate", "due_at", "changes", 
                     "t_unchanged", "fetches")
 _TEXT = {"url", "host", "etag", "last_modified"}
 _INT = {"content_length", "simhash", "fetches", "changes"}
+
+
+def _sql_type(name: str) -> str:
+    if name in _TEXT:
+        return "TEXT"
+    if name == "digest":
+        return "BLOB"
+    return "INTEGER" if name in _INT else "REAL"
+
+
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
 _STATEMENT_ROWS = 500
 
@@ -180,11 +190,15 @@ class SQLiteRecrawlStore(RecrawlStore):
                     pause = min(pause * 2, 0.1)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA cache_size=-65536")
-            columns = ", ".join(
-                f"{name} {'TEXT' if name in _TEXT else 'BLOB' if name == 'digest' else 'INTEGER' if name in _INT else 'REAL'}"
-                + (" PRIMARY KEY NOT NULL" if name == "url" else "")
-                for name in PAGE_FIELDS)
-            conn.execute(f"CREATE TABLE IF NOT EXISTS pages ({columns}) WITHOUT ROWID")
+            # A rowid table, with the URL in its own index: a batch of new
+            # pages is appended at the end of the table, and a batch of due
+            # pages (recorded together before) is rewritten in place on
+            # neighbouring pages; only the small URL index takes random
+            # inserts.  (Keyed by URL without a rowid, every batch rewrote
+            # pages all over the table: about 2.5 times the bytes written.)
+            columns = ", ".join(f"{name} {_sql_type(name)}" for name in PAGE_FIELDS[1:])
+            conn.execute(f"CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
+                         f"url TEXT NOT NULL UNIQUE, {columns})")
             conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
             host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
             conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
