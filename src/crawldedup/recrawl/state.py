@@ -51,6 +51,7 @@ from crawldedup.recrawl.schedule import (
 )
 from crawldedup.recrawl.stores import (
     HOST_FIELDS,
+    HOST_RATE_FIELDS,
     PAGE_FIELDS,
     RecrawlStore,
     open_recrawl_store,
@@ -74,6 +75,7 @@ _P_RATE = _P["rate"]
 _P_SIMHASH = _P["simhash"]
 _P_T_CHANGED = _P["t_changed"]
 _P_T_UNCHANGED = _P["t_unchanged"]
+_H_RATE = [_H[name] for name in HOST_RATE_FIELDS]
 _H_BAD_DATES = _H["bad_dates"]
 _H_BAD_LENGTHS = _H["bad_lengths"]
 _H_ETAG_CHECKS = _H["etag_checks"]
@@ -386,7 +388,7 @@ class RecrawlState:
         ETag and Last-Modified are trusted."""
         stats = self.store.get_hosts([host]).get(host, [0.0] * len(HOST_FIELDS))
         out: Dict[str, Any] = dict(zip(HOST_FIELDS, stats))
-        out["rate"] = float(self._host_rates([stats])[0])
+        out["rate"] = float(self._host_rates([[out[f] for f in HOST_RATE_FIELDS]])[0])
         out["etag_trusted"] = self._trusted(stats, "etag")
         out["last_modified_trusted"] = self._trusted(stats, "lm")
         return out
@@ -397,15 +399,14 @@ class RecrawlState:
         checks = stats[_H[f"{which}_checks"]]
         return not (lies >= LIE_MIN and lies >= LIE_SHARE * checks)
 
-    def _host_rates(self, stats: Sequence[Sequence[float]]) -> np.ndarray:
+    def _host_rates(self, stats: Any) -> np.ndarray:
+        """Pooled change rates of hosts from their HOST_RATE_FIELDS sums."""
         if len(stats) == 0:
             return np.zeros(0)
         arr = np.asarray(stats, dtype=np.float64)
         prior = getattr(self.policy, "prior_rate", 1.0 / (7 * 86400.0))
         weight = getattr(self.policy, "prior_weight", PRIOR_WEIGHT)
-        return estimate_rate(arr[:, _H_CHANGES], arr[:, _H_T_CHANGED],
-                             arr[:, _H_T_UNCHANGED], arr[:, _H_INTERVALS] + 1.0,
-                             prior, weight)
+        return estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3] + 1.0, prior, weight)
 
     def conditional_headers(self, url: Any) -> Dict[str, str]:
         """``If-None-Match`` / ``If-Modified-Since`` for a conditional GET of a
@@ -469,7 +470,8 @@ class RecrawlState:
         if type(item) is not dict and not isinstance(item, Mapping):
             raise TypeError(f"fetches[{i}] must be a mapping with url, status, headers and "
                             f"body, text or digest; got {type(item).__name__}")
-        url = item.get("url")
+        get = item.get
+        url = get("url")
         if url is None:
             raise ValueError(f"fetches[{i}]: url is missing")
         if not self.canonical and type(url) is str and url and not url[0].isspace() \
@@ -480,7 +482,7 @@ class RecrawlState:
                 key = self.key(url)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"fetches[{i}]: {exc}") from None
-        status = item.get("status")
+        status = get("status")
         if status is None:
             raise ValueError(f"fetches[{i}] ({key}): status is missing")
         if type(status) is not int and (isinstance(status, bool)
@@ -491,7 +493,7 @@ class RecrawlState:
         if not (200 <= status < 300 or status == 304):
             raise ValueError(f"fetches[{i}] ({key}): status must be 2xx or 304, got {status} "
                              f"(record only pages and 304s)")
-        at = item.get("time")
+        at = get("time")
         if at is None:
             at = clock
         elif (type(at) is not float and type(at) is not int) and (
@@ -500,22 +502,25 @@ class RecrawlState:
             raise ValueError(f"fetches[{i}] ({key}): time must be a finite number of "
                              f"seconds, got {at!r}")
         try:
-            found = _validators(key, item.get("headers"))
+            found = _validators(key, get("headers"))
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"fetches[{i}]: {exc}") from None
-        etag = found.get("etag") or None
-        lm = found.get("last_modified") or None
-        bad_date = False
-        if lm is not None and parse_http_date(lm) is None:
-            lm, bad_date = None, True
+        etag: Optional[str] = None
+        lm: Optional[str] = None
         length: Optional[int] = None
-        bad_length = False
-        if "content_length" in found:
-            if found["content_length"].isdigit():
-                length = int(found["content_length"])
-            else:
-                bad_length = True
-        body, text, digest = item.get("body"), item.get("text"), item.get("digest")
+        bad_date = bad_length = False
+        if found:
+            etag = found.get("etag") or None
+            lm = found.get("last_modified") or None
+            if lm is not None and parse_http_date(lm) is None:
+                lm, bad_date = None, True
+            content_length = found.get("content_length")
+            if content_length is not None:
+                if content_length.isdigit():
+                    length = int(content_length)
+                else:
+                    bad_length = True
+        body, text, digest = get("body"), get("text"), get("digest")
         data: Optional[bytes] = None
         if text is not None and not isinstance(text, str):
             raise TypeError(f"fetches[{i}] ({key}): text must be str, got "
@@ -572,7 +577,7 @@ class RecrawlState:
         sims = iter(simhash_many(texts).tolist()) if texts else iter(())
         simhashes = [next(sims) if f.text is not None else None for f in parsed]
         hosts = list(dict.fromkeys(f.host for f in parsed))
-        host_stats = self.store.get_hosts(hosts)
+        host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
         deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
         hist: Dict[int, int] = {}
         rows: Dict[str, List[Any]] = {}
@@ -667,10 +672,10 @@ class RecrawlState:
             verdicts.append(verdict)
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
-        none = [0.0] * len(HOST_FIELDS)
+        none = [0.0] * len(HOST_RATE_FIELDS)
         host_rates = dict(zip(hosts, self._host_rates(
             np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
-            + np.array([deltas[h] for h in hosts], dtype=np.float64)).tolist()))
+            + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, _H_RATE]).tolist()))
         final = sorted(rows.values())  # in key order: the URL index is walked left to right
         prior = np.array([host_rates[r[_P_HOST]] for r in final])
         columns = list(zip(*final))
@@ -699,7 +704,7 @@ class RecrawlState:
         if old_rates:
             for b in hist_bin(np.array(list(old_rates.values()))).tolist():
                 hist[b] = hist.get(b, 0) - 1
-        self.store.commit([tuple(r) for r in final], deltas, hist)
+        self.store.commit(final, {h: d for h, d in deltas.items() if any(d)}, hist)
         for verdict, count in Counter(verdicts).items():
             self.stats[verdict.value] += count
         return verdicts
@@ -801,8 +806,8 @@ class RecrawlState:
         urls, host_of, last_fetched, _rate, _due_at, changes, t_changed, t_unchanged, \
             fetches = zip(*candidates)
         hosts = list(dict.fromkeys(host_of))
-        stats = self.store.get_hosts(hosts)
-        none = [0.0] * len(HOST_FIELDS)
+        stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
+        none = [0.0] * len(HOST_RATE_FIELDS)
         host_rate = dict(zip(hosts, self._host_rates(
             np.array([stats.get(h, none) for h in hosts], dtype=np.float64)).tolist()))
         as_array = functools.partial(np.array, dtype=np.float64)

@@ -36,6 +36,8 @@ PAGE_FIELDS = ("url", "host", "etag", "last_modified", "content_length", "digest
                "t_changed", "t_unchanged", "rate", "interval", "due_at")
 HOST_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals", "lm_checks", "lm_lies",
                "etag_checks", "etag_lies", "bad_dates", "bad_lengths")
+#: The host statistics the pooled change rate is computed from.
+HOST_RATE_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals")
 #: What due_candidates returns of each page.
 CANDIDATE_FIELDS = ("url", "host", "last_fetched", "rate", "due_at", "changes", "t_changed",
                     "t_unchanged", "fetches")
@@ -54,7 +56,7 @@ def _sql_type(name: str) -> str:
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
 _STATEMENT_ROWS = 500
 
-PageRow = Tuple[Any, ...]
+PageRow = Sequence[Any]
 
 
 class RecrawlStore(abc.ABC):
@@ -68,13 +70,16 @@ class RecrawlStore(abc.ABC):
         """The stored rows of those URLs that are known."""
 
     @abc.abstractmethod
-    def get_hosts(self, hosts: Sequence[str]) -> Dict[str, List[float]]:
-        """The statistics of those hosts that are known (HOST_FIELDS order)."""
+    def get_hosts(self, hosts: Sequence[str],
+                  fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
+        """The statistics of those hosts that are known: ``fields`` (a subset
+        of HOST_FIELDS), in that order."""
 
     @abc.abstractmethod
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
-        """Write page rows, add host and histogram increments: all or nothing."""
+        """Write page rows (tuples or lists in PAGE_FIELDS order), add host and
+        histogram increments: all or nothing."""
 
     @abc.abstractmethod
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
@@ -117,6 +122,13 @@ class RecrawlStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _host_fields(fields: Sequence[str]) -> Sequence[str]:
+    unknown = [f for f in fields if f not in HOST_FIELDS]
+    if unknown or not fields:
+        raise ValueError(f"fields must be HOST_FIELDS names, got {list(fields)!r}")
+    return fields
 
 
 def _check_prefix(prefix: object) -> str:
@@ -190,6 +202,7 @@ class SQLiteRecrawlStore(RecrawlStore):
                     pause = min(pause * 2, 0.1)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA cache_size=-65536")
+            conn.execute("PRAGMA wal_autocheckpoint=16384")
             # A rowid table, with the URL in its own index: a batch of new
             # pages is appended at the end of the table, and a batch of due
             # pages (recorded together before) is rewritten in place on
@@ -241,15 +254,16 @@ class SQLiteRecrawlStore(RecrawlStore):
             return found
         return self._run(work)  # type: ignore[no-any-return]
 
-    def get_hosts(self, hosts: Sequence[str]) -> Dict[str, List[float]]:
-        fields = ", ".join(HOST_FIELDS)
+    def get_hosts(self, hosts: Sequence[str],
+                  fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
+        columns = ", ".join(_host_fields(fields))
 
         def work(conn: Any) -> Dict[str, List[float]]:
             found: Dict[str, List[float]] = {}
             unique = list(dict.fromkeys(hosts))
             for start in range(0, len(unique), _STATEMENT_ROWS):
                 part = unique[start:start + _STATEMENT_ROWS]
-                sql = (f"SELECT host, {fields} FROM hosts WHERE host IN ("
+                sql = (f"SELECT host, {columns} FROM hosts WHERE host IN ("
                        + ",".join("?" * len(part)) + ")")
                 for row in conn.execute(sql, part):
                     found[row[0]] = list(row[1:])
@@ -429,13 +443,15 @@ class RedisRecrawlStore(RecrawlStore):
         results = self._call(work)
         return {url: self._decode(url, raw) for url, raw in zip(unique, results) if raw}
 
-    def get_hosts(self, hosts: Sequence[str]) -> Dict[str, List[float]]:
+    def get_hosts(self, hosts: Sequence[str],
+                  fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
         unique = list(dict.fromkeys(hosts))
+        names = list(_host_fields(fields))
 
         def work() -> List[Any]:
             pipe = self.client.pipeline(transaction=False)
             for host in unique:
-                pipe.hmget(self._host_key(host), list(HOST_FIELDS))
+                pipe.hmget(self._host_key(host), names)
             return pipe.execute()  # type: ignore[no-any-return]
         results = self._call(work)
         found = {}
@@ -562,4 +578,4 @@ def open_recrawl_store(spec: Any, **kwargs: Any) -> RecrawlStore:
 
 
 __all__ = ["RecrawlStore", "SQLiteRecrawlStore", "RedisRecrawlStore", "open_recrawl_store",
-           "PAGE_FIELDS", "HOST_FIELDS"]
+           "PAGE_FIELDS", "HOST_FIELDS", "HOST_RATE_FIELDS"]
