@@ -776,8 +776,6 @@ class RecrawlState:
             candidates = self.store.due_candidates(float(until), wanted + len(seen))
             if seen:
                 candidates = [c for c in candidates if c[0] not in seen]
-            if fill:
-                seen.update(c[0] for c in candidates)
             ranked = self._ranked(candidates, now)
             if per_host is None:
                 chosen.extend(url for url, _host in ranked[:limit - len(chosen)])
@@ -791,6 +789,8 @@ class RecrawlState:
                         break
             if len(chosen) >= limit:
                 break
+            if fill:  # the next pass reads these again: skip them
+                seen.update(c[0] for c in candidates)
         if lease is not None and chosen:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen
@@ -803,8 +803,7 @@ class RecrawlState:
             return []
         if not isinstance(self.policy, ChangeRatePolicy):
             return [(c[0], c[1]) for c in candidates]
-        urls, host_of, last_fetched, _rate, _due_at, changes, t_changed, t_unchanged, \
-            fetches = zip(*candidates)
+        urls, host_of, last_fetched, changes, t_changed, t_unchanged, fetches = zip(*candidates)
         hosts = list(dict.fromkeys(host_of))
         stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
         none = [0.0] * len(HOST_RATE_FIELDS)

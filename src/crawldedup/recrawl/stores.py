@@ -39,8 +39,8 @@ HOST_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals", "lm_checks", 
 #: The host statistics the pooled change rate is computed from.
 HOST_RATE_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals")
 #: What due_candidates returns of each page.
-CANDIDATE_FIELDS = ("url", "host", "last_fetched", "rate", "due_at", "changes", "t_changed",
-                    "t_unchanged", "fetches")
+CANDIDATE_FIELDS = ("url", "host", "last_fetched", "changes", "t_changed", "t_unchanged",
+                    "fetches")
 _TEXT = {"url", "host", "etag", "last_modified"}
 _INT = {"content_length", "simhash", "fetches", "changes"}
 
