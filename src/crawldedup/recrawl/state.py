@@ -91,6 +91,10 @@ _H_T_UNCHANGED = _H["t_unchanged"]
 #: least LIE_SHARE of the fetches that could check it.
 LIE_MIN = 2
 LIE_SHARE = 0.5
+#: How long (seconds) due() ranks with a host rate this process computed
+#: before reading the host's sums again, and how many hosts it keeps.
+HOST_RATE_TTL = 10.0
+HOST_RATE_CACHE_SIZE = 1 << 20
 
 
 class Verdict(str, enum.Enum):
@@ -323,6 +327,12 @@ class RecrawlState:
         self.store: RecrawlStore = open_recrawl_store(store, **store_options)
         #: counts of this process: verdicts, bad dates and lengths, lies
         self.stats: Counter = Counter()
+        # host -> (pooled rate, time.monotonic() when computed): the rates
+        # this process last computed (recording a batch computes its hosts'
+        # new rates anyway); due() reuses them for HOST_RATE_TTL seconds
+        # instead of reading every candidate's host again, so other
+        # crawlers' fetches reach the ranking within that time.
+        self._host_rate_cache: Dict[str, Tuple[float, float]] = {}
         meta = self.store.get_meta()
         self._mu = float(meta.get("mu", getattr(policy, "initial_mu", 3600.0)))
         if isinstance(policy, ChangeRatePolicy) and policy.budget_per_day is not None \
@@ -705,6 +715,7 @@ class RecrawlState:
             for b in hist_bin(np.array(list(old_rates.values()))).tolist():
                 hist[b] = hist.get(b, 0) - 1
         self.store.commit(final, {h: d for h, d in deltas.items() if any(d)}, hist)
+        self._remember_host_rates(host_rates)
         for verdict, count in Counter(verdicts).items():
             self.stats[verdict.value] += count
         return verdicts
@@ -795,6 +806,14 @@ class RecrawlState:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen
 
+    def _remember_host_rates(self, rates: Mapping[str, float]) -> None:
+        cache = self._host_rate_cache
+        if len(cache) + len(rates) > HOST_RATE_CACHE_SIZE:
+            cache.clear()
+        now = time.monotonic()
+        for host, rate in rates.items():
+            cache[host] = (rate, now)
+
     def _ranked(self, candidates: List[Tuple[Any, ...]], now: float) -> List[Tuple[str, str]]:
         """Candidates best first: by expected freshness gain now (rates
         re-estimated with their hosts' current pooled rates) for the
@@ -804,11 +823,23 @@ class RecrawlState:
         if not isinstance(self.policy, ChangeRatePolicy):
             return [(c[0], c[1]) for c in candidates]
         urls, host_of, last_fetched, changes, t_changed, t_unchanged, fetches = zip(*candidates)
-        hosts = list(dict.fromkeys(host_of))
-        stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
-        none = [0.0] * len(HOST_RATE_FIELDS)
-        host_rate = dict(zip(hosts, self._host_rates(
-            np.array([stats.get(h, none) for h in hosts], dtype=np.float64)).tolist()))
+        cache = self._host_rate_cache
+        fresh = time.monotonic() - HOST_RATE_TTL
+        host_rate: Dict[str, float] = {}
+        missing = []
+        for host in dict.fromkeys(host_of):
+            hit = cache.get(host)
+            if hit is not None and hit[1] >= fresh:
+                host_rate[host] = hit[0]
+            else:
+                missing.append(host)
+        if missing:
+            stats = self.store.get_hosts(missing, HOST_RATE_FIELDS)
+            none = [0.0] * len(HOST_RATE_FIELDS)
+            read = dict(zip(missing, self._host_rates(
+                np.array([stats.get(h, none) for h in missing], dtype=np.float64)).tolist()))
+            self._remember_host_rates(read)
+            host_rate.update(read)
         as_array = functools.partial(np.array, dtype=np.float64)
         rates = estimate_rate(as_array(changes), as_array(t_changed), as_array(t_unchanged),
                               as_array(fetches), as_array([host_rate[h] for h in host_of]),
