@@ -158,3 +158,30 @@ def test_bad_drop_setting():
         RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=["stale"])
     with pytest.raises(ValueError, match="cannot drop"):
         RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=["changed"])
+
+
+def test_head_only_when_it_pays(tmp_path):
+    """No HEAD before the GET of a page that has probably changed since its
+    last fetch, nor of a page smaller than a HEAD answer."""
+    import time
+
+    from scrapy import Request
+
+    from crawldedup.recrawl import RecrawlState
+    from crawldedup.scrapy import RecrawlMiddleware
+    from crawldedup.scrapy.recrawl import HEAD_BYTES
+
+    state = RecrawlState(str(tmp_path / "r.db"))
+    middleware = RecrawlMiddleware(state, head=True)
+    now = time.time()
+    big = b"x" * (20 * HEAD_BYTES)
+    for minute in range(30):  # changes at every fetch, a minute apart
+        state.record("https://fast.example/p", 200, body=big + b"%d" % minute,
+                     now=now - 7200 + 60 * minute)
+    state.record("https://slow.example/p", 200, body=big, now=now - 60)
+    state.record("https://slow.example/tiny", 200, body=b"tiny", now=now - 60)
+    sent = middleware.process_request(Request("https://slow.example/p"))
+    assert sent is not None and sent.method == "HEAD"
+    assert middleware.process_request(Request("https://fast.example/p")) is None
+    assert middleware.process_request(Request("https://slow.example/tiny")) is None
+    state.close()
