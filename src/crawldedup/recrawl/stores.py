@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import abc
 import os
-import threading
-import time
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.recrawl.schedule import HIST_BINS
+from crawldedup.stores.sqlite import SQLiteFile
 
 try:
     import sqlite3
@@ -140,7 +139,7 @@ def _check_prefix(prefix: object) -> str:
 
 # ---------------------------------------------------------------- SQLite
 
-class SQLiteRecrawlStore(RecrawlStore):
+class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     """Pages in a SQLite file: ``SQLiteRecrawlStore("recrawl.db")``.
 
     WAL mode: readers never wait for the writer and each ``commit`` (one
@@ -154,23 +153,8 @@ class SQLiteRecrawlStore(RecrawlStore):
         if sqlite3 is None:  # pragma: no cover
             raise ImportError("SQLiteRecrawlStore needs the sqlite3 module, which this Python "
                               "was built without")
-        path = os.fspath(path)
-        if not isinstance(path, str):
-            raise TypeError("path must be a str or os.PathLike of str")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        if synchronous not in ("OFF", "NORMAL", "FULL"):
-            raise ValueError(f"synchronous must be 'OFF', 'NORMAL' or 'FULL', got "
-                             f"{synchronous!r}")
-        self.path = path
-        self.address = f"SQLite file {path!r}"
-        self.timeout = float(timeout)
-        self.synchronous = synchronous
-        self._lock = threading.RLock()
-        self._conn: Any = None
-        self._pid = -1
-        self._closed = False
-        self._connection()
+        self.address = f"SQLite file {os.fspath(path)!r}"
+        self._open_file(path, timeout, synchronous)
 
     def __repr__(self) -> str:
         return f"SQLiteRecrawlStore({self.path!r})"
@@ -178,66 +162,29 @@ class SQLiteRecrawlStore(RecrawlStore):
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"recrawl store {self.address}: {exc}")
 
-    def _connection(self) -> Any:
-        if self._closed:
-            raise ValueError("the store is closed")
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
-        try:
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise self._fail(exc) from exc
-        try:
-            deadline = time.monotonic() + self.timeout
-            pause = 0.005
-            while True:  # the WAL switch does not wait on the busy timeout
-                try:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or time.monotonic() + pause > deadline:
-                        raise
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.1)
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute("PRAGMA cache_size=-65536")
-            conn.execute("PRAGMA wal_autocheckpoint=16384")
-            # A rowid table, with the URL in its own index: a batch of new
-            # pages is appended at the end of the table, and a batch of due
-            # pages (recorded together before) is rewritten in place on
-            # neighbouring pages; only the small URL index takes random
-            # inserts.  (Keyed by URL without a rowid, every batch rewrote
-            # pages all over the table: about 2.5 times the bytes written.)
-            columns = ", ".join(f"{name} {_sql_type(name)}" for name in PAGE_FIELDS[1:])
-            conn.execute(f"CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
-                         f"url TEXT NOT NULL UNIQUE, {columns})")
-            conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
-            host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
-            conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
-                         f"{host_columns}) WITHOUT ROWID")
-            conn.execute("CREATE TABLE IF NOT EXISTS hist (bin INTEGER PRIMARY KEY, "
-                         "n INTEGER NOT NULL)")
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, "
-                         "value REAL) WITHOUT ROWID")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._fail(exc) from exc
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def _run(self, work: Any) -> Any:
-        with self._lock:
-            conn = self._connection()
-            try:
-                return work(conn)
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
-                raise self._fail(exc) from exc
+    def _prepare(self, conn: Any) -> None:
+        # Checkpoint the WAL into the file every 64 MiB instead of SQLite's
+        # 4 MiB: a batch of 10,000 pages writes more than 4 MiB, so each
+        # one paid a checkpoint and its fsync, and pages that successive
+        # batches rewrite (the URL index, the hosts) were written each time.
+        conn.execute("PRAGMA wal_autocheckpoint=16384")
+        # A rowid table, with the URL in its own index: a batch of new
+        # pages is appended at the end of the table, and a batch of due
+        # pages (recorded together before) is rewritten in place on
+        # neighbouring pages; only the small URL index takes random
+        # inserts.  (Keyed by URL without a rowid, every batch rewrote
+        # pages all over the table: about 2.5 times the bytes written.)
+        columns = ", ".join(f"{name} {_sql_type(name)}" for name in PAGE_FIELDS[1:])
+        conn.execute(f"CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
+                     f"url TEXT NOT NULL UNIQUE, {columns})")
+        conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
+        host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
+        conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
+                     f"{host_columns}) WITHOUT ROWID")
+        conn.execute("CREATE TABLE IF NOT EXISTS hist (bin INTEGER PRIMARY KEY, "
+                     "n INTEGER NOT NULL)")
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, "
+                     "value REAL) WITHOUT ROWID")
 
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
         fields = ", ".join(PAGE_FIELDS)
@@ -337,12 +284,6 @@ class SQLiteRecrawlStore(RecrawlStore):
             conn.execute("COMMIT")
         self._run(work)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-            self._closed = True
 
 
 # ----------------------------------------------------------------- Redis

@@ -25,30 +25,22 @@ _RETURNING = sqlite3 is not None and sqlite3.sqlite_version_info >= (3, 35, 0)
 CACHE_KIB = 64 << 10
 
 
-class SQLiteStore(FingerprintStore):
-    """Fingerprints in a SQLite file: ``SQLiteStore("seen.db")``.
+class SQLiteFile:
+    """One SQLite file in WAL mode, shared by threads and processes: what
+    every SQLite-backed store of the package has in common.
 
-    The table (``fp BLOB PRIMARY KEY``, WITHOUT ROWID) is created when
-    missing.  The file is in WAL mode: readers never wait for the writer, and
-    several processes (each with its own SQLiteStore) can add to it at once;
-    SQLite's write lock makes every insert-if-absent atomic, so each
-    fingerprint is reported new exactly once overall.  ``add_many`` writes
-    in transactions of TRANSACTION_ROWS rows.  Commits are durable against a
-    crash of the process; ``synchronous="FULL"`` makes them durable against
-    power loss too (slower).
-
-    A file that cannot be opened, or a lock held longer than ``timeout``
-    seconds, raises StoreUnavailableError.  A store opened before ``fork``
-    opens its own connection in the child.
+    It checks ``path``, ``timeout`` and ``synchronous``, opens one connection
+    per process (a store opened before ``fork`` opens its own in the child),
+    switches the file to WAL, and runs work under a lock with SQLite's errors
+    turned into StoreUnavailableError (an open transaction rolled back).  A
+    subclass creates its tables in ``_prepare`` and names itself in
+    ``_fail``.
     """
 
-    def __init__(self, path: Any, *, table: str = "fingerprints", digest_size: int = 16,
-                 timeout: float = 60.0, synchronous: str = "NORMAL") -> None:
+    def _open_file(self, path: Any, timeout: Any, synchronous: Any) -> None:
         if sqlite3 is None:
-            raise ImportError("SQLiteStore needs the sqlite3 module, which this Python was "
-                              "built without")
-        self.digest_size = check_digest_size(digest_size)
-        self.table = check_table(table)
+            raise ImportError(f"{type(self).__name__} needs the sqlite3 module, which this "
+                              f"Python was built without")
         self.path = os.fspath(path)
         if not isinstance(self.path, str):
             raise TypeError("path must be a str or os.PathLike of str")
@@ -65,13 +57,11 @@ class SQLiteStore(FingerprintStore):
         self._closed = False
         self._connection()
 
-    def __repr__(self) -> str:
-        return f"SQLiteStore({self.path!r}, table={self.table!r})"
-
-    # ------------------------------------------------------ connection
-
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
-        return StoreUnavailableError(f"SQLite store {self.path!r} (table {self.table!r}): {exc}")
+        return StoreUnavailableError(f"SQLite file {self.path!r}: {exc}")
+
+    def _prepare(self, conn: "sqlite3.Connection") -> None:
+        """Create the tables (and set the pragmas) a new connection needs."""
 
     def _connection(self) -> "sqlite3.Connection":
         if self._closed:
@@ -104,8 +94,7 @@ class SQLiteStore(FingerprintStore):
             # A bigger page cache than the default 2 MiB keeps the upper
             # levels of a large table's B-tree in memory.
             conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}" '
-                         f'(fp BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID')
+            self._prepare(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise self._fail(exc) from exc
@@ -124,6 +113,53 @@ class SQLiteStore(FingerprintStore):
                     except sqlite3.Error:
                         pass
                 raise self._fail(exc) from exc
+
+    def close(self) -> None:
+        """Close the connection (the data is already committed).  Idempotent."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+            self._closed = True
+
+
+class SQLiteStore(SQLiteFile, FingerprintStore):
+    """Fingerprints in a SQLite file: ``SQLiteStore("seen.db")``.
+
+    The table (``fp BLOB PRIMARY KEY``, WITHOUT ROWID) is created when
+    missing.  The file is in WAL mode: readers never wait for the writer, and
+    several processes (each with its own SQLiteStore) can add to it at once;
+    SQLite's write lock makes every insert-if-absent atomic, so each
+    fingerprint is reported new exactly once overall.  ``add_many`` writes
+    in transactions of TRANSACTION_ROWS rows.  Commits are durable against a
+    crash of the process; ``synchronous="FULL"`` makes them durable against
+    power loss too (slower).
+
+    A file that cannot be opened, or a lock held longer than ``timeout``
+    seconds, raises StoreUnavailableError.  A store opened before ``fork``
+    opens its own connection in the child.
+    """
+
+    def __init__(self, path: Any, *, table: str = "fingerprints", digest_size: int = 16,
+                 timeout: float = 60.0, synchronous: str = "NORMAL") -> None:
+        if sqlite3 is None:
+            raise ImportError("SQLiteStore needs the sqlite3 module, which this Python was "
+                              "built without")
+        self.digest_size = check_digest_size(digest_size)
+        self.table = check_table(table)
+        self._open_file(path, timeout, synchronous)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, table={self.table!r})"
+
+    # ------------------------------------------------------ connection
+
+    def _fail(self, exc: BaseException) -> StoreUnavailableError:
+        return StoreUnavailableError(f"SQLite store {self.path!r} (table {self.table!r}): {exc}")
+
+    def _prepare(self, conn: "sqlite3.Connection") -> None:
+        conn.execute(f'CREATE TABLE IF NOT EXISTS "{self.table}" '
+                     f'(fp BLOB PRIMARY KEY NOT NULL) WITHOUT ROWID')
 
     # ------------------------------------------------------- operations
 
@@ -176,11 +212,3 @@ class SQLiteStore(FingerprintStore):
         """Remove every fingerprint (from every process's view)."""
         sql = f'DELETE FROM "{self.table}"'
         self._run(lambda conn: conn.execute(sql))
-
-    def close(self) -> None:
-        """Close the connection (the data is already committed).  Idempotent."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-            self._closed = True
