@@ -60,6 +60,7 @@
  * growth has not reached yet take no memory. */
 #define CD_FP_MAP_BYTES ((size_t)1 << 20)
 #define CD_FP_HUGE_BYTES ((size_t)4 << 20)
+#define CD_FP_HUGE_PAGE ((size_t)2 << 20)
 /* A migrating old table's memory is given back in granules of about
  * 1/512 of the table, a power of two from the page size (a huge page is
  * split for it) to 2 MiB: 512 calls and TLB flushes a growth, and little
@@ -304,16 +305,36 @@ typedef struct {
     uint64_t nz; /* digests other than all-zero in the set */
 } cd_fpset;
 
+/* Bytes mapped for a mapped buffer of `bytes`: huge-page tables are
+ * mapped in whole, aligned huge pages. */
+static inline size_t cd_fp_map_len(size_t bytes) {
+    if (bytes < CD_FP_HUGE_BYTES) return bytes;
+    return (bytes + CD_FP_HUGE_PAGE - 1) / CD_FP_HUGE_PAGE * CD_FP_HUGE_PAGE;
+}
+
 static unsigned char* cd_fp_alloc(size_t bytes, int* mapped) {
 #if !defined(_WIN32)
     if (bytes >= CD_FP_MAP_BYTES) {
-        void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        size_t len = cd_fp_map_len(bytes), extra = bytes >= CD_FP_HUGE_BYTES ? CD_FP_HUGE_PAGE : 0;
+        void* p = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
         if (p != MAP_FAILED) {
+            if (extra) {
+                /* A large table is probed at random: huge pages spare a
+                 * TLB miss per probe, and a growth writing the new table
+                 * takes one fault per huge page instead of 512.  Only an
+                 * aligned huge page can be one: keep the aligned part, in
+                 * whole huge pages (so up to one more huge page of memory
+                 * once the table's end is written). */
+                uintptr_t a = (uintptr_t)p;
+                uintptr_t al = (a + CD_FP_HUGE_PAGE - 1) & ~(uintptr_t)(CD_FP_HUGE_PAGE - 1);
+                if (al > a) munmap(p, al - a);
+                munmap((void*)(al + len), a + extra - al);
+                p = (void*)al;
 #if defined(MADV_HUGEPAGE)
-            /* A large table is probed at random: huge pages spare a TLB
-             * miss per probe (a hint; ignored where unsupported). */
-            if (bytes >= CD_FP_HUGE_BYTES) madvise(p, bytes, MADV_HUGEPAGE);
+                madvise(p, len, MADV_HUGEPAGE); /* a hint; ignored where unsupported */
 #endif
+            }
             *mapped = 1;
             return (unsigned char*)p;
         }
@@ -327,7 +348,7 @@ static void cd_fp_release(void* p, size_t bytes, int mapped) {
     if (!p) return;
 #if !defined(_WIN32)
     if (mapped) {
-        munmap(p, bytes);
+        munmap(p, cd_fp_map_len(bytes));
         return;
     }
 #endif
