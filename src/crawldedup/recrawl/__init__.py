@@ -13,14 +13,44 @@
 See docs/recrawl.md.
 """
 
-from crawldedup.recrawl.schedule import ChangeRatePolicy, NutchPolicy
-from crawldedup.recrawl.state import PageState, RecrawlState, Verdict, parse_http_date
-from crawldedup.recrawl.stores import (
-                                       RecrawlStore,
-                                       RedisRecrawlStore,
-                                       SQLiteRecrawlStore,
-                                       open_recrawl_store,
-)
+from typing import TYPE_CHECKING, Any, Dict, List
+
+# Imported on first use (PEP 562), so that the command line, which lists the
+# re-crawl subcommands, does not load SQLite and the URL canonicalization to
+# run another command.
+_HOMES: Dict[str, str] = {
+    "ChangeRatePolicy": "crawldedup.recrawl.schedule",
+    "NutchPolicy": "crawldedup.recrawl.schedule",
+    "PageState": "crawldedup.recrawl.state",
+    "RecrawlState": "crawldedup.recrawl.state",
+    "Verdict": "crawldedup.recrawl.state",
+    "parse_http_date": "crawldedup.recrawl.state",
+    "RecrawlStore": "crawldedup.recrawl.stores",
+    "RedisRecrawlStore": "crawldedup.recrawl.stores",
+    "SQLiteRecrawlStore": "crawldedup.recrawl.stores",
+    "open_recrawl_store": "crawldedup.recrawl.stores",
+}
+
+if TYPE_CHECKING:
+    from crawldedup.recrawl.schedule import ChangeRatePolicy, NutchPolicy
+    from crawldedup.recrawl.state import PageState, RecrawlState, Verdict, parse_http_date
+    from crawldedup.recrawl.stores import (RecrawlStore, RedisRecrawlStore, SQLiteRecrawlStore,
+                                           open_recrawl_store)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'crawldedup.recrawl' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = ["RecrawlState", "Verdict", "PageState", "ChangeRatePolicy", "NutchPolicy",
            "RecrawlStore", "SQLiteRecrawlStore", "RedisRecrawlStore", "open_recrawl_store",
