@@ -75,8 +75,9 @@ cdef class FingerprintTable:
 
     The storage of :class:`crawldedup.FingerprintSet`.  Not a Python object
     per entry: about ``max(digest_size, 8) / load`` bytes per digest, the
-    load staying between 0.84 and 0.95 from 65,536 digests on.  Safe to share between threads: batch
-    calls probe without the GIL, holding the table's own lock.
+    load staying between 0.84 and 0.95 from 65,536 digests on.  Safe to
+    share between threads: batch calls probe without the GIL, holding the
+    table's own lock.
     """
 
     cdef cd_fpset _s
