@@ -3,8 +3,9 @@
 The seeds keep MD5 or SHA-1 fingerprints in a Python ``set`` of ``bytes``:
 about 80 bytes per 16-byte digest, one Python object each.  A
 FingerprintSet keeps them in one flat table of the compiled core: about
-``digest_size / load`` bytes per digest (18 to 27 bytes for MD5), no false
-positives, batch calls without the GIL, and an atomic, checksummed file.
+``digest_size / load`` bytes per digest (at most 19.2 bytes for MD5 and 24
+for SHA-1 once it holds 65,536 digests), no false positives, batch calls
+without the GIL, and an atomic, checksummed file.
 
 >>> import hashlib
 >>> from crawldedup import FingerprintSet
@@ -16,8 +17,9 @@ True
 >>> len(seen)
 1
 
-The table grows by about 5/3 when it is 9/10 full; single adds move the
-old table over a few slots at a time, so no single ``add`` pays for a whole
+The table grows by 19/16 when it would pass 19/20 full (by 5/3 while it is
+small), so its load stays between 0.84 and 0.95; single adds move the old
+table over a few slots at a time, so no single ``add`` pays for a whole
 rehash (batch calls finish a growth at once).  Iteration, files and
 ``to_bytes`` use the canonical order of docs/fpset.md, so two sets holding the
 same digests write identical files.
