@@ -122,6 +122,11 @@ class ExactState(UrlState):
             digests = list(url_fingerprints(lines, canonical=False))
         return np.frombuffer(b"".join(digests), dtype=f"S{DIGEST_SIZE}")
 
+    def canonical_keys(self, canonical: Any, lines: List[Any]) -> np.ndarray:
+        """The MD5 digests of the canonical forms, in the canonicalizer's
+        own compiled pass."""
+        return canonical.digests(lines)  # type: ignore[no-any-return]
+
     def add_many(self, digests: np.ndarray) -> np.ndarray:  # type: ignore[override]
         """Record the digests (in the log first, or in the database); True
         where this call added them."""

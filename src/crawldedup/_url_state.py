@@ -49,6 +49,11 @@ class UrlState:
     def keys(self, lines: List[bytes]) -> Any:
         return lines
 
+    def canonical_keys(self, canonical: Any, lines: List[bytes]) -> Any:
+        """The keys with --canonical (``canonical``: the command's
+        canonicalizer, which gives the canonical forms as UTF-8 bytes)."""
+        return self.keys(canonical(lines))
+
     def describe(self) -> str:
         return ""
 

@@ -36,18 +36,20 @@ stopped by SIGINT/SIGTERM.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import signal
 import sys
 from itertools import compress
 from types import FrameType
-from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, cast
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
 from crawldedup import _files
-from crawldedup._kernel import canonicalize_urls_fast, split_lines
+from crawldedup._kernel import (canonicalize_urls_fast, split_lines, url_digests_fast,
+                                url_fingerprints_fast)
 from crawldedup._url_state import BloomState
 from crawldedup._version import __version__
 from crawldedup.bloom import LAYOUTS, BloomFilter
@@ -367,62 +369,82 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
 
 
 SLOW_CACHE = 1 << 16
+#: --canonical reads at least this much input per chunk: a chunk of more than
+#: 2 x 4,096 URLs is canonicalized on several threads.
+CANONICAL_READ_SIZE = 1 << 20
 
 
 class _Canonical:
     """--canonical: each URL's key is its canonical form (w3lib's rules, and
-    without tracking parameters with --strip-tracking).  The URLs of the
-    compiled fast path are canonicalized in one batch without the GIL (on
-    several threads for big chunks); the others one by one by w3lib.  A line
-    that has no canonical form (``http://[::1``, a port above 65535) is its
-    own key, as read; ``raw`` counts them.  Keys are str (a Bloom filter
-    hashes them as UTF-8) or, for those lines, bytes."""
+    without tracking parameters with --strip-tracking), as UTF-8 bytes.  The
+    URLs of the compiled fast path are canonicalized in one batch without the
+    GIL (on several threads for big chunks); the others one by one by w3lib.
+    A line that has no canonical form (``http://[::1``, a port above 65535)
+    is its own key, as read; ``raw`` counts them.  An exact state takes the
+    MD5 digests of the canonical forms (:meth:`digests`), computed in the
+    same compiled pass, without the canonical forms as Python objects."""
 
     def __init__(self, strip_tracking: bool) -> None:
         self.strip_params = True if strip_tracking else None
         self.raw = 0
-        # Canonical forms of recent lines outside the fast path: w3lib takes
-        # 30 times longer than the kernel, and crawls repeat URLs.
-        self.slow: Dict[bytes, Any] = {}
+        # Keys of recent lines outside the fast path (w3lib takes 30 times
+        # longer than the kernel, and crawls repeat URLs): line -> (key,
+        # whether the line had no canonical form).
+        self.slow: Dict[bytes, Tuple[bytes, bool]] = {}
 
-    @staticmethod
-    def _slow(url: bytes) -> Any:
-        """w3lib's canonical form, or the line itself (bytes) when it has none."""
-        from crawldedup.fingerprint import canonicalize_url
-        try:
-            return canonicalize_url(url)
-        except ValueError:
-            return url
+    def _slow(self, url: bytes) -> bytes:
+        """w3lib's canonical form as UTF-8, or the line itself when it has none."""
+        found = self.slow.get(url)
+        if found is None:
+            from crawldedup.fingerprint import canonicalize_url
+            try:
+                found = (canonicalize_url(url).encode("utf-8"), False)
+            except ValueError:
+                found = (url, True)
+            if len(self.slow) >= SLOW_CACHE:
+                self.slow.clear()
+            self.slow[url] = found
+        if found[1]:
+            self.raw += 1
+        return found[0]
 
-    def __call__(self, urls: List[bytes]) -> List[Any]:
+    def _fast(self) -> bool:
         from crawldedup import fingerprint
+        return self.strip_params is None and fingerprint.FAST_PATH
+
+    def __call__(self, urls: List[bytes]) -> List[bytes]:
         keys: List[Any]
-        if self.strip_params is None and fingerprint.FAST_PATH:
+        if self._fast():
             # The batch kernel itself: canonicalize_urls adds two Python
             # loops over the batch, a third of this mode's time (profiled).
-            keys = cast(List[Any], canonicalize_urls_fast(urls, False, True))
+            keys = canonicalize_urls_fast(urls, False, True, True)
             if None in keys:
-                cache = self.slow
                 for i, key in enumerate(keys):
                     if key is None:
-                        key = cache.get(urls[i])
-                        if key is None:
-                            key = self._slow(urls[i])
-                            if len(cache) >= SLOW_CACHE:
-                                cache.clear()
-                            cache[urls[i]] = key
-                        if isinstance(key, bytes):  # no canonical form: as read
-                            self.raw += 1
-                        keys[i] = key
+                        keys[i] = self._slow(urls[i])
             return keys
-        keys = cast(List[Any], fingerprint.canonicalize_urls(
-            urls, strip_params=self.strip_params, errors="none"))
-        if None in keys:
-            for i, key in enumerate(keys):
-                if key is None:
-                    keys[i] = urls[i]
-                    self.raw += 1
+        from crawldedup import fingerprint
+        keys = fingerprint.canonicalize_urls(urls, strip_params=self.strip_params,
+                                             errors="none")
+        for i, key in enumerate(keys):
+            if key is None:
+                keys[i] = urls[i]
+                self.raw += 1
+            else:
+                keys[i] = key.encode("utf-8")
         return keys
+
+    def digests(self, urls: List[bytes]) -> np.ndarray:
+        """The MD5 digests of the keys (numpy ``S16``)."""
+        if self._fast():
+            digests: List[Any] = url_fingerprints_fast(urls)
+            if None in digests:
+                for i, digest in enumerate(digests):
+                    if digest is None:
+                        digests[i] = hashlib.md5(self._slow(urls[i])).digest()
+        else:
+            digests = url_digests_fast(self(urls))
+        return np.frombuffer(b"".join(digests), dtype="S16")
 
 
 def _take(keys: Any, mask: np.ndarray, as_list: List[bool]) -> Any:
@@ -446,7 +468,9 @@ class _Deliverer:
         self.out = out
 
     def keys(self, lines: List[bytes]) -> Any:
-        return self.state.keys(lines if self.canonical is None else self.canonical(lines))
+        if self.canonical is None:
+            return self.state.keys(lines)
+        return self.state.canonical_keys(self.canonical, lines)
 
     def chunk(self, lines: List[bytes]) -> int:
         """Deliver the new URLs of a chunk of input; returns how many."""
@@ -548,7 +572,10 @@ def _run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Bina
                 deliver.replay(replay)
                 replayed = len(replay)
             for source in sources:
-                chunks = _lines(source, state.read_size)
+                read_size = state.read_size
+                if canonical is not None:
+                    read_size = max(read_size, CANONICAL_READ_SIZE)
+                chunks = _lines(source, read_size)
                 while guard.signum is None:
                     guard.reading = True
                     try:
