@@ -501,3 +501,27 @@ def test_redis_bloom_key_follows_the_spider(redis_url):
         df._backend.bf.drop()
         df.close("finished")
         client.close()
+
+
+def test_a_fingerprinter_subclass_is_asked_itself():
+    # The filter skips the fingerprint cache of crawldedup's own fingerprinter,
+    # but a subclass that overrides fingerprint() is called as it is.
+    from crawldedup.scrapy import RequestFingerprinter
+
+    class ByPath(RequestFingerprinter):
+        def fingerprint(self, request):
+            return request.url.split("?")[0].encode().ljust(20, b"-")[:20]
+
+    df = DupeFilter("exact", fingerprinter=ByPath())
+    try:
+        assert df.request_seen(Request("https://e.com/a?x=1")) is False
+        assert df.request_seen(Request("https://e.com/a?x=2")) is True  # same path
+    finally:
+        df.close("finished")
+    plain = DupeFilter("exact", fingerprinter=RequestFingerprinter())
+    try:
+        assert plain.request_seen(Request("https://e.com/a?x=1")) is False
+        assert plain.request_seen(Request("https://e.com/a?x=2")) is False
+        assert plain.request_seen(Request("https://e.com/a?x=1")) is True
+    finally:
+        plain.close("finished")

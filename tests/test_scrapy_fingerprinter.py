@@ -227,3 +227,22 @@ def test_docstring_examples(module):
     for test in tests:
         runner.run(test)
     assert runner.failures == 0
+
+
+@pytest.mark.parametrize("include_headers, keep_fragments", [(None, False), (["Accept"], True)])
+def test_uncached_fingerprint_equals_fingerprint(include_headers, keep_fragments):
+    # The duplicate filter's path: the same bytes as fingerprint() (and as
+    # Scrapy), for kernel requests, hand-offs and verbatim_url alike, and
+    # nothing cached.
+    fpr = RequestFingerprinter(include_headers=include_headers, keep_fragments=keep_fragments)
+    requests = [Request("https://example.com/b?y=2&x=1#f", headers={"Accept": "x"}),
+                Request("https://bücher.example/é?x=1"),
+                Request("https://example.com/a", method="post", body=b"x"),
+                Request("https://example.com/?b=1&a=2", meta={"verbatim_url": True})]
+    for request in requests:
+        expected = scrapy_fingerprint(request, include_headers=include_headers,
+                                      keep_fragments=keep_fragments)
+        before = len(fpr._cache)
+        assert fpr.uncached_fingerprint(request) == expected
+        assert len(fpr._cache) == before
+        assert fpr.fingerprint(request) == expected

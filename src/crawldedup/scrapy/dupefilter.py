@@ -393,7 +393,13 @@ class DupeFilter(BaseDupeFilter):
         self.logdupes = True
         self.stats = stats
         self.jobdir = jobdir
-        self._fingerprint = fingerprinter.fingerprint
+        # crawldedup's fingerprinter (not a subclass's own fingerprint()),
+        # uncached: the scheduler asks about each request once, and caching
+        # its fingerprint costs more than computing it.
+        from crawldedup.scrapy.fingerprinter import RequestFingerprinter as _Ours
+        ours = getattr(type(fingerprinter), "fingerprint", None) is _Ours.fingerprint
+        self._fingerprint = (fingerprinter.uncached_fingerprint if ours
+                             else fingerprinter.fingerprint)
         if jobdir is not None:
             os.makedirs(jobdir, exist_ok=True)
         self._backend = _open_backend(backend, settings, jobdir, spider_name)

@@ -152,29 +152,47 @@ class RequestFingerprinter:
                                    keep_fragments=self.keep_fragments)
 
     def fingerprint(self, request: "Request") -> bytes:
-        """The 20-byte fingerprint Scrapy's default fingerprinter gives request."""
+        """The 20-byte fingerprint Scrapy's default fingerprinter gives request
+        (cached for the request's lifetime, as Scrapy's)."""
         meta = request.meta
         if meta and meta.get("verbatim_url"):
             return self._scrapy_fingerprint(request)
-        wr = ref(request)
-        digest = self._cache.get(wr)
+        digest = self._cache.get(ref(request))
         if digest is not None:
             return digest
-        method = request.method
-        if self._scrapy is not None or not FAST_PATH or not _method_ok(method):
-            return self._scrapy_fingerprint(request)
-        url = request.url
-        if self._names is None:
-            digest = _fp_fast(url, method, request.body, self.keep_fragments)
-        elif self._ascii_names and _canonical_fast(url, self.keep_fragments, True) is not None:
-            # request_fingerprint canonicalizes url by the same fast path.
-            digest = request_fingerprint(url, method, request.body, request.headers,
-                                         include_headers=self._names,
-                                         keep_fragments=self.keep_fragments)
+        digest = self._kernel_fingerprint(request)
         if digest is None:
             return self._scrapy_fingerprint(request)
         self._cache[ref(request, self._forget)] = digest
         return digest
+
+    def uncached_fingerprint(self, request: "Request") -> bytes:
+        """:meth:`fingerprint` without the cache, for a caller that meets each
+        request once (the duplicate filter does: a weak reference per request
+        costs more than the kernel)."""
+        meta = request.meta
+        if meta and meta.get("verbatim_url"):
+            return self._scrapy_fingerprint(request)
+        digest = self._kernel_fingerprint(request)
+        if digest is None:
+            return self._scrapy_fingerprint(request)
+        return digest
+
+    def _kernel_fingerprint(self, request: "Request") -> Optional[bytes]:
+        """The kernel's fingerprint, or None where only Scrapy's own code
+        gives the right bytes."""
+        method = request.method
+        if self._scrapy is not None or not FAST_PATH or not _method_ok(method):
+            return None
+        if self._names is None:
+            return _fp_fast(request.url, method, request.body, self.keep_fragments)  # type: ignore[no-any-return]
+        url = request.url
+        if self._ascii_names and _canonical_fast(url, self.keep_fragments, True) is not None:
+            # request_fingerprint canonicalizes url by the same fast path.
+            return request_fingerprint(url, method, request.body, request.headers,
+                                       include_headers=self._names,
+                                       keep_fragments=self.keep_fragments)
+        return None
 
     def __repr__(self) -> str:
         return (f"RequestFingerprinter(include_headers={self.include_headers!r}, "
