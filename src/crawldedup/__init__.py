@@ -11,8 +11,9 @@ True
 True
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Dict
 
+from crawldedup._lazy import lazy_names
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
 from crawldedup._version import __version__
 from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
@@ -58,20 +59,6 @@ if TYPE_CHECKING:
     from crawldedup.stores import SQLiteStore, SQLStore
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'crawldedup' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # the next access is a plain lookup
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
 __all__ = [
     "IMPLEMENTATION",
     "set_threads",
@@ -112,3 +99,5 @@ __all__ = [
     "StoreUnavailableError",
     "__version__",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

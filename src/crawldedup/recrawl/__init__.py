@@ -13,7 +13,9 @@
 See docs/recrawl.md.
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Dict
+
+from crawldedup._lazy import lazy_names
 
 # Imported on first use (PEP 562), so that the command line, which lists the
 # re-crawl subcommands, does not load SQLite and the URL canonicalization to
@@ -38,20 +40,8 @@ if TYPE_CHECKING:
                                            open_recrawl_store)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'crawldedup.recrawl' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
 __all__ = ["RecrawlState", "Verdict", "PageState", "ChangeRatePolicy", "NutchPolicy",
            "RecrawlStore", "SQLiteRecrawlStore", "RedisRecrawlStore", "open_recrawl_store",
            "parse_http_date"]
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -18,34 +18,21 @@ does not import redis-py; using a class does.
 
 from __future__ import annotations
 
-from typing import Any
-
+from crawldedup._lazy import lazy_names
 from crawldedup.redis._conn import RedisKeyTypeError
 
 __all__ = ["AsyncRedisBloomFilter", "AsyncRedisSimhashIndex", "AsyncRedisStore",
            "RedisBloomFilter", "RedisDataLostError", "RedisKeyTypeError", "RedisSimhashIndex",
            "RedisStore"]
 
-_LAZY = {
-    "AsyncRedisBloomFilter": ("crawldedup.redis.aio", "AsyncRedisBloomFilter"),
-    "AsyncRedisSimhashIndex": ("crawldedup.redis.aio", "AsyncRedisSimhashIndex"),
-    "AsyncRedisStore": ("crawldedup.redis.aio", "AsyncRedisStore"),
-    "RedisBloomFilter": ("crawldedup.redis.bloom", "RedisBloomFilter"),
-    "RedisSimhashIndex": ("crawldedup.redis.simhash", "RedisSimhashIndex"),
-    "RedisDataLostError": ("crawldedup.redis.bloom", "RedisDataLostError"),
-    "RedisStore": ("crawldedup.redis.store", "RedisStore"),
+_HOMES = {
+    "AsyncRedisBloomFilter": "crawldedup.redis.aio",
+    "AsyncRedisSimhashIndex": "crawldedup.redis.aio",
+    "AsyncRedisStore": "crawldedup.redis.aio",
+    "RedisBloomFilter": "crawldedup.redis.bloom",
+    "RedisSimhashIndex": "crawldedup.redis.simhash",
+    "RedisDataLostError": "crawldedup.redis.bloom",
+    "RedisStore": "crawldedup.redis.store",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'crawldedup.redis' has no attribute {name!r}")
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)
