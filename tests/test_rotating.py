@@ -20,6 +20,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -287,7 +288,7 @@ def test_a_tiny_period_with_a_huge_jump_forgets_everything():
     assert rf.last_rotation <= clock.now <= rf.next_rotation
 
 
-@settings(max_examples=200 if PURE else 400, deadline=None)
+@settings(max_examples=examples(0.67 if PURE else 1.3), deadline=None)
 @given(start=st.floats(-1e6, 2e9), every=st.floats(1e-3, 1e5),
        steps=st.lists(st.floats(0, 3), min_size=1, max_size=25))
 def test_catching_up_at_once_lands_on_the_same_boundary(start, every, steps):
@@ -513,7 +514,7 @@ def test_the_false_positive_rate_stays_within_error_rate_with_every_generation_f
 SMALL_KEYS = st.one_of(st.sampled_from(keys("s", 40)), st.binary(max_size=2))
 
 
-@settings(max_examples=150 if PURE else 400, deadline=None)
+@settings(max_examples=examples(0.5 if PURE else 1.3), deadline=None)
 @given(generations=st.integers(2, 4), capacity=st.integers(1, 25),
        error_rate=st.sampled_from([0.01, 0.3]),
        fill=st.one_of(st.none(), st.floats(0.05, 1.0)),
@@ -641,7 +642,7 @@ class RotatingAgainstModel(RuleBasedStateMachine):
 
 TestRotatingAgainstModel = RotatingAgainstModel.TestCase
 TestRotatingAgainstModel.settings = settings(
-    max_examples=60 if PURE else 150, stateful_step_count=40, deadline=None)
+    max_examples=examples(0.2 if PURE else 0.5), stateful_step_count=40, deadline=None)
 
 
 # ---------------------------------------------------------------- round trips
@@ -1029,21 +1030,21 @@ def test_missing_file_is_an_os_error(tmp_path):
         RotatingBloomFilter.load(tmp_path / "nope")
 
 
-@settings(max_examples=150 if PURE else 300, deadline=None)
+@settings(max_examples=examples(0.5 if PURE else 1), deadline=None)
 @given(offset=st.integers(0, N - 1), bit=st.integers(0, 7))
 def test_any_single_bit_flip_is_detected(offset, bit):
     with pytest.raises((CorruptFileError, IncompatibleFilterError)):
         RotatingBloomFilter.from_bytes(flip(GOOD, offset, bit))
 
 
-@settings(max_examples=150 if PURE else 300, deadline=None)
+@settings(max_examples=examples(0.5 if PURE else 1), deadline=None)
 @given(cut=st.integers(0, N - 1))
 def test_any_truncation_is_detected(cut):
     with pytest.raises(CorruptFileError):
         RotatingBloomFilter.from_bytes(GOOD[:cut])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(0.33), deadline=None)
 @given(cut=st.integers(HEADER, N - 1), data=st.data())
 def test_any_truncation_with_a_resealed_header_is_detected(cut, data):
     # A cut file whose header was rewritten to announce the cut length and

@@ -8,6 +8,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import examples
 
 from crawldedup import _files
 from hypothesis import given, settings
@@ -317,7 +318,7 @@ def test_estimates():
 key_pool = st.integers(0, 60).map(lambda i: f"k{i}" if i % 3 else f"k{i}".encode())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(initial=st.integers(1, 6), growth=st.integers(2, 3),
        error_rate=st.sampled_from([0.01, 0.2, 0.5]),
        tightening=st.sampled_from([0.3, 0.5, 0.9]),
@@ -444,7 +445,7 @@ class ScalableAgainstSet(RuleBasedStateMachine):
 
 TestScalableAgainstSet = ScalableAgainstSet.TestCase
 TestScalableAgainstSet.settings = settings(
-    max_examples=80, stateful_step_count=30, deadline=None)
+    max_examples=examples(0.27), stateful_step_count=30, deadline=None)
 
 
 # ---------------------------------------------------------------- round trips
@@ -700,21 +701,21 @@ def test_missing_file_is_an_os_error(tmp_path):
         ScalableBloomFilter.load(tmp_path / "nope")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(offset=st.integers(0, N - 1), bit=st.integers(0, 7))
 def test_any_single_bit_flip_is_detected(offset, bit):
     with pytest.raises((CorruptFileError, IncompatibleFilterError)):
         ScalableBloomFilter.from_bytes(flip(GOOD, offset, bit))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(cut=st.integers(0, N - 1))
 def test_any_truncation_is_detected(cut):
     with pytest.raises(CorruptFileError):
         ScalableBloomFilter.from_bytes(GOOD[:cut])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(0.17), deadline=None)
 @given(cut=st.integers(HEADER, N - 1))
 def test_any_truncation_with_a_fixed_header_is_detected(cut):
     # Resealed: the header agrees with the short file, only the structure is wrong.

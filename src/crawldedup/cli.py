@@ -774,16 +774,16 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
 
 
 def _composite_loader(kind: int) -> Optional[Any]:
-    if kind == getattr(_files, "KIND_SCALABLE", None):
+    if kind == _files.KIND_SCALABLE:
         from crawldedup.scalable import ScalableBloomFilter
         return ScalableBloomFilter.load
-    if kind == getattr(_files, "KIND_ROTATING", None):
+    if kind == _files.KIND_ROTATING:
         from crawldedup.rotating import RotatingBloomFilter
         return RotatingBloomFilter.load
-    if kind == getattr(_files, "KIND_FPSET", None):
+    if kind == _files.KIND_FPSET:
         from crawldedup.fpset import FingerprintSet
         return FingerprintSet.load
-    if kind == getattr(_files, "KIND_INDEX", None):
+    if kind == _files.KIND_INDEX:
         from crawldedup.index import SimhashIndex
         return SimhashIndex.load
     return None
