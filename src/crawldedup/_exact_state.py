@@ -127,7 +127,7 @@ class ExactState(UrlState):
         own compiled pass."""
         return canonical.digests(lines)  # type: ignore[no-any-return]
 
-    def add_many(self, digests: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def add_many(self, digests: np.ndarray) -> np.ndarray:
         """Record the digests (in the log first, or in the database); True
         where this call added them."""
         if self.store is not None:

@@ -229,9 +229,9 @@ def check_path(path: object, what: str = "path") -> PathLike:
     """path when it is a str or os.PathLike naming a file, else TypeError
     (an int would be taken for a file descriptor, bytes paths are refused)."""
     if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
-        name = os.fspath(path)  # type: ignore[arg-type]
+        name = os.fspath(path)
         if isinstance(name, str):
-            return path  # type: ignore[return-value]
+            return path
     raise TypeError(f"{what} must be a str or os.PathLike file name, "
                     f"not {type(path).__name__}")
 

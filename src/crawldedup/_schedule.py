@@ -129,7 +129,7 @@ class Schedule:
         when = now
 
         def rotate() -> None:
-            if by_fill and self._gens[-1].insert_count < self._fill_limit:  # type: ignore
+            if by_fill and self._gens[-1].insert_count < self._fill_limit:
                 return
             self._drop_oldest()
             self._set_schedule(when, 0, self._rotations)

@@ -69,7 +69,7 @@ class FingerprintSet(_files.Saved, FingerprintTable):
             self.add_many(other)
 
     def _digests(self) -> bytes:
-        return FingerprintTable.to_bytes(self)  # type: ignore[no-any-return]
+        return FingerprintTable.to_bytes(self)
 
     def copy(self) -> "FingerprintSet":
         new = FingerprintSet(self.digest_size)
@@ -139,7 +139,7 @@ class FingerprintSet(_files.Saved, FingerprintTable):
     def _payload(self) -> bytes:
         return self._digests()
 
-    def to_bytes(self) -> bytes:  # type: ignore[override]
+    def to_bytes(self) -> bytes:
         """The set in the file format of :meth:`save` (docs/fpset.md)."""
         return _files.Saved.to_bytes(self)
 

@@ -136,7 +136,7 @@ class SimhashIndex:
         if self._ids is None:
             return _u64_int(id)
         try:
-            return self._ids.get(id)  # type: ignore[arg-type]
+            return self._ids.get(id)
         except TypeError:  # unhashable
             return None
 
@@ -202,7 +202,7 @@ class SimhashIndex:
                 raise TypeError("ids must be an iterable of ids, not a single str or bytes")
             keys = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
             if self._ids is None and all(_u64_int(v) is not None for v in keys):
-                int_ids = np.array([operator.index(v) for v in keys],  # type: ignore[call-overload]
+                int_ids = np.array([operator.index(v) for v in keys],
                                    dtype=np.uint64)
                 keys = None
         n = len(int_ids) if int_ids is not None else len(keys)  # type: ignore[arg-type]

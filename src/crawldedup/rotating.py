@@ -340,7 +340,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             take = absent[:room]
             self._settle(keys, take[newest.add_many(pick(keys, take))], out)
             todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
-            if newest.insert_count >= limit:  # type: ignore[operator]
+            if newest.insert_count >= limit:
                 now = self._rotate_at(now, by_fill=True)
         return out
 

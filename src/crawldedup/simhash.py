@@ -167,7 +167,7 @@ def simhash(text_or_features: Union[str, Iterable[str]], *, tokenizer: Tokenizer
         raise TypeError("text_or_features must be str or an iterable of str features, not "
                         f"{type(text_or_features).__name__} (decode bytes first)")
     try:
-        iterator = iter(text_or_features)  # type: ignore[call-overload]
+        iterator = iter(text_or_features)
     except TypeError:
         raise TypeError("text_or_features must be str or an iterable of str features, not "
                         f"{type(text_or_features).__name__}") from None

@@ -286,7 +286,7 @@ class BloomLogic:
                     where.append(idx)
                     yield req
 
-        replies = yield stream()  # type: ignore[misc]
+        replies = yield stream()
         for req, reply, idx in zip(requests, replies, where):
             values = check_reply(reply[0], req, self.address)
             self._guard_ok(values[0], req.key)

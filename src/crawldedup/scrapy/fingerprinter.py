@@ -185,7 +185,7 @@ class RequestFingerprinter:
         if self._scrapy is not None or not FAST_PATH or not _method_ok(method):
             return None
         if self._names is None:
-            return _fp_fast(request.url, method, request.body, self.keep_fragments)  # type: ignore[no-any-return]
+            return _fp_fast(request.url, method, request.body, self.keep_fragments)
         url = request.url
         if self._ascii_names and _canonical_fast(url, self.keep_fragments, True) is not None:
             # request_fingerprint canonicalizes url by the same fast path.

@@ -158,9 +158,9 @@ def simhash_jsonl(spark: Any, paths: Union[str, Iterable[str]], *, id_field: str
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
     if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]  # type: ignore[list-item]
+        paths = [paths]
     try:
-        names = [os.fspath(p) for p in paths]  # type: ignore[union-attr]
+        names = [os.fspath(p) for p in paths]
     except TypeError:
         raise TypeError("paths must be a path or an iterable of paths") from None
     names = [n[len("file://"):] if isinstance(n, str) and n.startswith("file://") else n

@@ -135,7 +135,7 @@ def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
     if not isinstance(out_col, str) or not out_col:
         raise ValueError(f"out_col must be a non-empty column name, got {out_col!r}")
     simhash_many(["check the options"], tokenizer=tokenizer, ngram=ngram)  # bad options raise here
-    udf = pandas_udf(_simhash_udf(tokenizer, ngram), T.LongType())  # type: ignore[call-overload]
+    udf = pandas_udf(_simhash_udf(tokenizer, ngram), T.LongType())
     return df.withColumn(out_col, udf(F.col(text_col)))
 
 

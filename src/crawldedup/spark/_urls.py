@@ -95,7 +95,7 @@ def dedup_urls(df: DataFrame, url_col: str, canonical: bool = True,
     _check_flags(canonical, strip_tracking)
     if not isinstance(fp_col, str) or not fp_col or fp_col in df.columns:
         raise ValueError(f"fp_col must be a new column name, got {fp_col!r}")
-    udf = pandas_udf(_fingerprint_udf(canonical, strip_tracking),  # type: ignore[call-overload]
+    udf = pandas_udf(_fingerprint_udf(canonical, strip_tracking),
                      T.BinaryType())
     with_fp = df.withColumn(fp_col, udf(F.col(url_col)))
     others = [c for c in df.columns if c != url_col]

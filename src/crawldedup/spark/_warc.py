@@ -64,9 +64,9 @@ def read_warc(spark: Any, paths: Union[str, Iterable[str]], *,
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
     if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]  # type: ignore[list-item]
+        paths = [paths]
     try:
-        names: List[str] = [os.fspath(p) for p in paths]  # type: ignore[union-attr]
+        names: List[str] = [os.fspath(p) for p in paths]
     except TypeError:
         raise TypeError("paths must be a path or an iterable of paths") from None
     for name in names:
