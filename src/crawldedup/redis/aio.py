@@ -15,7 +15,7 @@ connections.  Open them with ``await Class.open(...)`` (or ``async with``)::
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -274,7 +274,7 @@ class _Checker(FingerprintStore):
     def __init__(self, digest_size: int) -> None:
         self.digest_size = digest_size
 
-    def _insert(self, unique: List[bytes]) -> set:  # pragma: no cover - never called
+    def _insert(self, unique: List[bytes]) -> Set[bytes]:  # pragma: no cover - never called
         raise TypeError("not a store")
 
     _select = _insert

@@ -9,7 +9,7 @@ import json
 import math
 import os
 import secrets
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def shard_keys(name: bytes, shards: int) -> List[bytes]:
     """One key per shard, each with a hash tag of its own and all in
     different cluster slots."""
     keys: List[bytes] = []
-    used: set = set()
+    used: Set[int] = set()
     for i in range(shards):
         j = 0
         while True:
@@ -70,7 +70,7 @@ def shard_keys(name: bytes, shards: int) -> List[bytes]:
     return keys
 
 
-def _check_keys(keys: Any) -> list:
+def _check_keys(keys: Any) -> List[Any]:
     """The keys as a list, every one checked before anything is sent."""
     if isinstance(keys, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"keys must be an iterable of keys, not a single "
@@ -252,7 +252,7 @@ class BloomLogic:
 
     # ------------------------------------------------------- key batches
 
-    def batch_op(self, keys: list, setting: bool) -> Op:
+    def batch_op(self, keys: List[Any], setting: bool) -> Op:
         """add (setting) or contains for checked keys: a numpy bool array.
 
         One request per shard per COMMAND_KEYS keys, yielded as a stream:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import binascii
 import operator
-from typing import Any, Dict, Hashable, Iterable, List, Tuple
+from typing import Any, Dict, Hashable, Iterable, List, Set, Tuple
 
 import numpy as np
 
@@ -111,7 +111,7 @@ class SimhashLogic:
         """Store every (id, fp), all or nothing: ValueError when an id is
         present already (the ids this call claimed are released again)."""
         if len(set(encs)) != len(encs):
-            seen: set = set()
+            seen: Set[bytes] = set()
             for e in encs:
                 if e in seen:
                     raise ValueError(f"id {decode_id(e)!r} is repeated")

@@ -7,7 +7,7 @@ import datetime
 import math
 import numbers
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -261,11 +261,11 @@ class RedisStore(FingerprintStore):
         raw, count = self._raw(fps)
         return self._run(self._logic.contains_op(raw, count))
 
-    def _insert(self, unique: List[bytes]) -> set:
+    def _insert(self, unique: List[bytes]) -> Set[bytes]:
         flags = self.add_many(unique)
         return {fp for fp, new in zip(unique, flags) if new}
 
-    def _select(self, unique: List[bytes]) -> set:
+    def _select(self, unique: List[bytes]) -> Set[bytes]:
         flags = self.contains_many(unique)
         return {fp for fp, hit in zip(unique, flags) if hit}
 

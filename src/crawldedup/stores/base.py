@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import re
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Set
 
 import numpy as np
 
@@ -108,11 +108,11 @@ class FingerprintStore(abc.ABC):
         return np.fromiter((fp in found for fp in items), dtype=np.bool_, count=len(items))
 
     @abc.abstractmethod
-    def _insert(self, unique: List[bytes]) -> set:
+    def _insert(self, unique: List[bytes]) -> Set[bytes]:
         """Each store's own."""
 
     @abc.abstractmethod
-    def _select(self, unique: List[bytes]) -> set:
+    def _select(self, unique: List[bytes]) -> Set[bytes]:
         """Each store's own."""
 
     @abc.abstractmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
@@ -158,7 +158,7 @@ class SQLStore(FingerprintStore):
     def _mark(self) -> str:
         return "?" if self._engine.dialect.paramstyle in ("qmark", "numeric") else "%s"
 
-    def _insert_rows(self, rows: Any) -> set:
+    def _insert_rows(self, rows: Any) -> Set[bytes]:
         q, mark = self._quoted, self._mark()
         with self._engine.begin() as conn:
             if self.dialect == "postgresql":
@@ -187,8 +187,8 @@ class SQLStore(FingerprintStore):
                                 (data,)).first()
         return row is not None
 
-    def _insert(self, unique: List[bytes]) -> set:
-        new: set = set()
+    def _insert(self, unique: List[bytes]) -> Set[bytes]:
+        new: Set[bytes] = set()
         with self._guard():
             for rows in chunks(sorted(unique), self._rows):
                 for attempt in range(_DEADLOCK_RETRIES):
@@ -201,9 +201,9 @@ class SQLStore(FingerprintStore):
                         time.sleep(0.01 * (attempt + 1))  # rolled back: nothing inserted
         return new
 
-    def _select(self, unique: List[bytes]) -> set:
+    def _select(self, unique: List[bytes]) -> Set[bytes]:
         q, mark = self._quoted, self._mark()
-        found: set = set()
+        found: Set[bytes] = set()
         with self._guard():
             with self._engine.connect() as conn:
                 for rows in chunks(unique, self._rows):

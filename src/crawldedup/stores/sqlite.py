@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Set
 
 from crawldedup.errors import StoreUnavailableError
 
@@ -173,9 +173,9 @@ class SQLiteStore(SQLiteFile, FingerprintStore):
         sql = f'SELECT 1 FROM "{self.table}" WHERE fp = ?'
         return bool(self._run(lambda conn: conn.execute(sql, (data,)).fetchone() is not None))
 
-    def _insert(self, unique: List[bytes]) -> set:
-        def work(conn: "sqlite3.Connection") -> set:
-            new: set = set()
+    def _insert(self, unique: List[bytes]) -> Set[bytes]:
+        def work(conn: "sqlite3.Connection") -> Set[bytes]:
+            new: Set[bytes] = set()
             for batch in chunks(unique, TRANSACTION_ROWS):
                 conn.execute("BEGIN IMMEDIATE")
                 # In key order, each transaction's inserts walk the B-tree
@@ -194,9 +194,9 @@ class SQLiteStore(SQLiteFile, FingerprintStore):
         sql = f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES (?)'
         return (fp for fp in rows if conn.execute(sql, (fp,)).rowcount == 1)
 
-    def _select(self, unique: List[bytes]) -> set:
-        def work(conn: "sqlite3.Connection") -> set:
-            found: set = set()
+    def _select(self, unique: List[bytes]) -> Set[bytes]:
+        def work(conn: "sqlite3.Connection") -> Set[bytes]:
+            found: Set[bytes] = set()
             for rows in chunks(unique, STATEMENT_ROWS):
                 sql = (f'SELECT fp FROM "{self.table}" WHERE fp IN ('
                        + ",".join(["?"] * len(rows)) + ")")
