@@ -92,3 +92,5 @@ __all__ += ["FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]
 # ---- lines ----
 split_lines = impl.split_lines
 __all__ += ["split_lines"]
+# The chosen module itself, for kernels only one wrapper uses (redis.bloom).
+__all__ += ["impl"]

@@ -1339,5 +1339,5 @@ def _fp_table_restore(digest_size: int, data: bytes) -> FingerprintTable:
     t = FingerprintTable(digest_size)
     t.load(data)
     return t
-from crawldedup._reference_resp import bloom_resp  # noqa: E402,F401
-from crawldedup._reference_lines import split_lines  # noqa: E402,F401
+from crawldedup._reference_resp import bloom_resp as bloom_resp  # noqa: E402
+from crawldedup._reference_lines import split_lines as split_lines  # noqa: E402

@@ -15,7 +15,7 @@ connections.  Open them with ``await Class.open(...)`` (or ``async with``)::
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
@@ -249,11 +249,11 @@ class AsyncRedisStore(_AsyncBase):
 
     async def add_many(self, fps: Any) -> np.ndarray:
         raw, count = self._raw(fps)
-        return await self._run(self._logic.add_op(raw, count))
+        return cast(np.ndarray, await self._run(self._logic.add_op(raw, count)))
 
     async def contains_many(self, fps: Any) -> np.ndarray:
         raw, count = self._raw(fps)
-        return await self._run(self._logic.contains_op(raw, count))
+        return cast(np.ndarray, await self._run(self._logic.contains_op(raw, count)))
 
     async def add(self, fp: Any) -> bool:
         return bool((await self.add_many([fp]))[0])
@@ -328,10 +328,10 @@ class AsyncRedisBloomFilter(_AsyncBase):
         return self._logic.shards
 
     async def add_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return await self._run(self._logic.batch_op(_check_keys(keys), True))
+        return cast(np.ndarray, await self._run(self._logic.batch_op(_check_keys(keys), True)))
 
     async def contains_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return await self._run(self._logic.batch_op(_check_keys(keys), False))
+        return cast(np.ndarray, await self._run(self._logic.batch_op(_check_keys(keys), False)))
 
     async def add(self, key: Any) -> bool:
         return bool((await self.add_many([key]))[0])
@@ -409,7 +409,8 @@ class AsyncRedisSimhashIndex(_AsyncBase):
 
     async def query(self, fp: int) -> List[Tuple[Hashable, int]]:
         f = _check_fp(fp)
-        return (await self._run(self._logic.query_op(np.array([f], dtype=np.uint64))))[0]
+        return cast("List[Tuple[Hashable, int]]",
+                    (await self._run(self._logic.query_op(np.array([f], dtype=np.uint64))))[0])
 
     async def near_dup(self, fp: int) -> bool:
         return bool(await self.query(fp))

@@ -9,7 +9,7 @@ import json
 import math
 import os
 import secrets
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
@@ -459,11 +459,11 @@ class RedisBloomFilter:
         """Add every key; a numpy bool array, True where the key was new
         (the first of repeats within the call counts as new)."""
         items = _check_keys(keys)
-        return self._run(self._logic.batch_op(items, True))
+        return cast(np.ndarray, self._run(self._logic.batch_op(items, True)))
 
     def contains_many(self, keys: Iterable[Any]) -> np.ndarray:
         items = _check_keys(keys)
-        return self._run(self._logic.batch_op(items, False))
+        return cast(np.ndarray, self._run(self._logic.batch_op(items, False)))
 
     def update(self, keys: Iterable[Any]) -> None:
         self.add_many(keys)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import binascii
 import operator
-from typing import Any, Dict, Hashable, Iterable, List, Set, Tuple
+from typing import Any, Dict, Hashable, Iterable, List, Set, Tuple, cast
 
 import numpy as np
 
@@ -304,7 +304,8 @@ class RedisSimhashIndex:
     def query(self, fp: int) -> List[Tuple[Hashable, int]]:
         """[(id, distance)] within k of fp, by distance then id."""
         f = _check_fp(fp)
-        return self._run(self._logic.query_op(np.array([f], dtype=np.uint64)))[0]
+        return cast("List[Tuple[Hashable, int]]",
+                    self._run(self._logic.query_op(np.array([f], dtype=np.uint64)))[0])
 
     def near_dup(self, fp: int) -> bool:
         return bool(self.query(fp))

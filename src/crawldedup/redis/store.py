@@ -7,7 +7,7 @@ import datetime
 import math
 import numbers
 import time
-from typing import Any, Callable, List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
@@ -255,11 +255,11 @@ class RedisStore(FingerprintStore):
         """Add every digest; a numpy bool array, True where this call added it
         (the first of repeats within the call counts as new)."""
         raw, count = self._raw(fps)
-        return self._run(self._logic.add_op(raw, count))
+        return cast(np.ndarray, self._run(self._logic.add_op(raw, count)))
 
     def contains_many(self, fps: Any) -> np.ndarray:
         raw, count = self._raw(fps)
-        return self._run(self._logic.contains_op(raw, count))
+        return cast(np.ndarray, self._run(self._logic.contains_op(raw, count)))
 
     def _insert(self, unique: List[bytes]) -> Set[bytes]:
         flags = self.add_many(unique)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
@@ -145,7 +145,7 @@ class SQLStore(FingerprintStore):
         code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
         if code in ("40P01", "40001"):
             return True
-        args = getattr(orig, "args", ())
+        args: Tuple[Any, ...] = getattr(orig, "args", ())
         return bool(args) and args[0] in (1213, 1205)  # MySQL deadlock / lock wait timeout
 
     # Statements go to the driver as SQL text (no SQLAlchemy compilation of
