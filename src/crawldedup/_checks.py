@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from crawldedup._kernel import MAX_SEED
 from crawldedup._types import Clock
@@ -28,7 +28,7 @@ def check_generations(value: Any) -> int:
     if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
         raise ValueError(f"generations must be an integer in [{MIN_GENERATIONS}, "
                          f"{MAX_GENERATIONS}], got {value}")
-    return value
+    return cast(int, value)
 
 
 def check_rotate_every(value: Any) -> Optional[float]:
@@ -89,7 +89,7 @@ def check_initial_capacity(value: Any) -> int:
     value = int(value)
     if value < 1:
         raise ValueError(f"initial_capacity must be at least 1, got {value}")
-    return value
+    return cast(int, value)
 
 
 def check_growth(value: Any) -> int:
@@ -102,7 +102,7 @@ def check_growth(value: Any) -> int:
     value = int(value)
     if not 2 <= value < 2 ** 64:
         raise ValueError(f"growth must be an integer in [2, 2**64), got {value}")
-    return value
+    return cast(int, value)
 
 
 def check_open_unit(name: str, value: Any) -> float:

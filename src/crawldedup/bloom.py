@@ -13,7 +13,7 @@ import functools
 import math
 import numbers
 import os
-from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union, cast
 
 
 from crawldedup import _checks, _files
@@ -38,7 +38,7 @@ def _check_capacity(capacity: Any) -> int:
     capacity = int(capacity)
     if capacity < 1:
         raise ValueError(f"capacity must be at least 1, got {capacity}")
-    return capacity
+    return cast(int, capacity)
 
 
 def _check_error_rate(error_rate: Any) -> float:
