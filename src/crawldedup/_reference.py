@@ -8,7 +8,8 @@ without a compiler); the test suite runs every kernel test against both.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, List, Optional, Tuple, Union
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set,
+                    Tuple, Union, cast)
 
 import hashlib
 import sys
@@ -251,6 +252,7 @@ class BloomBits:
 
     __slots__ = ("_bits", "_m", "_k", "_seed", "_count", "_layout", "_readonly", "_counter",
                  "_closed", "_write_hook")
+    _write_hook: Optional[Callable[[], None]]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self._bits: Optional[memoryview] = None
@@ -272,7 +274,7 @@ class BloomBits:
             raise ValueError(
                 f"num_bits must be a multiple of 512 for the blocked layout, got {num_bits}")
         need = nbytes_for(num_bits)
-        view = memoryview(bytearray(need) if buffer is None else buffer).cast("B")
+        view = memoryview(bytearray(need) if buffer is None else cast(Any, buffer)).cast("B")
         if view.readonly and not readonly:
             raise TypeError("buffer must be a writable, C-contiguous bytes-like object")
         if len(view) < need:
@@ -289,7 +291,7 @@ class BloomBits:
 
     def _ready(self) -> memoryview:
         # Subclasses need not call __init__ (the compiled twin has __cinit__).
-        bits = getattr(self, "_bits", None)
+        bits: Optional[memoryview] = getattr(self, "_bits", None)
         if bits is None:
             if getattr(self, "_closed", False):
                 raise ValueError("the filter is closed")
@@ -585,7 +587,7 @@ def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
     return _majority(hashes)
 
 
-def simhash_texts(texts: list, mode: int, word_n: int, char_n: int) -> np.ndarray:
+def simhash_texts(texts: List[str], mode: int, word_n: int, char_n: int) -> np.ndarray:
     _check_tokenizer(mode, word_n, char_n)
     if not isinstance(texts, list):
         raise TypeError(f"texts must be a list of str, not {type(texts).__name__}")
@@ -595,7 +597,7 @@ def simhash_texts(texts: list, mode: int, word_n: int, char_n: int) -> np.ndarra
     return np.array([simhash_text(t, mode, word_n, char_n) for t in texts], dtype=np.uint64)
 
 
-def simhash_hashes(hashes, weights=None) -> int:
+def simhash_hashes(hashes: Any, weights: Any = None) -> int:
     """Bit j is set when the features with bit j set carry more than half of
     the total weight (weights summed in order as float64; None: all 1)."""
     hs = [int(h) for h in np.asarray(hashes, dtype=np.uint64)]
@@ -614,7 +616,7 @@ def simhash_hashes(hashes, weights=None) -> int:
     return sum(1 << j for j in range(64) if 2.0 * sums[j] > total)
 
 
-def hamming_many(fps, fp: int) -> np.ndarray:
+def hamming_many(fps: Any, fp: int) -> np.ndarray:
     """Hamming distance between fp and each of fps (numpy uint8)."""
     return np.array([bin(int(x) ^ fp).count("1") for x in np.asarray(fps, dtype=np.uint64)],
                     dtype=np.uint8)
@@ -654,7 +656,7 @@ def leonsim_text(text: str, f: int = 64) -> int:
     return _leon_value(((w.encode("utf-8"), 1) for w in windows), len(windows), f)
 
 
-def leonsim_features(features: list, weights, total: int, f: int = 64) -> int:
+def leonsim_features(features: List[str], weights: Any, total: int, f: int = 64) -> int:
     _check_f(f)
     if not isinstance(features, list):
         raise TypeError(f"features must be a list of str, not {type(features).__name__}")
@@ -738,8 +740,8 @@ class HammingIndex:
             raise ValueError(f"k must be in [0, {MAX_HAMMING_K}], got {k}")
         self._k = k
         self._blocks = _ix_blocks(k)
-        self._fp: dict = {}                      # id -> fingerprint
-        self._tables: List[dict] = [{} for _ in self._blocks]  # block value -> set of ids
+        self._fp: Dict[int, int] = {}                      # id -> fingerprint
+        self._tables: List[Dict[int, Set[int]]] = [{} for _ in self._blocks]  # block value -> set of ids
 
     @property
     def k(self) -> int:
@@ -877,7 +879,7 @@ _URL_SCHEMES = (b"http", b"https", b"ftp")
 _URL_KEPT_ESCAPES = frozenset((0x25, 0x2F, 0x3B, 0x3F))  # % / ; ? stay escaped in a path
 
 
-def _url_quote(data: bytes, safe: frozenset) -> bytes:
+def _url_quote(data: bytes, safe: FrozenSet[int]) -> bytes:
     return b"".join(bytes((b,)) if b in safe else b"%%%02X" % b for b in data)
 
 
@@ -1139,7 +1141,7 @@ def request_fingerprint_fast(url: object, method: object, body: object,
     return hashlib.sha1(data.encode("ascii")).digest()
 
 
-def _url_batch(urls: object) -> list:
+def _url_batch(urls: object) -> List[Any]:
     if not isinstance(urls, list):
         raise TypeError(f"urls must be a list, not {type(urls).__name__}")
     return list(urls)
@@ -1235,7 +1237,7 @@ class FingerprintTable:
             raise ValueError(f"digest_size must be between 1 and {FP_MAX_DIGEST_SIZE}, "
                              f"got {digest_size}")
         self._ds = digest_size
-        self._keys: set = set()
+        self._keys: Set[bytes] = set()
 
     @property
     def digest_size(self) -> int:
@@ -1315,7 +1317,8 @@ class FingerprintTable:
 
     def to_bytes(self) -> bytes:
         """Every digest, concatenated in the canonical order (docs/fpset.md)."""
-        return b"".join(sorted(self._keys, key=_fp_order))
+        ordered: List[bytes] = sorted(self._keys, key=_fp_order)
+        return b"".join(ordered)
 
     def load(self, data: object) -> None:
         raw = _fp_bytes(data)
