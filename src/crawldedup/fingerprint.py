@@ -31,7 +31,7 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union, cast
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union, cast
 from urllib.parse import ParseResult, quote_plus
 
 import w3lib
@@ -417,7 +417,7 @@ def url_fingerprint(url: Union[str, bytes], *, canonical: bool = True, **kwargs:
     return hashlib.md5(canonicalize_url(url, **kwargs).encode("utf-8")).digest()
 
 
-def _as_list(urls: Any) -> list:
+def _as_list(urls: Any) -> List[Any]:
     if isinstance(urls, (str, bytes, bytearray, memoryview, ParseResult)):
         raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
     try:
@@ -460,7 +460,7 @@ def url_fingerprints(urls: Iterable[Union[str, bytes]], *, canonical: bool = Tru
     return cast(List[bytes], out)
 
 
-def _check_url_types(items: list, indices: List[int],
+def _check_url_types(items: List[Any], indices: List[int],
                      types: Tuple[type, ...] = (str, bytes, ParseResult)) -> None:
     for i in indices:
         if not isinstance(items[i], types):
@@ -469,7 +469,7 @@ def _check_url_types(items: list, indices: List[int],
             raise TypeError(f"urls[{i}]: url must be {names}, not {type(items[i]).__name__}")
 
 
-def _fingerprint_at(i: int, url: Any, kwargs: dict) -> bytes:
+def _fingerprint_at(i: int, url: Any, kwargs: Dict[str, Any]) -> bytes:
     try:
         return url_fingerprint(url, **kwargs)
     except (TypeError, ValueError) as exc:
@@ -589,7 +589,7 @@ class UrlRules:
             if not isinstance(rule, UrlRule):
                 raise TypeError(f"rules must hold UrlRule objects, got {type(rule).__name__}")
         self._rules: List[UrlRule] = items
-        self._exact: dict = {}
+        self._exact: Dict[str, List[int]] = {}
         for index, rule in enumerate(items):
             if not rule.host.startswith("*."):
                 self._exact.setdefault(rule.host, []).append(index)
@@ -598,7 +598,7 @@ class UrlRules:
     def __len__(self) -> int:
         return len(self._rules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[UrlRule]:
         return iter(self._rules)
 
     def __repr__(self) -> str:
@@ -662,7 +662,7 @@ class UrlRules:
 
 # ------------------------------------------------------------ request fingerprints
 
-_METHODS: dict = {}  # method as given -> as Scrapy stores it (upper-cased)
+_METHODS: Dict[str, str] = {}  # method as given -> as Scrapy stores it (upper-cased)
 
 
 def _method_name(method: Any) -> str:
@@ -726,7 +726,7 @@ def _header_name(name: Any) -> bytes:
     raise TypeError(f"a header name must be str or bytes, not {type(name).__name__}")
 
 
-def _stored_headers(headers: Any) -> dict:
+def _stored_headers(headers: Any) -> Dict[bytes, List[bytes]]:
     """Scrapy's Headers(headers): title-cased name -> values, those of names
     equal after title-casing joined in order.  Scrapy's Request builds them
     for any true headers, so bad ones raise even when none is included."""
@@ -741,7 +741,7 @@ def _stored_headers(headers: Any) -> dict:
     except TypeError:
         raise TypeError(f"headers must be a mapping or an iterable of (name, value) pairs, "
                         f"not {type(headers).__name__}") from None
-    stored: dict = {}
+    stored: Dict[bytes, List[bytes]] = {}
     for pair in iterator:
         try:
             name, value = pair
@@ -774,7 +774,8 @@ def _included_names(include_headers: Any) -> List[bytes]:
     return names
 
 
-def _headers_part(stored: dict, names: List[bytes]) -> dict:
+def _headers_part(stored: Dict[bytes, List[bytes]],
+                  names: List[bytes]) -> Dict[str, List[str]]:
     """The "headers" member of Scrapy's fingerprint JSON."""
     out = {}
     for name in names:
