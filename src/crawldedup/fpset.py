@@ -128,7 +128,7 @@ class FingerprintSet(_files.Saved, FingerprintTable):
 
     # ---------------------------------------------------- serialization
 
-    def _header(self, payload: bytes) -> _files.Header:
+    def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         header = _files.Header(
             kind=_files.KIND_FPSET, hash_algorithm=HASH_FPSET_FMIX,
             layout=_files.LAYOUT_STANDARD, flags=0, seed=0, num_bits=0,

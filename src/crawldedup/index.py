@@ -21,7 +21,7 @@ import operator
 import os
 import struct
 from typing import (Any, BinaryIO, Dict, Hashable, Iterable, Iterator, List, Optional, Tuple,
-                    Union)
+                    Union, cast)
 
 import numpy as np
 
@@ -202,7 +202,7 @@ class SimhashIndex:
                 raise TypeError("ids must be an iterable of ids, not a single str or bytes")
             keys = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
             if self._ids is None and all(_u64_int(v) is not None for v in keys):
-                int_ids = np.array([operator.index(v) for v in keys],
+                int_ids = np.array([operator.index(v) for v in cast(List[Any], keys)],
                                    dtype=np.uint64)
                 keys = None
         n = len(int_ids) if int_ids is not None else len(keys)  # type: ignore[arg-type]
@@ -262,7 +262,7 @@ class SimhashIndex:
         present when the first object id arrived come first, by value)."""
         res = self._core.query(fp)  # checks fp: TypeError / ValueError naming it
         if self._ids is None:
-            return res
+            return cast(List[Tuple[Hashable, int]], res)
         names = self._names
         return [(names[c], d) for c, d in res]
 
@@ -358,6 +358,7 @@ class SimhashIndex:
         """Read an index written by :meth:`save`.  CorruptFileError for a
         truncated, damaged, empty or foreign file.  ``path`` may also be a
         binary file object."""
+        data: Union[bytes, bytearray]
         if _files.is_file_object(path):
             data, name = _files.read_object(path)
             return cls._parse(data, name)

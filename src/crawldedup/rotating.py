@@ -428,7 +428,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             payload[at:at + len(bits)] = bits
         return payload
 
-    def _header(self, payload: bytearray) -> _files.Header:
+    def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         newest = self._gens[-1]
         header = _files.Header(
             kind=_files.KIND_ROTATING, hash_algorithm=_files.HASH_MURMUR3_EDH,

@@ -317,7 +317,7 @@ class ScalableBloomFilter(_files.Saved):
         payload = bytearray(_PARAMS.pack(self._growth, self._tightening, len(self._filters)))
         return _members.pack(payload, self._filters)
 
-    def _header(self, payload: bytearray) -> _files.Header:
+    def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         header = _files.Header(
             kind=_files.KIND_SCALABLE, hash_algorithm=_files.HASH_MURMUR3_EDH,
             layout=_files.LAYOUT_STANDARD, flags=0, seed=self._seed, num_bits=0,
