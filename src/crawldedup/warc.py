@@ -32,7 +32,7 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass
-from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 __all__ = ["WARC_SUFFIXES", "WarcDocument", "WarcProblem", "html_to_text", "is_warc_path",
            "iter_warc", "near_dups_documents", "read_documents"]
@@ -102,7 +102,7 @@ def html_to_text(data: bytes, charset: Optional[str] = None) -> str:
             encoding = None
     if encoding is None:
         encoding = detect_encoding(data)
-    tree = HTMLTree.parse(bytes_to_str(data, encoding))
+    tree = HTMLTree.parse(bytes_to_str(data, cast(str, encoding)))
     return str(extract_plain_text(tree))
 
 

@@ -39,7 +39,7 @@ import re
 import sys
 from collections.abc import Iterable
 from itertools import groupby
-from typing import Any, Dict, Iterator, List, Set
+from typing import Any, Dict, Iterator, List, Set, cast
 
 import numpy as np
 
@@ -133,7 +133,7 @@ class Simhash:
                 f"not {type(value).__name__} (Bad parameter with type {type(value)})")
 
     def __eq__(self, other: Any) -> bool:
-        return self.value == other.value
+        return cast(bool, self.value == other.value)
 
     __hash__ = None  # type: ignore[assignment]  # like the package: __eq__ without __hash__
 
@@ -199,8 +199,8 @@ class Simhash:
     def _digest(self, feature: Any) -> bytes:
         if self.hashfunc_returns_int:
             n = self.hashfunc(feature.encode("utf-8")) & (2 ** self.f - 1)
-            return n.to_bytes(self.f_bytes, "big")
-        return self.hashfunc(feature.encode("utf-8"))[-self.f_bytes:]
+            return cast(bytes, n.to_bytes(self.f_bytes, "big"))
+        return cast(bytes, self.hashfunc(feature.encode("utf-8"))[-self.f_bytes:])
 
     def _build_by_features_exact(self, features: Any) -> None:
         """The package's numpy summation, step by step (custom hashfunc,
@@ -428,7 +428,7 @@ class SimhashIndex:
         """Switch to (and return) the Python buckets, for good."""
         if isinstance(self._store, _CoreBuckets):
             self._store = self._store.materialize()
-        return self._store
+        return cast("_Buckets", self._store)
 
     @property
     def bucket(self) -> Dict[str, Set[str]]:

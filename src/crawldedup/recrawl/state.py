@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from email.utils import mktime_tz, parsedate_tz
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -326,7 +326,7 @@ class RecrawlState:
         self.near_duplicate_is_change = bool(near_duplicate_is_change)
         self.store: RecrawlStore = open_recrawl_store(store, **store_options)
         #: counts of this process: verdicts, bad dates and lengths, lies
-        self.stats: Counter = Counter()
+        self.stats: Counter[str] = Counter()
         # host -> (pooled rate, time.monotonic() when computed): the rates
         # this process last computed (recording a batch computes its hosts'
         # new rates anyway); due() reuses them for HOST_RATE_TTL seconds
@@ -455,7 +455,7 @@ class RecrawlState:
         length = found.get("content_length", "")
         old_length = row[_P_CONTENT_LENGTH]
         if length.isdigit() and old_length is not None:
-            return int(length) == old_length
+            return cast(bool, int(length) == old_length)
         return False
 
     # ------------------------------------------------------------ recording
@@ -782,7 +782,7 @@ class RecrawlState:
         wanted = limit * 8 + 64 if per_host is not None else 2 * limit + 64
         chosen: List[str] = []
         per: Dict[str, int] = {}
-        seen: set = set()
+        seen: Set[str] = set()
         for until in ((now, float("inf")) if fill else (now,)):
             candidates = self.store.due_candidates(float(until), wanted + len(seen))
             if seen:

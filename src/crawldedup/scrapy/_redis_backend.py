@@ -29,7 +29,7 @@ locally (its point is a small, fixed size): every request is one round trip.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import logging
 
@@ -161,7 +161,7 @@ class _RedisBloom:
         self.warned = False
 
     def __len__(self) -> int:
-        return self.bf.estimated_count()
+        return cast(int, self.bf.estimated_count())
 
     def seen(self, fp: bytes) -> bool:
         if len(fp) != DIGEST_SIZE:

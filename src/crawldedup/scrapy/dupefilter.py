@@ -44,7 +44,7 @@ import hashlib
 import logging
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Optional, cast
 
 import numpy as np
 
@@ -460,7 +460,7 @@ class DupeFilter(BaseDupeFilter):
     def request_seen(self, request: "Request") -> bool:
         """True when a request with the same fingerprint was seen before
         (then the scheduler drops it); else records it and returns False."""
-        return self._seen(self._fingerprint(request))
+        return cast(bool, self._seen(self._fingerprint(request)))
 
     def _unusable(self, fp: bytes) -> bool:
         assert self._error is not None

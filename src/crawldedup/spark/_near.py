@@ -23,7 +23,7 @@ near_duplicates runs in two shuffles:
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 from pyspark.sql import DataFrame, Window
@@ -87,7 +87,7 @@ def _check_k(k: Any) -> int:
     k = operator.index(k)
     if not 0 <= k <= _MAX_K:
         raise ValueError(f"k must be in [0, {_MAX_K}], got {k}")
-    return k
+    return cast(int, k)
 
 
 # ---------------------------------------------------------------- simhash
@@ -124,7 +124,8 @@ def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
     The fingerprints are computed by :func:`crawldedup.simhash_many` on
     Arrow batches (a pandas UDF), with the GIL released for each batch.
     """
-    from pyspark.sql.functions import pandas_udf
+    # pyspark's stubs leave out this public re-export of pyspark.sql.pandas.functions.
+    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
     from crawldedup.simhash import simhash_many
 
@@ -147,7 +148,7 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
 
     def block(f: np.ndarray, t: int) -> np.ndarray:
         shift, width = shapes[t]
-        return (f >> np.uint64(shift)) & np.uint64((1 << width) - 1)
+        return cast(np.ndarray, (f >> np.uint64(shift)) & np.uint64((1 << width) - 1))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa

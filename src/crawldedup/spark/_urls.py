@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -86,7 +86,8 @@ def dedup_urls(df: DataFrame, url_col: str, canonical: bool = True,
     own key, as in ``crawldedup urls --canonical``.  Rows whose URL is null
     are kept as they are.  The result has df's columns and ``fp_col``.
     """
-    from pyspark.sql.functions import pandas_udf
+    # pyspark's stubs leave out this public re-export of pyspark.sql.pandas.functions.
+    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
     check_df(df)
     dtype = column_type(df, url_col, "url_col")
@@ -122,7 +123,7 @@ def _orderable(dtype: T.DataType) -> bool:
     return True
 
 
-def _partition_filter(params: tuple, canonical: bool,
+def _partition_filter(params: Tuple[Any, ...], canonical: bool,
                       strip_tracking: bool) -> Callable[[Iterable[Any]], Iterator[bytes]]:
     capacity, error_rate, layout, seed = params
 
