@@ -417,15 +417,15 @@ class _Canonical:
         if self._fast():
             # The batch kernel itself: canonicalize_urls adds two Python
             # loops over the batch, a third of this mode's time (profiled).
-            keys = canonicalize_urls_fast(urls, False, True, True)
+            keys = cast(List[Any], canonicalize_urls_fast(urls, False, True, True))
             if None in keys:
                 for i, key in enumerate(keys):
                     if key is None:
                         keys[i] = self._slow(urls[i])
             return keys
         from crawldedup import fingerprint
-        keys = fingerprint.canonicalize_urls(urls, strip_params=self.strip_params,
-                                             errors="none")
+        keys = cast(List[Any], fingerprint.canonicalize_urls(
+            urls, strip_params=self.strip_params, errors="none"))
         for i, key in enumerate(keys):
             if key is None:
                 keys[i] = urls[i]
