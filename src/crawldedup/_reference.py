@@ -741,7 +741,8 @@ class HammingIndex:
         self._k = k
         self._blocks = _ix_blocks(k)
         self._fp: Dict[int, int] = {}                      # id -> fingerprint
-        self._tables: List[Dict[int, Set[int]]] = [{} for _ in self._blocks]  # block value -> set of ids
+        # block value -> set of ids
+        self._tables: List[Dict[int, Set[int]]] = [{} for _ in self._blocks]
 
     @property
     def k(self) -> int:

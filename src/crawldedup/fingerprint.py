@@ -31,7 +31,8 @@ import inspect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union, cast
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple,
+                    Union, cast)
 from urllib.parse import ParseResult, quote_plus
 
 import w3lib
