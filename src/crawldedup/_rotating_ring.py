@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, cast
 
 from crawldedup import _checks, _files, _mapped
 from crawldedup import _rotating_state as _state
@@ -27,6 +27,7 @@ from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFil
 from crawldedup._types import Clock, PathLike
 
 if TYPE_CHECKING:
+    from crawldedup._schedule import Ring
     from crawldedup.rotating import RotatingBloomFilter
 
 
@@ -36,6 +37,12 @@ class SharedRing(MappedHandle):
     ``_gens``, ``_generations``)."""
 
     __slots__ = ()
+
+    # Given by RotatingBloomFilter's slots; set by _attach.
+    _mapping: Any
+    _words: Any
+    _slots: Any
+    _seq: int
 
     @classmethod
     def open(cls, path: PathLike, capacity: Optional[int] = None,
@@ -131,10 +138,11 @@ class SharedRing(MappedHandle):
         # A view the mapping releases when it closes: a bare memoryview held
         # by a traceback would keep the mapping from closing.
         state = _state.parse_state(header, mapping.view(_files.HEADER_SIZE), bad)
-        found = {"capacity": header.capacity, "error_rate": header.error_rate,
-                 "generations": state.generations, "rotate_every": state.rotate_every,
-                 "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
-                 "layout": _files.LAYOUT_NAMES[header.layout]}
+        found: Dict[str, Any] = {
+            "capacity": header.capacity, "error_rate": header.error_rate,
+            "generations": state.generations, "rotate_every": state.rotate_every,
+            "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
+            "layout": _files.LAYOUT_NAMES[header.layout]}
         diff = [f"{name} {value!r} (the file has {found[name]!r})"
                 for name, value in asked.items() if found[name] != value]
         if diff:
@@ -142,7 +150,7 @@ class SharedRing(MappedHandle):
                                           + ", ".join(diff))
         count = state.generations
         layout = found["layout"]
-        self = cls.__new__(cls)
+        self = cast("RotatingBloomFilter", cls.__new__(cls))
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
                          state.rotate_at_fill, header.seed, layout, clock)
         self._mapping = mapping
@@ -184,7 +192,7 @@ class SharedRing(MappedHandle):
             raise
         return self
 
-    def _before_seal(self) -> None:
+    def _before_seal(self: Ring) -> None:
         """Bring the header up to date before the checksum is computed (the
         caller holds the file alone): finish a rotation a killed writer left
         half done, and store the insert count."""
@@ -195,7 +203,7 @@ class SharedRing(MappedHandle):
         at = _files.COUNT_AT
         self._mapping.mem[at:at + 8] = (total & (2 ** 64 - 1)).to_bytes(8, "little")
 
-    def _sync(self, locked: bool = False, first: bool = False) -> None:
+    def _sync(self: Ring, locked: bool = False, first: bool = False) -> None:
         """Follow the rotations other processes made (seen through the state
         block's sequence number; odd while a rotation is being written)."""
         words = self._words
@@ -221,7 +229,7 @@ class SharedRing(MappedHandle):
         self._set_schedule(epoch, periods, rotations)
         self._seq = seq
 
-    def _apply_pending(self) -> None:
+    def _apply_pending(self: Ring) -> None:
         """Do the rotation written in the state block's pending fields: clear
         the dropped slots, then publish the new schedule and newest slot."""
         self._mapping.begin_write()
@@ -238,7 +246,7 @@ class SharedRing(MappedHandle):
             words[live] = words[pending]
         words[_state.W_SEQUENCE] = words[_state.W_SEQUENCE] + 1
 
-    def _shared_rotation(self, action: Callable[[], None]) -> None:
+    def _shared_rotation(self: Ring, action: Callable[[], None]) -> None:
         """Run action (which may rotate) as the only process rotating this
         file, on its current state; publish the rotations it made."""
         mapping = self._mapping
@@ -264,6 +272,6 @@ class SharedRing(MappedHandle):
                 self._apply_pending()
                 self._seq = words[_state.W_SEQUENCE]
 
-    def _release_storage(self) -> None:
+    def _release_storage(self: Ring) -> None:
         for member in self._slots:
             member._release()  # refused while a batch call runs in another thread

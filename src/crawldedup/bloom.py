@@ -188,6 +188,7 @@ class BloomFilter(BloomBits, MappedHandle):
     """
 
     __slots__ = ("_capacity", "_error_rate", "_mapping")
+    _mapping: Optional[_mapped.MappedFile]
 
     def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0,
                  layout: str = "standard") -> None:

@@ -21,7 +21,7 @@ import math
 import struct
 import time
 from typing import (Any, Iterable, Optional, Sequence,
-                    Tuple, Union)
+                    Tuple, Union, cast)
 
 import numpy as np
 
@@ -340,7 +340,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             take = absent[:room]
             self._settle(keys, take[newest.add_many(pick(keys, take))], out)
             todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
-            if newest.insert_count >= limit:
+            if newest.insert_count >= cast(int, limit):  # room was finite
                 now = self._rotate_at(now, by_fill=True)
         return out
 
