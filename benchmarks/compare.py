@@ -442,7 +442,8 @@ class PySet(Peer):
 
 ALL_PEERS = [Crawldedup, CrawldedupBlocked, Rbloom, RbloomSha256, PyBloomFilterMmap3,
              PyBloomLive, FastbloomRs, PySet]
-SCENARIO2_PEERS = {"crawldedup", "crawldedup-blocked", "rbloom", "rbloom-sha256", "pybloomfiltermmap3",
+SCENARIO2_PEERS = {"crawldedup", "crawldedup-blocked", "rbloom", "rbloom-sha256",
+                   "pybloomfiltermmap3",
                    "pybloom-live", "fastbloom-rs"}
 
 

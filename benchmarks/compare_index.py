@@ -524,7 +524,8 @@ def main(argv=None) -> int:
             "error")}), flush=True)
         rows.append(r)
     seomoz = None
-    if not args.only or "simhash-pybind".startswith(args.only.split(",")[0]) or "seomoz" in args.only:
+    if (not args.only or "simhash-pybind".startswith(args.only.split(",")[0])
+            or "seomoz" in args.only):
         seomoz = seomoz_find_all(args.seomoz_path, args.n, args.k, args.reps)
         print("  simhash-pybind find_all", json.dumps(seomoz), flush=True)
 
@@ -569,7 +570,8 @@ def main(argv=None) -> int:
             single += f" (first {r['single_queries_timed']})"
         lines.append(
             f"| {r['peer']} | {r['n']:,} | {fmt(r.get('build_s'), 3)} | "
-            f"{fmt(mem / 2 ** 20)} ({fmt(mem / r['n'], 1)}) | {fmt(r.get('us_per_query_raw'), 3)} | "
+            f"{fmt(mem / 2 ** 20)} ({fmt(mem / r['n'], 1)}) | "
+            f"{fmt(r.get('us_per_query_raw'), 3)} | "
             f"{fmt(r.get('us_per_query_batch'), 3)} | "
             f"{single} | {fmt(r.get('recall'), 4)} | {fmt(r.get('precision'), 4)} |")
     lines += ["", "Ratios (peer time / crawldedup time; > 1 means crawldedup is faster):", ""]
@@ -591,7 +593,8 @@ def main(argv=None) -> int:
         ("build vs simhash SimhashIndex(objs)", ratio(ls, "build_s"), None),
     ]
     for label, value, target in checks:
-        mark = "" if target is None or value is None else (" — met" if value >= target else " — MISSED")
+        mark = ("" if target is None or value is None
+                else (" — met" if value >= target else " — MISSED"))
         lines.append(f"- {label}: {fmt(value, 1)}x{mark}")
     if me.get("rss_delta"):
         bpf = me["rss_delta"] / me["n"]
@@ -649,9 +652,11 @@ def main(argv=None) -> int:
             sp = seomoz["pairs_s"]
             lines.append(f"- simhash-pybind find_all(hashes, {args.k + 1}, {args.k}): {sp:.3f} s, "
                          f"{seomoz['pairs_found']:,} pairs"
-                         + (f" — crawldedup {sp / me['pairs_s']:.1f}x faster" if me.get("pairs_s") else ""))
-    lines += ["", f"Total wall time {perf() - t_start:.0f} s.  Command: "
-              f"`python benchmarks/compare_index.py{' ' + ' '.join(argv or sys.argv[1:]) if (argv or sys.argv[1:]) else ''}`", ""]
+                         + (f" — crawldedup {sp / me['pairs_s']:.1f}x faster"
+                            if me.get("pairs_s") else ""))
+    given = argv or sys.argv[1:]
+    command = "python benchmarks/compare_index.py" + (" " + " ".join(given) if given else "")
+    lines += ["", f"Total wall time {perf() - t_start:.0f} s.  Command: `{command}`", ""]
     text = "\n".join(lines)
     print(text)
     (out / "compare_index.md").write_text(text)

@@ -68,7 +68,8 @@ for start in range(0, n, chunk):
     m = min(chunk, n - start)
     add(fingerprints(m))
 gc.collect()
-print(json.dumps({"bytes": rss() - before, "len": len(df) if kind != "scrapy" else len(df._fingerprints)}))
+print(json.dumps({"bytes": rss() - before,
+                  "len": len(df) if kind != "scrapy" else len(df._fingerprints)}))
 """
 
 

@@ -135,9 +135,11 @@ def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
         c = w3_canonicalize_url(u)
         mismatches["canonicalize_url"] += canonicalize_url(u) != c
         mismatches["url_fingerprint"] += url_fingerprint(u) != md5(c.encode()).digest()
-        mismatches["request_fingerprint"] += request_fingerprint(u) != scrapy_fingerprint(Request(u))
+        mismatches["request_fingerprint"] += (request_fingerprint(u)
+                                              != scrapy_fingerprint(Request(u)))
     mismatches["url_fingerprints (batch)"] = sum(
-        a != md5(w3_canonicalize_url(u).encode()).digest() for a, u in zip(url_fingerprints(urls), urls))
+        a != md5(w3_canonicalize_url(u).encode()).digest()
+        for a, u in zip(url_fingerprints(urls), urls))
     mismatches["canonicalize_urls (batch)"] = sum(
         a != w3_canonicalize_url(u) for a, u in zip(canonicalize_urls(urls), urls))
     mismatches["canonicalize_urls (batch, bytes)"] = sum(
@@ -240,7 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000, help="URLs per corpus (default 100,000)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median)")
-    ap.add_argument("--workloads", default=os.environ.get("CRAWLDEDUP_WORKLOADS", DEFAULT_WORKLOADS),
+    ap.add_argument("--workloads",
+                    default=os.environ.get("CRAWLDEDUP_WORKLOADS", DEFAULT_WORKLOADS),
                     help="directory holding the project's workloads.py (frontier corpus); "
                          "skipped when absent")
     ap.add_argument("--out", default=str(HERE / "results"), help="output directory")

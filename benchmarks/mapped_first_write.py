@@ -70,8 +70,8 @@ def main() -> None:
     med = {name: statistics.median(values) for name, values in rows.items()}
     print(f"capacity {args.capacity:,}: a {size / 2**20:,.0f} MiB file; batches of "
           f"{args.batch:,} keys; median of {args.repeat} ({crawldedup.IMPLEMENTATION})")
-    print(f"| step | ms |")
-    print(f"|---|---|")
+    print("| step | ms |")
+    print("|---|---|")
     for name, value in med.items():
         print(f"| {name} | {value * 1e3:,.2f} |")
     check = med["first add (checks the file)"] - med["first add after verify=True"]

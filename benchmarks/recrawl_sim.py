@@ -208,7 +208,8 @@ def main() -> None:
     rate, host = make_rates(args.urls, args.hosts, rng)
     per_day = rate * DAY
     print(f"{args.urls:,} URLs on {args.hosts:,} sites; changes a day: "
-          f"never {np.mean(rate == 0):.0%}, < 1/week {np.mean((per_day > 0) & (per_day < 1 / 7)):.0%}, "
+          f"never {np.mean(rate == 0):.0%}, "
+          f"< 1/week {np.mean((per_day > 0) & (per_day < 1 / 7)):.0%}, "
           f"1/week..1/day {np.mean((per_day >= 1 / 7) & (per_day < 1)):.0%}, "
           f"1..24 {np.mean((per_day >= 1) & (per_day < 24)):.0%}, >= hourly "
           f"{np.mean(per_day >= 24):.1%}; budget {args.budget:,} fetches a day "

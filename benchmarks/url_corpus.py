@@ -167,7 +167,8 @@ def realistic_urls(n: int = 100_000, seed: int = 7) -> list[str]:
             url = _odd(rng, uid)
         else:
             kind = rng.random()
-            host, path, params = (_shop if kind < 0.45 else _news if kind < 0.85 else _forum)(rng, uid)
+            make = _shop if kind < 0.45 else _news if kind < 0.85 else _forum
+            host, path, params = make(rng, uid)
             params = list(params) + _tracking(rng)
             if params and rng.random() < 0.5:
                 rng.shuffle(params)

@@ -143,8 +143,8 @@ class Site:
                 site.gate.wait()
                 if site.delay:
                     time.sleep(site.delay)
-                body = ("<html><body>" + "".join(f'<a href="{h}">l</a>' for h in links(i, site.pages))
-                        + "</body></html>").encode()
+                anchors = "".join(f'<a href="{h}">l</a>' for h in links(i, site.pages))
+                body = ("<html><body>" + anchors + "</body></html>").encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", str(len(body)))

@@ -145,7 +145,8 @@ def test_union_and_intersection():
     assert u.estimated_count() == 3 and u.insert_count == 3
 
 
-@pytest.mark.parametrize("other", [BloomFilter(1000, 0.001), BloomFilter(999), BloomFilter(1000, seed=9)])
+@pytest.mark.parametrize("other", [BloomFilter(1000, 0.001), BloomFilter(999),
+                                   BloomFilter(1000, seed=9)])
 def test_incompatible_operands(other):
     a = BloomFilter(1000)
     for op in (lambda: a | other, lambda: a & other):
@@ -314,7 +315,8 @@ class BloomAgainstSet(RuleBasedStateMachine):
 
 
 TestBloomAgainstSet = BloomAgainstSet.TestCase
-TestBloomAgainstSet.settings = settings(max_examples=examples(0.2), stateful_step_count=40, deadline=None)
+TestBloomAgainstSet.settings = settings(max_examples=examples(0.2), stateful_step_count=40,
+                                        deadline=None)
 
 
 def test_large_filters_round_trip(tmp_path):

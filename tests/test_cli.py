@@ -202,7 +202,8 @@ def test_kill_9_neither_loses_nor_repeats_urls(tmp_path):
     state = tmp_path / "s"
     urls = [f"https://e.com/{i}".encode() for i in range(KILL_FEED)]
     proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "urls", "--state", str(state)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
     first = []
     half = KILL_FEED // 2
 
@@ -268,7 +269,8 @@ def test_info_repairs_a_killed_writers_file(tmp_path):
 
 
 def test_console_script_is_installed():
-    script = pathlib.Path(sys.executable).with_name("crawldedup.exe" if os.name == "nt" else "crawldedup")
+    script = pathlib.Path(sys.executable).with_name(
+        "crawldedup.exe" if os.name == "nt" else "crawldedup")
     assert script.exists()
     run = subprocess.run([str(script), "--version"], capture_output=True, timeout=60)
     assert run.returncode == 0 and run.stdout.startswith(b"crawldedup ")

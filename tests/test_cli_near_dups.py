@@ -95,7 +95,8 @@ def test_clusters_are_the_connected_components(tmp_path):
     groups = {}
     for x in parent:
         groups.setdefault(find(x), set()).add(x)
-    assert sorted(sorted(c["members"]) for c in clusters) == sorted(sorted(g) for g in groups.values())
+    assert (sorted(sorted(c["members"]) for c in clusters)
+            == sorted(sorted(g) for g in groups.values()))
     for c in clusters:
         assert c["size"] == len(c["members"]) >= 2
         assert c["members"] == sorted(c["members"], key=position.__getitem__)

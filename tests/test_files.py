@@ -235,7 +235,8 @@ def test_kill_9_during_saves_leaves_a_whole_file_and_no_temp_pile(tmp_path):
         proc.wait(timeout=60)
         proc.stdout.close()
         loaded = BloomFilter.load(path)  # never torn
-        assert loaded.contains_many(["a1", "a999"]).all() or loaded.contains_many(["b1", "b999"]).all()
+        assert (loaded.contains_many(["a1", "a999"]).all()
+                or loaded.contains_many(["b1", "b999"]).all())
     # Killed writers may have left their temp files; the next save removes them.
     sample().save(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.bloom"]

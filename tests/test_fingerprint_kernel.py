@@ -69,7 +69,8 @@ def test_kernels_reject_non_str_url(impl):
 
 # ------------------------------------------------------------------ batches
 
-batch_items = st.lists(fast_urls() | urls() | st.sampled_from([None, 1, b"http://a.com/", "\ud800"]),
+batch_items = st.lists(fast_urls() | urls()
+                       | st.sampled_from([None, 1, b"http://a.com/", "\ud800"]),
                        max_size=30)
 
 
@@ -94,7 +95,8 @@ def test_batch_kernels_on_long_and_empty_lists(core, reference):
         assert impl.url_fingerprints_fast([]) == []
         assert impl.request_fingerprints_fast([], "GET") == []
     assert core.url_fingerprints_fast(items) == reference.url_fingerprints_fast(items)
-    assert core.request_fingerprints_fast(items, "PUT") == reference.request_fingerprints_fast(items, "PUT")
+    assert (core.request_fingerprints_fast(items, "PUT")
+            == reference.request_fingerprints_fast(items, "PUT"))
     assert core.url_fingerprints_fast(items)[-1] is None
 
 

@@ -13,7 +13,8 @@ seeds = st.integers(min_value=0, max_value=2 ** 32 - 1)
 # Lengths around the 16-byte block boundary are where tails go wrong.
 edge_bytes = st.one_of(
     st.binary(max_size=70),
-    st.integers(0, 5).flatmap(lambda blocks: st.binary(min_size=16 * blocks, max_size=16 * blocks + 15)),
+    st.integers(0, 5).flatmap(
+        lambda blocks: st.binary(min_size=16 * blocks, max_size=16 * blocks + 15)),
 )
 
 

@@ -338,7 +338,8 @@ def test_file_round_trip_and_layout(tmp_path, object_ids):
     assert list(back.pairs()) == list(ix.pairs())
     if not object_ids:
         fps, ids = ix._core.items()
-        assert data[_files.HEADER_SIZE:] == fps.astype("<u8").tobytes() + ids.astype("<u8").tobytes()
+        assert (data[_files.HEADER_SIZE:]
+                == fps.astype("<u8").tobytes() + ids.astype("<u8").tobytes())
     # no temporary files left behind
     assert sorted(os.listdir(tmp_path)) == ["x.cdx"]
 

@@ -245,7 +245,8 @@ class IndexMachine(RuleBasedStateMachine):
             return f
         return data_fp
 
-    @rule(target=ids, fp=fp_st, near=st.integers(0, 50), bits=st.lists(st.integers(0, 63), max_size=5))
+    @rule(target=ids, fp=fp_st, near=st.integers(0, 50),
+          bits=st.lists(st.integers(0, 63), max_size=5))
     def add(self, fp, near, bits):
         f = self._fp(fp, near, bits)
         i = self.next_id * 7919 % (1 << 64)
@@ -305,7 +306,8 @@ class IndexMachine(RuleBasedStateMachine):
         assert len(self.ix) == len(self.model)
 
 
-IndexMachine.TestCase.settings = settings(max_examples=examples(0.08), stateful_step_count=25, deadline=None)
+IndexMachine.TestCase.settings = settings(max_examples=examples(0.08), stateful_step_count=25,
+                                          deadline=None)
 TestIndexMachineCore = IndexMachine.TestCase
 
 
@@ -377,7 +379,8 @@ def test_extreme_values(impl):
     for k in KS:
         ix = impl.HammingIndex(k)
         vals = [0, U64, 1 << 63, (1 << 63) - 1, 1, U64 - 1]
-        ix.add_many(np.array(vals, dtype=np.uint64), np.array([U64, 0, 1, 2, 3, 4], dtype=np.uint64))
+        ix.add_many(np.array(vals, dtype=np.uint64),
+                    np.array([U64, 0, 1, 2, 3, 4], dtype=np.uint64))
         for q in vals:
             assert ix.query(q) == brute_query(vals, [U64, 0, 1, 2, 3, 4], q, k)
         assert got_pairs(ix) == brute_pairs(vals, [U64, 0, 1, 2, 3, 4], k)
@@ -474,8 +477,9 @@ def test_big_shared_block_buckets_join_recursively(core, k, shared):
         for b in rng.choice(64 - shared, size=int(rng.integers(0, k + 2)), replace=False):
             f ^= 1 << int(b)
         fps[i] = f
-    ids = (np.arange(n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(12345)) % np.uint64(1 << 40) \
-        if k % 2 else np.arange(n, dtype=np.uint64)   # 64-bit and 32-bit id storage
+    spread = ((np.arange(n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(12345))
+              % np.uint64(1 << 40))
+    ids = spread if k % 2 else np.arange(n, dtype=np.uint64)   # 64-bit and 32-bit id storage
     ix = core.HammingIndex(k)
     ix.add_many(fps, ids)
     assert got_pairs(ix) == brute_pairs(fps, ids, k)

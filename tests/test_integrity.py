@@ -390,7 +390,8 @@ def test_load_refuses_anything_but_a_path_or_a_binary_file(tmp_path, cls):
         with pytest.raises(TypeError, match="path|file"):
             cls.load(bad)
     os.fstat(0)  # stdin was not closed
-    made = {BloomFilter: lambda: BloomFilter(100), ScalableBloomFilter: lambda: ScalableBloomFilter(100),
+    made = {BloomFilter: lambda: BloomFilter(100),
+            ScalableBloomFilter: lambda: ScalableBloomFilter(100),
             RotatingBloomFilter: lambda: RotatingBloomFilter(100),
             FingerprintSet: lambda: FingerprintSet(16), SimhashIndex: lambda: SimhashIndex()}[cls]()
     if cls is FingerprintSet:

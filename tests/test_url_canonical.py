@@ -28,7 +28,8 @@ def twin_agrees(impl, url, keep_fragments=False, keep_blank_values=False):
 
 
 def load_corpus():
-    spec = importlib.util.spec_from_file_location("url_corpus", ROOT / "benchmarks" / "url_corpus.py")
+    spec = importlib.util.spec_from_file_location("url_corpus",
+                                                  ROOT / "benchmarks" / "url_corpus.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -145,8 +146,8 @@ def test_fast_path_equals_w3lib(impl, url, keep_fragments, keep_blank_values):
 
 
 @given(url=urls(), keep_fragments=st.booleans(), keep_blank_values=st.booleans())
-@example(url="http://a.com/%2525%252f/%2f%2F%3b%3F%25/..%2F..;p%3b?%2B+=%2b&&b", keep_fragments=True,
-         keep_blank_values=True)
+@example(url="http://a.com/%2525%252f/%2f%2F%3b%3F%25/..%2F..;p%3b?%2B+=%2b&&b",
+         keep_fragments=True, keep_blank_values=True)
 @example(url="https://a.b/x;y/z;;?#", keep_fragments=True, keep_blank_values=False)
 def test_fast_path_never_disagrees(impl, url, keep_fragments, keep_blank_values):
     if not W3LIB_25:
@@ -163,7 +164,8 @@ def test_fast_path_never_disagrees(impl, url, keep_fragments, keep_blank_values)
     "http://例子.测试/", "http://[::ffff:1.2.3.4]/", "http://[::ffff:102:304]/",
     "http://[fe80::1%25eth0]/", "http://[v1.x]/", "http://[1.2.3.4]/", "http://[::1",
     "http://[::1:2:3:4:5:6:7:8]/", "http://u[x]@a.com/", "http://a.com/\x01b", "http://a.com/\x7f",
-    "file:///x", "ws://a.com/;x", "wss://a.com/", "http://example.com:65536/", "http://example.com:8x/", "http:///path", "http:example.com",
+    "file:///x", "ws://a.com/;x", "wss://a.com/", "http://example.com:65536/",
+    "http://example.com:8x/", "http:///path", "http:example.com",
     "mailto:a@b.c", "", "http://", "http://:80/",
 ])
 def test_fast_path_declines(impl, url):
@@ -203,7 +205,8 @@ def test_fast_path_type_error(impl):
 
 def test_long_url_uses_the_heap(impl):
     # Beyond the stack buffer of the core: the same answer as w3lib.
-    url = "https://a.com/" + "%E4%B8%AD/" * 2000 + "?" + "&".join(f"k{i}=v" for i in range(3000, 0, -1))
+    url = ("https://a.com/" + "%E4%B8%AD/" * 2000 + "?"
+           + "&".join(f"k{i}=v" for i in range(3000, 0, -1)))
     got = impl.canonicalize_url_fast(url, True, True)
     assert got is not None and "k1=v&k10=v" in got
     assert got == (w3lib_canonicalize_url(url) if W3LIB_25

@@ -246,7 +246,8 @@ def test_canonicalize_urls_arguments():
     items = ["http://a.com:80/x?utm_source=1&b=2", b"http://A.com/y#f"]
     assert canonicalize_urls(items, strip_params=True, remove_default_port=True) == \
         [canonicalize_url(u, strip_params=True, remove_default_port=True) for u in items]
-    assert canonicalize_urls(iter(items), True, True) == [canonicalize_url(u, True, True) for u in items]
+    assert (canonicalize_urls(iter(items), True, True)
+            == [canonicalize_url(u, True, True) for u in items])
     assert canonicalize_urls(items, encoding="latin-1") == \
         [w3lib_canonicalize_url(u, encoding="latin-1") for u in items]
     assert canonicalize_urls([]) == []

@@ -141,7 +141,8 @@ def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
         if 0 < version < 256:
             raise IncompatibleFilterError(
                 f"{_where(path)} uses file format version {version}; this crawldedup reads "
-                f"version {FORMAT_VERSION}" + (" (upgrade crawldedup)" if version > FORMAT_VERSION else ""))
+                f"version {FORMAT_VERSION}"
+                + (" (upgrade crawldedup)" if version > FORMAT_VERSION else ""))
         raise CorruptFileError(path, f"impossible format version {version}")
     if header_size != HEADER_SIZE or payload_offset != HEADER_SIZE:
         raise CorruptFileError(path, f"header size {header_size} / payload offset "

@@ -488,7 +488,6 @@ class BloomBits:
 # ---- simhash ----
 # Twins of the kernels in _core_simhash.pxi / _cd_simhash.h.
 
-import hashlib as _hashlib
 
 TOKENIZER_AUTO = 0
 TOKENIZER_WORDS = 1
@@ -623,7 +622,7 @@ def hamming_many(fps: Any, fp: int) -> np.ndarray:
 
 
 def md5_digest(data: Key) -> bytes:
-    return _hashlib.md5(_key_bytes(data)).digest()
+    return hashlib.md5(_key_bytes(data)).digest()
 
 
 def _check_f(f: int) -> None:
@@ -637,7 +636,7 @@ def _leon_value(pairs: Iterable[Tuple[bytes, int]], total: int, f: int) -> int:
     max(weight, 0) to each of its bits (see cd_leon_features)."""
     sums = [0] * f
     for data, w in pairs:
-        h = int.from_bytes(_hashlib.md5(data).digest()[-(f // 8):], "big")
+        h = int.from_bytes(hashlib.md5(data).digest()[-(f // 8):], "big")
         for j in range(f):
             if (h >> j) & 1:
                 sums[j] += max(w, 0)
@@ -1109,7 +1108,8 @@ def canonicalize_url_fast(url: object, keep_fragments: bool = False,
     return out.decode("ascii")
 
 
-_URL_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_URL_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789"
+                       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 def url_fingerprint_fast(url: object, keep_fragments: bool = False,

@@ -241,8 +241,10 @@ class SharedRing(MappedHandle):
         # rotation again must clear the same slots.
         for slot in _state.dropped_slots(words[_state.W_P_NEWEST], words[_state.W_DROPS], count):
             self._slots[slot].clear()
-        for live, pending in ((_state.W_EPOCH, _state.W_P_EPOCH), (_state.W_PERIODS, _state.W_P_PERIODS),
-                              (_state.W_ROTATIONS, _state.W_P_ROTATIONS), (_state.W_NEWEST, _state.W_P_NEWEST)):
+        for live, pending in ((_state.W_EPOCH, _state.W_P_EPOCH),
+                              (_state.W_PERIODS, _state.W_P_PERIODS),
+                              (_state.W_ROTATIONS, _state.W_P_ROTATIONS),
+                              (_state.W_NEWEST, _state.W_P_NEWEST)):
             words[live] = words[pending]
         words[_state.W_SEQUENCE] = words[_state.W_SEQUENCE] + 1
 

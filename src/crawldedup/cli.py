@@ -753,7 +753,8 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
         due = rf.next_rotation
         lines = [
             f"capacity: {rf.capacity:,} per generation",
-            f"error rate (target): {rf.error_rate:g} (each generation {rf.error_rate / rf.generations:.3g})",
+            f"error rate (target): {rf.error_rate:g} "
+            f"(each generation {rf.error_rate / rf.generations:.3g})",
             f"layout: {rf.layout}",
             f"generations: {rf.generations}, each {first.num_bits:,} bits "
             f"({first.nbytes / 2**20:,.2f} MiB), hash functions: {first.num_hashes}, "

@@ -136,7 +136,8 @@ def _check_strip_params(strip_params: Any) -> Optional[_ParamFilter]:
                         f"not {type(strip_params).__name__}") from None
     for name in names:
         if not isinstance(name, str) or not name or name == "*":
-            raise ValueError(f"strip_params entries must be non-empty parameter names, got {name!r}")
+            raise ValueError(f"strip_params entries must be non-empty parameter names, "
+                             f"got {name!r}")
     return _param_filter(names)
 
 

@@ -20,8 +20,9 @@ with irregular ones it is the MLE with each changed interval replaced by their
 mean.  The prior enters as pseudo-observations: ``PRIOR_WEIGHT`` intervals of
 length ``1 / lambda0`` of which the share ``1 - 1/e`` ended with a change
 (so that without data the estimate is ``lambda0``; the bias correction ``t/2``
-uses the page's own intervals only), ``lambda0`` being the page's host's pooled rate (the same estimator
-over the sums of all its pages), or the global prior for a new host.
+uses the page's own intervals only), ``lambda0`` being the page's host's
+pooled rate (the same estimator over the sums of all its pages), or the
+global prior for a new host.
 
 Allocation (Cho & Garcia-Molina, "Synchronizing a database to improve
 freshness", 2000): under a budget of fetches per unit time, the freshness

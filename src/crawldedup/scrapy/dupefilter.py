@@ -313,7 +313,8 @@ class _Bloom:
         self.bf.close()
 
 
-def _open_backend(name: Any, settings: Any, jobdir: Optional[str], spider_name: Optional[str]) -> Any:
+def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
+                  spider_name: Optional[str]) -> Any:
     if name not in BACKENDS:
         raise DupeFilterConfigError(f"CRAWLDEDUP_DUPEFILTER must be one of "
                                     f"{', '.join(repr(b) for b in BACKENDS)}, got {name!r}")
