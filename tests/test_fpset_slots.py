@@ -10,16 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import examples
 
+from crawldedup import _reference
+
 MASK = (1 << 64) - 1
 
 
-def fmix(k):
-    k ^= k >> 33
-    k = (k * 0xFF51AFD7ED558CCD) & MASK
-    k ^= k >> 33
-    k = (k * 0xC4CEB9FE1A85EC53) & MASK
-    k ^= k >> 33
-    return k
+fmix = _reference._fmix64  # MurmurHash3's finalizer, as the twin has it
 
 
 def unfmix(k):

@@ -309,7 +309,7 @@ def redis_key(redis_url):
     key = f"test-crawldedup-scrapy-{uuid.uuid4().hex}"
     yield key
     client = redis.Redis.from_url(redis_url)
-    client.delete(key)
+    client.delete(key, *client.keys(f"{key}:*"))  # a set, or a Bloom filter's keys
     client.close()
 
 
@@ -399,21 +399,9 @@ def test_under_scrapy_redis_scheduler(redis_url):
 
 # --------------------------------------------------------- redis-bloom
 
-@pytest.fixture
-def bloom_key(redis_url):
-    import uuid
-
-    import redis
-    key = f"test-crawldedup-scrapy-bloom-{uuid.uuid4().hex}"
-    yield key
-    client = redis.Redis.from_url(redis_url)
-    client.delete(*(client.keys(f"{key}:*") or [f"{key}:meta"]))
-    client.close()
-
-
-def test_redis_bloom_backend_is_shared(redis_url, bloom_key):
+def test_redis_bloom_backend_is_shared(redis_url, redis_key):
     settings = {"CRAWLDEDUP_DUPEFILTER": "redis-bloom", "CRAWLDEDUP_REDIS_URL": redis_url,
-                "CRAWLDEDUP_REDIS_KEY": bloom_key, "CRAWLDEDUP_CAPACITY": 10_000,
+                "CRAWLDEDUP_REDIS_KEY": redis_key, "CRAWLDEDUP_CAPACITY": 10_000,
                 "CRAWLDEDUP_ERROR_RATE": 0.001}
     _, a = make(**settings)
     _, b = make(**settings)
@@ -426,8 +414,8 @@ def test_redis_bloom_backend_is_shared(redis_url, bloom_key):
     import redis
     client = redis.Redis.from_url(redis_url)
     try:
-        assert client.exists(f"{bloom_key}:meta") == 1
-        assert not client.exists(f"{bloom_key}")  # no set: the bits live in shard keys
+        assert client.exists(f"{redis_key}:meta") == 1
+        assert not client.exists(f"{redis_key}")  # no set: the bits live in shard keys
     finally:
         client.close()
     a.close("finished")
@@ -436,10 +424,10 @@ def test_redis_bloom_backend_is_shared(redis_url, bloom_key):
     b.close("finished")
 
 
-def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, bloom_key, caplog):
+def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, redis_key, caplog):
     from crawldedup.scrapy import _redis_backend
     settings = {"CRAWLDEDUP_DUPEFILTER": "redis-bloom", "CRAWLDEDUP_REDIS_URL": redis_url,
-                "CRAWLDEDUP_REDIS_KEY": bloom_key, "CRAWLDEDUP_CAPACITY": 2_000,
+                "CRAWLDEDUP_REDIS_KEY": redis_key, "CRAWLDEDUP_CAPACITY": 2_000,
                 "CRAWLDEDUP_ERROR_RATE": 0.01}
     _, df = make(**settings)
     try:
@@ -461,9 +449,9 @@ def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, bloom_k
         df.close("finished")
 
 
-def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, bloom_key):
+def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, redis_key):
     from crawldedup import StoreUnavailableError
-    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": bloom_key}
+    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": redis_key}
     DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=1_000).settings
                ).close("finished")
     with pytest.raises(DupeFilterConfigError, match="CRAWLDEDUP_CAPACITY"):
@@ -476,17 +464,17 @@ def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, bloom_key):
     import redis
     client = redis.Redis.from_url(redis_url)
     try:
-        client.rpush(f"{bloom_key}-list:meta", "a list, not a filter")
-        with pytest.raises(DupeFilterConfigError, match=f"{bloom_key}-list"):
+        client.rpush(f"{redis_key}-list:meta", "a list, not a filter")
+        with pytest.raises(DupeFilterConfigError, match=f"{redis_key}-list"):
             DupeFilter("redis-bloom", settings=crawler(
-                CRAWLDEDUP_REDIS_URL=redis_url, CRAWLDEDUP_REDIS_KEY=f"{bloom_key}-list"
+                CRAWLDEDUP_REDIS_URL=redis_url, CRAWLDEDUP_REDIS_KEY=f"{redis_key}-list"
             ).settings)
     finally:
-        client.delete(f"{bloom_key}-list:meta")
+        client.delete(f"{redis_key}-list:meta")
         client.close()
 
 
-def test_redis_bloom_key_follows_the_spider(redis_url):
+def test_redis_redis_key_follows_the_spider(redis_url):
     import redis
     c = crawler(CRAWLDEDUP_DUPEFILTER="redis-bloom", CRAWLDEDUP_REDIS_URL=redis_url,
                 CRAWLDEDUP_CAPACITY=1_000)

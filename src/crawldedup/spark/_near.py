@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from crawldedup.index import _check_k  # the same k SimhashIndex takes
 from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
                                       column_type)
 
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # the workers of near_duplicates never import pandas (a secon
 
 __all__ = ["simhash_column", "near_duplicates", "to_signed", "to_unsigned", "blocks"]
 
-_MAX_K = 8
 
 
 def to_signed(fp: int) -> int:
@@ -79,15 +79,6 @@ def blocks(k: int) -> List[Tuple[int, int]]:
         top -= width
         out.append((top, width))
     return out
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an int, not {type(k).__name__}")
-    k = operator.index(k)
-    if not 0 <= k <= _MAX_K:
-        raise ValueError(f"k must be in [0, {_MAX_K}], got {k}")
-    return cast(int, k)
 
 
 # ---------------------------------------------------------------- simhash
