@@ -288,10 +288,12 @@ cdef object _cdu_ascii_str(const unsigned char* data, Py_ssize_t n):
     return s
 
 
-cdef list _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values, int what,
-                     object method):
+cdef object _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values, int what,
+                       object method, bint packed=False):
     """The batch kernels: a list with the answer for each item of urls (a
-    list) and None where the wrapper must find it (see above)."""
+    list) and None where the wrapper must find it (see above).  With packed
+    (digests only): (one bytes object of the digests end to end, the list of
+    the indexes whose digest the wrapper must find, zeros in the bytes)."""
     cdef list items = list(urls)  # our own references: nothing frees an item mid-call
     cdef Py_ssize_t n = len(items), i, mlen = 0, per, at = 0
     cdef Py_ssize_t width = 16 if what == _CDU_B_URL_MD5 or what == _CDU_B_RAW_MD5 else 20
@@ -379,6 +381,8 @@ cdef list _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values, i
             failed |= jobs[r].failed
         if failed:
             raise MemoryError()
+        if packed:
+            return _cdu_packed(digests, done, n, width)
         out = [None] * n
         for r in range(threads):
             for i in range(jobs[r].start, jobs[r].stop):
@@ -404,6 +408,34 @@ cdef list _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values, i
         PyMem_Free(outlens)
         PyMem_Free(digests)
         PyMem_Free(done)
+
+
+cdef tuple _cdu_packed(const unsigned char* digests, const unsigned char* done, Py_ssize_t n,
+                       Py_ssize_t width):
+    """(the digests (stride 20) end to end at width bytes each, zeros where
+    not done; the indexes not done)."""
+    cdef object blob = _cdu_bytes(NULL, n * width)
+    cdef unsigned char* o = <unsigned char*>PyBytes_AS_STRING(blob)
+    cdef Py_ssize_t i
+    cdef list missing = []
+    for i in range(n):
+        if done[i]:
+            memcpy(o + i * width, digests + 20 * i, <size_t>width)
+        else:
+            memset(o + i * width, 0, <size_t>width)
+            missing.append(i)
+    return blob, missing
+
+
+def url_digests_packed(urls, bint canonical=False):
+    """The digests of url_digests_fast(urls) (or, with canonical, of
+    url_fingerprints_fast(urls)) end to end in one bytes object, 16 bytes
+    each, and the list of the indexes where those give None (their 16 bytes
+    are zeros here).  No object per URL: the command line's exact mode."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    return _cdu_batch(urls, False, True, _CDU_B_URL_MD5 if canonical else _CDU_B_RAW_MD5,
+                      None, True)
 
 
 def canonicalize_urls_fast(urls, bint keep_fragments=False, bint keep_blank_values=True,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from crawldedup import FingerprintSet, SQLiteStore, SQLStore
+from crawldedup import BloomFilter, FingerprintSet, SQLiteStore, SQLStore
 
 from conftest import require_service
 
@@ -155,3 +155,97 @@ def test_db_unreachable_fails_loudly(tmp_path):
     assert b"error" in run.stderr and b"127.0.0.1:1" in run.stderr
     bad = crawldedup("urls", "--state", tmp_path / "s", "--db", "sqlite:///", stdin=b"u\n")
     assert bad.returncode == 1 and b"file path" in bad.stderr
+
+
+# ---- keys computed ahead (--exact, --canonical): a worker thread hashes or
+# canonicalizes the next chunk while this one is recorded and printed
+
+AHEAD_MODES = [["--exact"], ["--canonical"], ["--canonical", "--exact"]]
+
+
+@pytest.mark.parametrize("mode", AHEAD_MODES)
+def test_keys_ahead_over_many_chunks_prints_each_url_once_in_order(tmp_path, mode):
+    """A file of several 1 MiB chunks, with repeats within and across chunks
+    and at chunk borders: the first occurrence of each URL, in input order."""
+    urls = [f"https://news.example/section/{i % 997}/article-{i}?utm_source=x&page={i % 7}"
+            for i in range(60_000)]
+    feed = []
+    for i, url in enumerate(urls):
+        feed.append(url)
+        if i % 3 == 0:
+            feed.append(urls[(i * 7919) % (i + 1)])  # an earlier URL, or this one again
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(feed) + "\n")
+    assert path.stat().st_size > 5 << 20  # several chunks
+    run = crawldedup("urls", path, "--state", tmp_path / "s", *mode)
+    assert run.returncode == 0, run.stderr
+    expected = list(dict.fromkeys(feed))
+    got = lines(run.stdout)
+    if "--exact" in mode:
+        assert got == expected  # no false positive, and the input order
+    else:  # a Bloom filter: a false positive drops a URL, never reorders one
+        kept = set(got)
+        assert len(got) >= len(expected) - 5 and kept <= set(expected)
+        assert got == [u for u in expected if u in kept]
+    assert f"read {len(feed)}, new {len(got)}".encode() in run.stderr
+
+
+@pytest.mark.parametrize("mode", AHEAD_MODES)
+def test_keys_ahead_never_waits_for_more_input_on_a_pipe(tmp_path, mode):
+    """A URL a crawler writes to the pipe is printed at once, while the
+    pipe stays open (reading ahead would block until the next one)."""
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "urls", "--state",
+                             str(tmp_path / "s"), *mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for i in range(3):
+            proc.stdin.write(f"https://p.example/{i}\n".encode())
+            proc.stdin.flush()
+            assert proc.stdout.readline() == f"https://p.example/{i}\n".encode()
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("mode", [[], ["--canonical"], ["--exact"]])
+def test_signal_while_printing_a_big_chunk_keeps_what_was_printed(tmp_path, sig, mode):
+    """Stopped by a signal while a big file streams in and the output pipe
+    is full: every URL recorded was printed whole (a buffered write dropped
+    most of a 1 MiB chunk here once), and a rerun prints exactly the others."""
+    urls = [f"https://s.example/{i}" for i in range(400_000)]
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(urls) + "\n")
+    state = tmp_path / "seen.fps"
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "urls", str(path),
+                             "--state", str(state), *mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    assert first == b"https://s.example/0\n"
+    proc.send_signal(sig)
+    out = proc.stdout.read()  # the rest, what readline buffered included
+    err = proc.stderr.read()
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    printed = [first.strip()] + out.split()
+    if proc.returncode == 0:  # it had finished before the signal came
+        assert len(printed) == len(urls)
+    else:
+        assert proc.returncode == 128 + sig, err
+        assert b"the state was saved" in err
+    assert f"new {len(printed)},".encode() in err  # what it says it printed came out
+    if "--exact" in mode:
+        fps = FingerprintSet.load(state)
+        assert len(fps) == len(printed)
+        assert fps.contains_many([hashlib.md5(u).digest() for u in printed]).all()
+    else:
+        assert BloomFilter.load(state).contains_many(printed).all()
+    rerun = crawldedup("urls", path, "--state", state, *mode)
+    assert rerun.returncode == 0, rerun.stderr
+    assert sorted(rerun.stdout.split() + printed) == sorted(u.encode() for u in urls)

@@ -156,6 +156,21 @@ def test_digest_batch_kernel(impl, items):
     assert got == expected
 
 
+@given(items=batch_items, canonical=st.booleans())
+def test_packed_digest_kernel(impl, items, canonical):
+    """url_digests_packed: the list kernels' digests end to end, zeros and
+    the index where those give None."""
+    blob, missing = impl.url_digests_packed(items, canonical)
+    listed = impl.url_fingerprints_fast(items) if canonical else impl.url_digests_fast(items)
+    assert missing == [i for i, d in enumerate(listed) if d is None]
+    assert blob == b"".join(bytes(16) if d is None else d for d in listed)
+
+
+def test_packed_digest_kernel_refuses_what_is_not_a_list(impl):
+    with pytest.raises(TypeError, match="urls must be a list, not tuple"):
+        impl.url_digests_packed(("http://a/",))
+
+
 @given(items=st.lists(fast_urls() | urls() | byte_urls, max_size=20),
        keep_fragments=st.booleans(), keep_blank_values=st.booleans())
 def test_canonicalize_urls_equals_w3lib(items, keep_fragments, keep_blank_values):
@@ -211,6 +226,10 @@ def test_threaded_batches_equal_single_calls_and_twin(threads, core, reference):
             [None if c is None else c.encode() for c in one]
         assert core.url_fingerprints_fast(items) == one_md5
         assert core.url_digests_fast(items) == one_raw
+        for canonical, listed in ((False, one_raw), (True, one_md5)):
+            blob, missing = core.url_digests_packed(items, canonical)
+            assert missing == [i for i, d in enumerate(listed) if d is None]
+            assert blob == b"".join(bytes(16) if d is None else d for d in listed)
         assert core.request_fingerprints_fast(strs, "GET") == one_req
     assert one == reference.canonicalize_urls_fast(items)
     assert one_md5 == reference.url_fingerprints_fast(items)

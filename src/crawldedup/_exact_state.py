@@ -34,7 +34,7 @@ import numpy as np
 from crawldedup import _files
 from crawldedup._url_state import UrlState
 from crawldedup.errors import CrawldedupError
-from crawldedup._kernel import url_digests_fast
+from crawldedup._kernel import url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
 from crawldedup.fpset import FingerprintSet
 
@@ -48,6 +48,15 @@ DB_READ_SIZE = 8 << 20
 # --db: digests known to be in the database, kept in memory (27 bytes each at
 # most) to skip repeats; emptied past this many.
 KNOWN_LIMIT = 8_000_000
+
+
+def fill_missing(blob: bytes, missing: List[int], digests: Any) -> np.ndarray:
+    """The packed digests (``url_digests_packed``) with those of the indexes
+    it left to Python put in place."""
+    buf = bytearray(blob)
+    for i, digest in zip(missing, digests):
+        buf[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)] = digest
+    return np.frombuffer(bytes(buf), dtype=f"S{DIGEST_SIZE}")
 
 
 def flag_list(names: List[str]) -> str:
@@ -116,11 +125,12 @@ class ExactState(UrlState):
         """The MD5 digests of the lines (of their canonical forms with
         --canonical), computed once per chunk: ``url_fingerprints(lines,
         canonical=False)``, through its batch kernel (without the GIL, on
-        several threads for big chunks)."""
-        digests: List[Any] = url_digests_fast(lines)
-        if None in digests:  # not for lines read (bytes) nor canonical forms (str)
-            digests = list(url_fingerprints(lines, canonical=False))
-        return np.frombuffer(b"".join(digests), dtype=f"S{DIGEST_SIZE}")
+        several threads for big chunks), end to end in one buffer."""
+        blob, missing = url_digests_packed(lines)
+        if missing:  # not for lines read (bytes) nor canonical forms (str)
+            return fill_missing(blob, missing, url_fingerprints(
+                [lines[i] for i in missing], canonical=False))
+        return np.frombuffer(blob, dtype=f"S{DIGEST_SIZE}")
 
     def canonical_keys(self, canonical: Any, lines: List[Any]) -> np.ndarray:
         """The MD5 digests of the canonical forms, in the canonicalizer's

@@ -79,9 +79,10 @@ url_fingerprints_fast = impl.url_fingerprints_fast
 request_fingerprints_fast = impl.request_fingerprints_fast
 canonicalize_urls_fast = impl.canonicalize_urls_fast
 url_digests_fast = impl.url_digests_fast
+url_digests_packed = impl.url_digests_packed
 __all__ += ["canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
             "url_fingerprints_fast", "request_fingerprints_fast", "canonicalize_urls_fast",
-            "url_digests_fast"]
+            "url_digests_fast", "url_digests_packed"]
 
 # ---- fpset ----
 FingerprintTable = impl.FingerprintTable

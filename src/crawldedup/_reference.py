@@ -1180,6 +1180,17 @@ def url_digests_fast(urls: object) -> List[Optional[bytes]]:
     return out
 
 
+def url_digests_packed(urls: object, canonical: bool = False) -> Tuple[bytes, List[int]]:
+    """The digests of url_digests_fast(urls) (of url_fingerprints_fast(urls)
+    with canonical) end to end, 16 bytes each (zeros where those give None),
+    and the indexes where those give None."""
+    if not isinstance(urls, list):
+        raise TypeError(f"urls must be a list, not {type(urls).__name__}")
+    digests = url_fingerprints_fast(urls) if canonical else url_digests_fast(urls)
+    missing = [i for i, d in enumerate(digests) if d is None]
+    return b"".join(bytes(16) if d is None else d for d in digests), missing
+
+
 def request_fingerprints_fast(urls: object, method: object,
                               keep_fragments: bool = False) -> List[Optional[bytes]]:
     """[request_fingerprint_fast(u, method, b"", keep_fragments) for u in urls],
