@@ -5,7 +5,7 @@ import importlib
 
 
 MODULES = ["crawldedup", "crawldedup.bloom", "crawldedup.scalable", "crawldedup.rotating",
-           "crawldedup._rotating_ring", "crawldedup._reference", "crawldedup._core"]
+           "crawldedup._rotating_ring", "crawldedup._reference.bloom", "crawldedup._core"]
 
 
 def test_docstring_examples():

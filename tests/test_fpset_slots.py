@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import examples
 
-from crawldedup import _reference
+from crawldedup._reference.bloom import _fmix64
 
 MASK = (1 << 64) - 1
 
 
-fmix = _reference._fmix64  # MurmurHash3's finalizer, as the twin has it
+fmix = _fmix64  # MurmurHash3's finalizer, as the twin has it
 
 
 def unfmix(k):

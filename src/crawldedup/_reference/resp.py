@@ -1,5 +1,5 @@
-"""Pure-Python twin of src/_core_resp.pxi: the Redis BITFIELD operations of
-a batch of keys for crawldedup.redis.RedisBloomFilter."""
+"""Twin of ``src/_core_resp.pxi``: the Redis BITFIELD operations of a batch
+of keys for crawldedup.redis.RedisBloomFilter."""
 
 from __future__ import annotations
 
@@ -7,21 +7,20 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-MAX_HASHES = 64
+from crawldedup._reference.bloom import MAX_NUM_HASHES, _check_seed, _layout_code, hash_indices
 
 
 def bloom_resp(keys: Any, k: int, m: int, seed: int, layout: str, shard_bits: int,
                shards: int, setting: bool) -> Tuple[List[bytes], np.ndarray]:
     """The BITFIELD operations for keys, grouped by shard (see the core's
     docstring): ``(ops, shard_of)``."""
-    from crawldedup._reference import _check_seed, _layout_code, hash_indices
     _check_seed(seed)
     layout = _layout_code(layout)
     for value in (k, m, shard_bits, shards):
         if not isinstance(value, int):
             raise TypeError("k, m, shard_bits and shards must be ints")
-    if k < 1 or k > MAX_HASHES:
-        raise ValueError(f"k must be in [1, {MAX_HASHES}], got {k}")
+    if k < 1 or k > MAX_NUM_HASHES:
+        raise ValueError(f"k must be in [1, {MAX_NUM_HASHES}], got {k}")
     if m < 1 or m >= 2 ** 64:
         raise ValueError(f"m must be in [1, 2**64), got {m}")
     if layout == "blocked" and m % 512:

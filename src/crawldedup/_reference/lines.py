@@ -1,4 +1,4 @@
-"""Twin of src/_core_lines.pxi: the input splitter of ``crawldedup urls``."""
+"""Twin of ``src/_core_lines.pxi``: the input splitter of ``crawldedup urls``."""
 
 from __future__ import annotations
 
