@@ -13,8 +13,7 @@ import crawldedup
 PACKAGE = pathlib.Path(crawldedup.__file__).resolve().parent
 INTEGRATIONS = ("crawldedup.redis", "crawldedup.scrapy", "crawldedup.recrawl",
                 "crawldedup.spark", "crawldedup.warc")
-COMMAND_LINE = ("crawldedup.cli", "crawldedup._near_dups", "crawldedup._exact_state",
-                "crawldedup._url_state", "crawldedup.__main__")
+COMMAND_LINE = ("crawldedup.cli", "crawldedup._near_dups", "crawldedup.__main__")
 OPTIONAL = ("redis", "hiredis", "scrapy", "twisted", "scrapy_redis", "pyspark", "pyarrow",
             "pandas", "sqlalchemy", "psycopg", "pymysql", "warcio", "tqdm", "selectolax",
             "resiliparse", "lxml", "w3lib_html")

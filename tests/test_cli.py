@@ -337,9 +337,9 @@ def test_a_plain_state_cannot_rotate(tmp_path):
                                            ("12h", 43200), ("7d", 604800), ("2w", 1209600),
                                            ("1d12h", 129600), ("0.5h", 1800)])
 def test_durations(text, seconds):
-    from crawldedup.cli import _duration, _format_duration
-    assert _duration(text) == seconds
-    assert _duration(_format_duration(seconds)) == seconds
+    from crawldedup.cli import duration, format_duration
+    assert duration(text) == seconds
+    assert duration(format_duration(seconds)) == seconds
 
 
 @pytest.mark.parametrize("args, words", [

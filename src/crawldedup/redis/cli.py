@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import IO, Any, List
 
-from crawldedup._url_state import UrlState
+from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
 SCHEMES = ("redis://", "rediss://")
@@ -41,7 +41,7 @@ def _parts(url: str) -> Any:
 
 class RedisState(UrlState):
     """The Bloom state of ``crawldedup urls`` in a RedisBloomFilter (a
-    UrlState, see crawldedup._url_state).
+    UrlState, see crawldedup.cli._url_state).
 
     The command prints only what ``add_many`` reported new -- atomically, in
     Redis -- so crawlers on several machines sharing the filter print each

@@ -19,7 +19,7 @@ Two places to keep them:
   crawlers sharing one database print each URL once between them.  ``--state``
   then names the local lock and pending journal.
 
-It is a ``crawldedup._url_state.UrlState``: the command computes each chunk's
+It is a ``crawldedup.cli._url_state.UrlState``: the command computes each chunk's
 digests once (``keys``) and hands them to the lookup and the insert.
 """
 
@@ -32,7 +32,7 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 from crawldedup import _files
-from crawldedup._url_state import UrlState
+from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 from crawldedup._kernel import url_digests_packed
 from crawldedup.fingerprint import url_fingerprints

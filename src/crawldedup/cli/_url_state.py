@@ -21,7 +21,7 @@ The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
 
 Each kind of state is one class here or in its own module: Bloom filters and
 rotating Bloom filters (:class:`BloomState`), exact fingerprint sets and
-fingerprint stores (``crawldedup._exact_state.ExactState``).  A new kind
+fingerprint stores (``crawldedup.cli._exact_state.ExactState``).  A new kind
 (another store, say) is one more class and one more branch where the command
 opens its state.
 """

@@ -1,0 +1,113 @@
+"""What the commands share: the defaults of a new state, the usage error,
+the argument types (durations, counts, probabilities) and file kinds."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from crawldedup import _files
+
+
+DEFAULT_CAPACITY = 10_000_000
+
+
+DEFAULT_ERROR_RATE = 0.01
+
+
+class UsageError(Exception):
+    """Bad command-line arguments, found after parsing (exit status 2)."""
+
+
+def file_kind(path: str) -> int:
+    """The kind of crawldedup file at path (``_files.KIND_*``); CorruptFileError
+    for a file that is not one."""
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    return _files.parse_header(head, os.path.getsize(path), path).kind
+
+
+def kind_name(kind: int) -> str:
+    return _files.KIND_NAMES.get(kind, f"file of unknown kind {kind}")
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 URL', '2 URLs'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def show_value(value: Any, flag: str) -> str:
+    if flag == "--rotate-every":
+        return "never (by hand only)" if value is None else format_duration(value)
+    return str(value)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration(text: str) -> float:
+    """Seconds in '3600', '90s', '15m', '12h', '7d', '2w' or a sum like '1d12h'."""
+    import re
+    spec = text.strip().lower()
+    if spec.startswith("-"):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
+    try:
+        seconds = float(spec)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", spec)
+        if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhdw])", "", spec).strip():
+            raise argparse.ArgumentTypeError(
+                f"not a duration: {text!r} (use seconds, or a number with a unit s, m, h, d "
+                f"or w, e.g. 12h or 1d12h)") from None
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    if not (seconds > 0 and seconds < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    for unit, size in (("w", 604800.0), ("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def generations(text: str) -> int:
+    from crawldedup.rotating import MAX_GENERATIONS, MIN_GENERATIONS
+    value = integer(text)
+    if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
+        raise argparse.ArgumentTypeError(
+            f"must be in [{MIN_GENERATIONS}, {MAX_GENERATIONS}], got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def integer(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        try:
+            as_float = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not as_float.is_integer():
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        value = int(as_float)
+    return value
+
+
+def probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in the open interval (0, 1), got {text}")
+    return value

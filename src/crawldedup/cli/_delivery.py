@@ -1,0 +1,449 @@
+"""The parts of ``crawldedup urls``'s loop: stopping on signals without
+losing a URL, the state's lock, the pending journal, chunks of input lines,
+canonical keys, keys computed ahead on a worker thread, and output written
+whole."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import stat
+import sys
+from itertools import compress
+from types import FrameType
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, cast
+
+import numpy as np
+
+from crawldedup._kernel import canonicalize_urls_fast, split_lines, url_digests_packed
+from crawldedup.cli._url_state import UrlState
+from crawldedup.errors import CrawldedupError
+
+
+class Stopped(Exception):
+    """Raised by the signal handler while the command waits for input."""
+
+
+class SignalGuard:
+    """SIGINT/SIGTERM handling that never loses a URL.
+
+    While the command blocks reading input, a signal stops it at once.  While
+    it records and prints a chunk, a signal only sets ``signum``; the loop
+    stops after the chunk is printed, so that a URL is never recorded as seen
+    without having been printed.
+    """
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self.reading = False
+        self._saved: List[Any] = []
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self.reading:
+            self.reading = False
+            raise Stopped()
+
+    def __enter__(self) -> "SignalGuard":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._saved.append((sig, signal.signal(sig, self._handle)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._saved:
+            signal.signal(sig, previous)
+
+
+class StateLock:
+    """An exclusive lock on ``PATH.lock``, held while a command uses PATH.
+
+    The lock file is removed when the command ends.  A process that opened
+    the lock file just before its holder removed it would lock a file no
+    longer at that path: after locking, each process checks that the path
+    still names the file it locked, and otherwise tries again."""
+
+    def __init__(self, state_path: str) -> None:
+        self.path = state_path + ".lock"
+        self._fd: Optional[int] = None
+
+    def __enter__(self) -> "StateLock":
+        for _ in range(100):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if sys.platform == "win32":
+                    import msvcrt
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                else:
+                    import fcntl
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise CrawldedupError(
+                    f"the state file {self.path[:-5]!r} is in use by another crawldedup "
+                    f"process (lock {self.path!r})") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                self._fd = fd
+                return self
+            os.close(fd)  # removed by its last holder meanwhile: lock the new one
+        raise CrawldedupError(f"cannot lock {self.path!r}: it keeps being replaced")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            if sys.platform != "win32":  # Windows cannot remove an open file
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
+            if sys.platform == "win32":
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+
+
+def read_lines(source: BinaryIO, read_size: int) -> Iterator[List[bytes]]:
+    """Chunks of stripped, non-blank lines, as soon as input is available."""
+    pending = b""
+    read = getattr(source, "read1", source.read)
+    while True:
+        data = read(read_size)
+        if not data:
+            break
+        if pending:
+            data = pending + data
+        chunk, used = split_lines(data, False)
+        pending = data[used:]
+        if chunk:
+            yield chunk
+    last, _ = split_lines(pending, True)
+    if last:
+        yield last
+
+
+class OutputFailed(Exception):
+    pass
+
+
+class Journal:
+    """The URLs of the chunk being recorded and printed, kept in
+    ``STATE.pending`` until they are printed.  A run killed in between (or
+    whose output failed) left them recorded as seen but maybe not printed: the
+    next run prints them first.  Written without fsync: it guards against a
+    killed process, whose writes the OS keeps, not against power loss.
+
+    The file is empty while nothing is pending: ``hold`` writes a chunk at
+    its start, ``release`` truncates it (one system call each)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        self.dirty = True  # what an earlier run left: truncated before the first hold
+
+    def pending(self) -> List[bytes]:
+        size = os.fstat(self.fd).st_size
+        data = _read_at(self.fd, size, 0)
+        if not data.endswith(b"\n"):  # killed while writing it: nothing recorded yet
+            data = data[:data.rfind(b"\n") + 1]
+        # Unique: a chunk may hold a URL twice (the first one counted).
+        return list(dict.fromkeys(line for line in data.split(b"\n") if line))
+
+    def hold(self, urls: List[bytes]) -> None:
+        if self.dirty:
+            os.ftruncate(self.fd, 0)
+        data = b"\n".join(urls) + b"\n"
+        self.dirty = True
+        _write_at(self.fd, data, 0)
+
+    def release(self) -> None:
+        os.ftruncate(self.fd, 0)
+        self.dirty = False
+
+    def close(self) -> None:
+        try:
+            empty = os.fstat(self.fd).st_size == 0
+        finally:
+            os.close(self.fd)
+        if empty:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while size > 0:
+        part = os.read(fd, size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        if hasattr(os, "pwrite"):
+            done = os.pwrite(fd, view, offset)
+        else:  # pragma: no cover (Windows)
+            os.lseek(fd, offset, os.SEEK_SET)
+            done = os.write(fd, view)
+        view = view[done:]
+        offset += done
+
+
+def _write_all(out: BinaryIO, data: bytes) -> None:
+    """Write data to out whole, and flush it.
+
+    A buffered writer's write() of a big block into a full pipe drops the
+    rest of the block when a signal arrives meanwhile and its handler
+    returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the other
+    end): the command would have recorded URLs it never printed.  So the
+    block goes to the file descriptor with os.write, which returns how much
+    it wrote, until all is written; the buffered writer is flushed first."""
+    out.flush()
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file: an in-memory stream
+        out.write(data)
+        out.flush()
+        return
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+SLOW_CACHE = 1 << 16
+
+
+#: A state whose keys cost a pass of their own (--canonical, --exact) reads at
+#: least this much input per chunk: a chunk's keys are computed on a worker
+#: thread while the chunk before is recorded (KeysAhead), and a chunk of more
+#: than 2 x 4,096 URLs is canonicalized or hashed on several threads.
+AHEAD_READ_SIZE = 1 << 20
+
+
+class Canonical:
+    """--canonical: each URL's key is its canonical form (w3lib's rules, and
+    without tracking parameters with --strip-tracking), as UTF-8 bytes.  The
+    URLs of the compiled fast path are canonicalized in one batch without the
+    GIL (on several threads for big chunks); the others one by one by w3lib.
+    A line that has no canonical form (``http://[::1``, a port above 65535)
+    is its own key, as read; ``raw`` counts them.  An exact state takes the
+    MD5 digests of the canonical forms (:meth:`digests`), computed in the
+    same compiled pass, without the canonical forms as Python objects."""
+
+    def __init__(self, strip_tracking: bool) -> None:
+        self.strip_params = True if strip_tracking else None
+        self.raw = 0
+        # Keys of recent lines outside the fast path (w3lib takes 30 times
+        # longer than the kernel, and crawls repeat URLs): line -> (key,
+        # whether the line had no canonical form).
+        self.slow: Dict[bytes, Tuple[bytes, bool]] = {}
+
+    def _slow(self, url: bytes) -> bytes:
+        """w3lib's canonical form as UTF-8, or the line itself when it has none."""
+        found = self.slow.get(url)
+        if found is None:
+            from crawldedup.fingerprint import canonicalize_url
+            try:
+                found = (canonicalize_url(url).encode("utf-8"), False)
+            except ValueError:
+                found = (url, True)
+            if len(self.slow) >= SLOW_CACHE:
+                self.slow.clear()
+            self.slow[url] = found
+        if found[1]:
+            self.raw += 1
+        return found[0]
+
+    def _fast(self) -> bool:
+        from crawldedup import fingerprint
+        return self.strip_params is None and fingerprint.FAST_PATH
+
+    def __call__(self, urls: List[bytes]) -> List[bytes]:
+        keys: List[Any]
+        if self._fast():
+            # The batch kernel itself: canonicalize_urls adds two Python
+            # loops over the batch, a third of this mode's time (profiled).
+            keys = cast(List[Any], canonicalize_urls_fast(urls, False, True, True))
+            if None in keys:
+                for i, key in enumerate(keys):
+                    if key is None:
+                        keys[i] = self._slow(urls[i])
+            return keys
+        from crawldedup import fingerprint
+        keys = cast(List[Any], fingerprint.canonicalize_urls(
+            urls, strip_params=self.strip_params, errors="none"))
+        for i, key in enumerate(keys):
+            if key is None:
+                keys[i] = urls[i]
+                self.raw += 1
+            else:
+                keys[i] = key.encode("utf-8")
+        return keys
+
+    def digests(self, urls: List[bytes]) -> np.ndarray:
+        """The MD5 digests of the keys (numpy ``S16``)."""
+        from crawldedup.cli._exact_state import fill_missing
+        if self._fast():
+            blob, missing = url_digests_packed(urls, True)
+            if missing:
+                return fill_missing(blob, missing, [hashlib.md5(self._slow(urls[i])).digest()
+                                                    for i in missing])
+            return np.frombuffer(blob, dtype="S16")
+        blob, missing = url_digests_packed(self(urls))
+        assert not missing  # canonical forms as UTF-8 bytes
+        return np.frombuffer(blob, dtype="S16")
+
+
+def _take(keys: Any, mask: np.ndarray, as_list: List[bool]) -> Any:
+    """The keys where mask is True (keys: a list, or a numpy array)."""
+    if isinstance(keys, np.ndarray):
+        return keys[mask]
+    return list(compress(keys, as_list))
+
+
+class Deliverer:
+    """Records chunks of URLs in the state and prints the new ones, in the
+    order that loses none: in the journal first, in the state next, printed
+    then, released from the journal last.  Killed anywhere, no URL is lost,
+    and none printed as new is forgotten."""
+
+    def __init__(self, state: Any, journal: Journal, canonical: Optional[Canonical],
+                 out: BinaryIO) -> None:
+        self.state = state
+        self.journal = journal
+        self.canonical = canonical
+        self.out = out
+
+    def keys(self, lines: List[bytes]) -> Any:
+        if self.canonical is None:
+            return self.state.keys(lines)
+        return self.state.canonical_keys(self.canonical, lines)
+
+    def computes_keys(self) -> bool:
+        """Whether the keys cost a pass of their own (not the lines as read)."""
+        return self.canonical is not None or type(self.state).keys is not UrlState.keys
+
+    def chunk(self, lines: List[bytes], keys: Any = None) -> int:
+        """Deliver the new URLs of a chunk of input (whose keys may be given);
+        returns how many."""
+        state = self.state
+        if keys is None:
+            keys = self.keys(lines)
+        seen = state.contains_many(keys)
+        absent = ~seen
+        absent_list = absent.tolist()
+        if all(absent_list):
+            printed = self._deliver(lines, keys)
+        elif any(absent_list):
+            printed = self._deliver(list(compress(lines, absent_list)),
+                                    _take(keys, absent, absent_list))
+        else:
+            printed = 0
+        if state.refresh and printed < len(lines):
+            # Refresh on sight: a URL that keeps coming stays remembered; one
+            # not met for a whole window is forgotten and printed again when
+            # it comes back.
+            state.add_many(keys)
+        return printed
+
+    def replay(self, lines: List[bytes]) -> int:
+        """Print the URLs an interrupted run held (recording them again)."""
+        return self._deliver(lines, self.keys(lines), everything=True)
+
+    def _deliver(self, lines: List[bytes], keys: Any, everything: bool = False) -> int:
+        self.journal.hold(lines)
+        added = self.state.add_many(keys).tolist()
+        if not everything and not all(added):
+            lines = list(compress(lines, added))
+        try:
+            if lines:
+                _write_all(self.out, b"\n".join(lines) + b"\n")
+        except (OSError, ValueError) as exc:
+            raise OutputFailed(str(exc)) from None
+        self.journal.release()
+        return len(lines)
+
+
+class KeysAhead:
+    """The read loop of a state whose keys cost a pass of their own (MD5
+    digests, canonical forms): the next chunk's keys are computed on a
+    worker thread (by kernels that run without the GIL) while this chunk is
+    recorded and printed, so that the two cores share the work.
+
+    A chunk is read ahead only when reading cannot block (a regular file,
+    or a pipe with data waiting): a URL that a crawler writes to the pipe is
+    printed without waiting for the next one.  When a signal stops the loop,
+    the chunk read ahead is delivered too: no line read is dropped."""
+
+    def __init__(self, deliver: "Deliverer") -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        self.deliver = deliver
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-keys")
+
+    @staticmethod
+    def _never_blocks(source: BinaryIO) -> Any:
+        """A callable telling whether a read would return at once."""
+        try:
+            fd = source.fileno()
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return lambda: True
+        except (OSError, ValueError, AttributeError):
+            return lambda: False
+        if sys.platform == "win32":
+            return lambda: False
+        import select
+
+        def ready() -> bool:
+            try:
+                return bool(select.select([fd], [], [], 0)[0])
+            except (OSError, ValueError):
+                return False
+        return ready
+
+    def run(self, source: BinaryIO, chunks: Iterator[List[bytes]],
+            guard: SignalGuard) -> Tuple[int, int]:
+        """(lines read, lines printed) of one source."""
+        ready = self._never_blocks(source)
+        read = printed = 0
+        pending: Optional[Tuple[List[bytes], Any]] = None
+        eof = False
+        try:
+            while True:
+                following = None
+                if not eof and guard.signum is None and (pending is None or ready()):
+                    guard.reading = True
+                    try:
+                        chunk = next(chunks, None)
+                    except Stopped:
+                        chunk = None
+                    finally:
+                        guard.reading = False
+                    if chunk is None:
+                        eof = True
+                    else:
+                        following = (chunk, self.pool.submit(self.deliver.keys, chunk))
+                if pending is not None:
+                    read += len(pending[0])
+                    printed += self.deliver.chunk(pending[0], pending[1].result())
+                pending = following
+                if pending is None and (eof or guard.signum is not None):
+                    return read, printed
+        finally:
+            if pending is not None:
+                pending[1].cancel()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)

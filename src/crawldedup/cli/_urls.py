@@ -1,0 +1,254 @@
+"""``crawldedup urls``: the state it opens (a Bloom filter, a rotating one, an
+exact set, a database, Redis) and the run over the input (see the package
+docstring for its guarantees)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from typing import IO, Any, BinaryIO, List, Optional
+
+from crawldedup import _files
+from crawldedup.bloom import BloomFilter
+from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
+                                    kind_name, show_value)
+from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
+                                      OutputFailed, SignalGuard, StateLock, Stopped, read_lines)
+from crawldedup.cli._url_state import BloomState
+from crawldedup.errors import CrawldedupError
+
+
+def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
+    """The state file, mapped in place (created with the options when missing):
+    a BloomFilter, or a RotatingBloomFilter with --rotate-every/--generations
+    or when the file holds one."""
+    rotating_asked = args.rotate_every is not None or args.generations is not None
+    header = None
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            head = f.read(_files.HEADER_SIZE)
+        header = _files.parse_header(head, os.path.getsize(path), path)
+    if header is not None and header.kind not in (_files.KIND_BLOOM, _files.KIND_ROTATING):
+        raise CrawldedupError(
+            f"{path!r} holds a {kind_name(header.kind)}; crawldedup urls keeps a Bloom filter "
+            f"there (with --exact, a fingerprint set): use another --state path")
+    if rotating_asked or (header is not None and header.kind == _files.KIND_ROTATING):
+        return _open_rotating(path, header, args, err)
+    if header is not None:
+        found = BloomFilter._header_params(header, path)
+        asked = []
+        if args.capacity is not None and args.capacity != found[0]:
+            asked.append(f"--capacity {args.capacity}")
+        if args.error_rate is not None and args.error_rate != found[1]:
+            asked.append(f"--error-rate {args.error_rate}")
+        if args.layout is not None and args.layout != found[5]:
+            asked.append(f"--layout {args.layout}")
+        if asked:
+            err.write(f"crawldedup: note: {path} was created with capacity {found[0]}, error "
+                      f"rate {found[1]} and the {found[5]} layout; using those, not "
+                      f"{' '.join(asked)}\n")
+        return BloomFilter.open(path, mode="c")
+    return BloomFilter.open(
+        path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
+        DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
+        layout=args.layout or "standard", mode="c")
+
+
+def _open_rotating(path: str, header: Optional[_files.Header], args: argparse.Namespace,
+                   err: IO[str]) -> Any:
+    from crawldedup.rotating import RotatingBloomFilter
+
+    if header is None:
+        return RotatingBloomFilter.open(
+            path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
+            DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
+            2 if args.generations is None else args.generations,
+            rotate_every=args.rotate_every, layout=args.layout or "standard", mode="c")
+    if header.kind != _files.KIND_ROTATING:
+        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+        raise CrawldedupError(
+            f"the state file {path!r} holds a {kind}, which cannot rotate; give a new --state "
+            f"path for a rotating state (--rotate-every/--generations)")
+    rf = RotatingBloomFilter.open(path, mode="c")
+    wanted = [("--capacity", args.capacity, rf.capacity),
+              ("--error-rate", args.error_rate, rf.error_rate),
+              ("--layout", args.layout, rf.layout),
+              ("--generations", args.generations, rf.generations),
+              ("--rotate-every", args.rotate_every, rf.rotate_every)]
+    asked = [f"{flag} {show_value(value, flag)}" for flag, value, found in wanted
+             if value is not None and value != found]
+    if asked:
+        err.write(f"crawldedup: note: {path} was created with capacity {rf.capacity}, error "
+                  f"rate {rf.error_rate}, the {rf.layout} layout, {rf.generations} "
+                  f"generations and rotation every {show_value(rf.rotate_every, '--rotate-every')}"
+                  f"; using those, not {' '.join(asked)}\n")
+    return rf
+
+
+def _check_writable(path: str) -> None:
+    """Refuse a state file that is read-only (no write permission bit, or
+    not writable by this user): every mode updates or replaces it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if os.path.isdir(path):
+        raise CrawldedupError(f"the state {path!r} is a directory; --state names a file")
+    if not (st.st_mode & 0o222) or not os.access(path, os.W_OK):
+        raise CrawldedupError(f"the state file {path!r} is read-only; crawldedup urls "
+                              f"updates its state: make it writable or give another --state")
+
+
+def _open_urls_state(state: str, args: argparse.Namespace, err: IO[str]) -> Any:
+    """The UrlState (see crawldedup.cli._url_state) that --state/--db/--exact ask for."""
+    from crawldedup.redis import cli as redis_cli
+    if redis_cli.is_redis_url(args.state) and not (args.exact or args.db):
+        return redis_cli.RedisState(args.state, args, err)
+    if args.exact or args.db:
+        from crawldedup.cli._exact_state import open_exact
+        return open_exact(state, args, err)
+    return BloomState(_open_state(state, args, err))
+
+
+def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
+    _check_urls_args(args)
+    from crawldedup.redis import cli as redis_cli
+    in_redis = redis_cli.is_redis_url(args.state)  # its lock and journal stay local
+    state_path = redis_cli.local_state_path(args.state) if in_redis else \
+        os.path.abspath(args.state)
+    if not args.db and not in_redis:
+        _check_writable(state_path)
+    if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
+        _check_new_state_size(state_path, args)
+    canonical = Canonical(args.strip_tracking) if args.canonical else None
+    sources: List[BinaryIO] = []
+    try:
+        for name in args.files or ["-"]:
+            sources.append(stdin if name == "-" else open(name, "rb"))
+    except OSError as exc:
+        for f in sources:
+            if f is not stdin:
+                f.close()
+        raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
+
+    read = new = replayed = 0
+    with StateLock(state_path), SignalGuard() as guard:
+        state = _open_urls_state(state_path, args, err)
+        journal = Journal(state_path + ".pending")
+        deliver = Deliverer(state, journal, canonical, out)
+        ahead: Optional[KeysAhead] = None
+        try:
+            replay = journal.pending()
+            if replay:
+                err.write(f"crawldedup: note: printing {counted(len(replay), 'URL')} that an "
+                          f"interrupted run recorded but may not have printed\n")
+                deliver.replay(replay)
+                replayed = len(replay)
+            if deliver.computes_keys():
+                ahead = KeysAhead(deliver)
+            for source in sources:
+                read_size = state.read_size
+                if canonical is not None or ahead is not None:
+                    read_size = max(read_size, AHEAD_READ_SIZE)
+                chunks = read_lines(source, read_size)
+                if ahead is None:
+                    while guard.signum is None:
+                        guard.reading = True
+                        try:
+                            chunk = next(chunks, None)
+                        except Stopped:
+                            break
+                        finally:
+                            guard.reading = False
+                        if chunk is None:
+                            break
+                        read += len(chunk)
+                        new += deliver.chunk(chunk)
+                else:
+                    done, printed = ahead.run(source, chunks, guard)
+                    read += done
+                    new += printed
+                if guard.signum is not None:
+                    break
+        except OutputFailed as exc:
+            # Point stdout at /dev/null so that Python's own flush at exit
+            # does not fail a second time on the closed pipe.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, out.fileno())
+                os.close(devnull)
+            except (OSError, ValueError, AttributeError):
+                pass
+            err.write(f"crawldedup: error: cannot write the output ({exc}); the URLs not "
+                      f"delivered are kept, and the next run prints them\n")
+            return 1
+        finally:
+            if ahead is not None:
+                ahead.close()
+            for f in sources:
+                if f is not stdin:
+                    f.close()
+            try:
+                detail = state.describe()
+                warnings = state.warnings()
+            finally:
+                state.close()
+                journal.close()
+
+    again = f" (and {replayed} from an interrupted run)" if replayed else ""
+    raw = ""
+    if canonical is not None and canonical.raw:
+        raw = (f", {counted(canonical.raw, 'line')} not canonicalizable (no URL "
+               f"canonicalize_url accepts) compared as read")
+    err.write(f"crawldedup: read {read}, new {new}{again}, duplicates {read - new}{raw}, "
+              f"{detail}, state {args.state}\n")
+    for warning in warnings:
+        err.write(f"crawldedup: warning: {warning}\n")
+    if guard.signum is not None:
+        err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
+        return 128 + guard.signum
+    return 0
+
+
+def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
+    """Usage errors, before anything is created, for a new Bloom state that
+    the options cannot size (too many hash functions or bits) or that would
+    not fit on the file system that would hold it."""
+    from crawldedup._kernel import nbytes_for
+    from crawldedup.bloom import format_size, optimal_parameters
+
+    capacity = DEFAULT_CAPACITY if args.capacity is None else args.capacity
+    error_rate = DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate
+    rotating = args.rotate_every is not None
+    generations = (2 if args.generations is None else args.generations) if rotating else 1
+    try:
+        num_bits, _ = optimal_parameters(capacity, error_rate / generations,
+                                         args.layout or "standard")
+    except ValueError as exc:
+        flag = "--error-rate" if "hash functions" in str(exc) else "--capacity"
+        value = error_rate if flag == "--error-rate" else capacity
+        raise UsageError(f"{flag} {value}: {exc}") from None
+    need = generations * nbytes_for(num_bits)
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError:
+        return  # a missing folder: opening the state says so
+    if need > free:
+        raise UsageError(
+            f"--capacity {capacity:,} at --error-rate {error_rate:g} needs a "
+            f"{format_size(need)} state file" + (f" ({generations} generations)" if rotating
+                                                  else "")
+            + f"; {os.path.dirname(path)} has {format_size(free)} free")
+
+
+def _check_urls_args(args: argparse.Namespace) -> None:
+    """Usage errors that argparse cannot see (exit status 2)."""
+    if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
+        raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
+                         "--rotate-every/--generations")
+    if args.strip_tracking and not args.canonical:
+        raise UsageError("--strip-tracking needs --canonical")
+    if args.generations is not None and args.rotate_every is None:
+        raise UsageError("--generations needs --rotate-every: a rotating state forgets a URL "
+                         "after GENERATIONS rotations, and rotates every DURATION")
