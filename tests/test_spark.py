@@ -369,6 +369,45 @@ def test_clusters_of_a_graph_equal_union_find(spark):  # noqa: F811
         clusters(spark.createDataFrame([("a", 1)], "a string, b long"))
 
 
+@pytest.mark.parametrize("parts", [1, 3, 8])
+def test_clusters_that_need_rounds_equal_union_find(spark, parts):  # noqa: F811
+    """A long path, a cycle, a star around its largest node and random edges
+    with shuffled labels: the contraction of each partition leaves work for
+    the large-star / small-star rounds, the more so with more partitions."""
+    from crawldedup.spark import clusters
+    rng = random.Random(parts)
+    labels = rng.sample(range(10**6), 400)
+    edges = [(labels[i], labels[i + 1]) for i in range(199)]
+    edges += [(labels[200 + i], labels[200 + (i + 1) % 50]) for i in range(50)]
+    hub = max(labels[260:300])
+    edges += [(hub, x) for x in labels[260:300] if x != hub]
+    edges += [(rng.choice(labels[300:]), rng.choice(labels[300:])) for _ in range(80)]
+    edges += [(b, a) for a, b in edges[:30]] + edges[30:40]  # reversed and repeated
+    edges += [(labels[399], labels[399]), (5, 5)]  # self pairs
+    expected = union_find_clusters(edges)
+    df = spark.createDataFrame(edges + [(None, 3), (4, None)], "a long, b long")
+    rows = clusters(df, num_partitions=parts).collect()
+    assert len(rows) == len(expected)
+    assert {r["id"]: r["representative"] for r in rows} == expected
+    name = "n{:07d}".format  # zero-padded: string order is number order
+    named = spark.createDataFrame([(name(a), name(b)) for a, b in edges], "a string, b string")
+    got = {r["id"]: r["representative"] for r in clusters(named, num_partitions=parts).collect()}
+    assert got == {name(x): name(r) for x, r in expected.items()}
+    assert clusters(df.where("a < 0"), num_partitions=parts).collect() == []
+
+
+def test_clusters_bad_arguments(spark):  # noqa: F811
+    from crawldedup.spark import clusters
+    df = spark.createDataFrame([(1, 2)], "a long, b long")
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises((TypeError, ValueError)):
+            clusters(df, num_partitions=bad)
+        with pytest.raises(ValueError, match="max_rounds"):
+            clusters(df, max_rounds=bad)
+    with pytest.raises(ValueError, match="no column"):
+        clusters(df, "x", "b")
+
+
 # ---------------------------------------------------------------- URLs
 
 URLS = ["http://Example.com/a?b=2&a=1", "http://example.com/a?a=1&b=2", "http://example.com/a",
