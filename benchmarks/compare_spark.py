@@ -11,7 +11,11 @@ Part 2, end to end: D documents (default 50,000) of benchmarks/simhash_corpus.py
 unrelated pairs) as JSON lines, clustered by
 
 * ``crawldedup near-dups --format clusters`` (a subprocess),
-* Spark: read JSON, ``simhash_column``, ``near_duplicates``, ``clusters``,
+* Spark local[2], each measurement in a fresh process and JVM, in a session
+  that is up and has run one trivial job: ``simhash_jsonl`` and
+  ``near_duplicates`` (the pairs brought to the driver), and in another
+  process the same and ``clusters``; each run twice, the second time with
+  the JVM and the Python workers warm,
 * text-dedup's SimHash script, ``python -m text_dedup.simhash``, run by the
   Python of a separate virtualenv that has it (``--textdedup-python``;
   ``pip install text-dedup`` there), with its defaults and 2 processes;
@@ -238,6 +242,85 @@ def recall_table(corpus, clusters_of: Dict[str, Dict[int, int]]) -> None:
         print(f"  {label:26} {len(pairs):>6} {cells}")
 
 
+def spark_child(args) -> None:
+    """One Spark measurement in a fresh process (a fresh JVM: a SparkSession
+    stopped and started again in one process keeps its JVM warm): start a
+    session, run one trivial job, then the pipeline twice, printing one JSON
+    line.  --spark-child pairs: JSON lines to fingerprints to near_duplicates,
+    the pairs brought to the driver as Arrow; clusters: the same and clusters."""
+    from crawldedup.spark import clusters as spark_clusters
+    from crawldedup.spark import near_duplicates, simhash_column, simhash_jsonl
+    t = time.perf_counter()
+    spark = spark_session(args.partitions_e2e, args.ui_port)
+    start = time.perf_counter() - t
+    t = time.perf_counter()
+    spark.range(10).collect()  # the first job starts the executor's machinery
+    first = time.perf_counter() - t
+    runs = []
+    result = None
+    for attempt in ("first", "again"):
+        before = {j["jobId"] for j in jobs(spark)}
+        load = os.getloadavg()[0]
+        t = time.perf_counter()
+        # one job reads the file and fingerprints it on the executors (byte
+        # ranges; the texts never enter the JVM), computes the pairs and, for
+        # clusters, contracts each partition and runs a large-star/small-star
+        # round with its star test; one more job reads the answer
+        if args.spark_json_reader:
+            fps = simhash_column(spark.read.schema("id long, text string").json(args.path),
+                                 "text", "fp")
+        else:
+            fps = simhash_jsonl(spark, args.path)
+        pairs = near_duplicates(fps, "id", "fp", k=3, num_partitions=args.partitions_e2e,
+                                check_ids=False)
+        if args.spark_child == "pairs":
+            got = pairs.toArrow()  # Arrow, not a Row object per pair
+        else:
+            got = spark_clusters(pairs, num_partitions=args.partitions_e2e).toArrow()
+        seconds = time.perf_counter() - t
+        new_jobs = sorted((j for j in jobs(spark) if j["jobId"] not in before),
+                          key=lambda j: j["jobId"])
+        runs.append({
+            "seconds": seconds, "load": [load, os.getloadavg()[0]], "rows": got.num_rows,
+            "jobs": [[j["jobId"], _ts(j["completionTime"]) - _ts(j["submissionTime"]),
+                      len(j["stageIds"]), j["numTasks"], j["name"][:50]] for j in new_jobs]})
+        if result is None:
+            result = got
+        elif args.spark_child == "clusters" and not got.equals(result):
+            raise SystemExit("the second run gave other clusters")
+    out = {"start": start, "first": first, "runs": runs,
+           "input_partitions": fps.rdd.getNumPartitions()}
+    if args.spark_child == "clusters":
+        out["clusters"] = [result.column("id").to_pylist(),
+                           result.column("representative").to_pylist()]
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+
+
+def run_spark_child(args, path: str, mode: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--spark-child", mode, "--path", path,
+           "--partitions-e2e", str(args.partitions_e2e), "--ui-port", str(args.ui_port)]
+    if args.spark_json_reader:
+        cmd.append("--spark-json-reader")
+    run = subprocess.run(cmd, capture_output=True)
+    lines = [x for x in run.stdout.decode().splitlines() if x.startswith("RESULT ")]
+    if run.returncode != 0 or not lines:
+        print(run.stderr.decode()[-3000:])
+        raise SystemExit(f"the Spark run ({mode}) failed")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def print_jobs(label: str, child: dict, run: dict) -> None:
+    in_jobs = sum(j[1] for j in run["jobs"])
+    print(f"  Spark {label}: {len(run['jobs'])} jobs, {sum(j[2] for j in run['jobs'])} stages, "
+          f"{sum(j[3] for j in run['jobs'])} tasks, {in_jobs:.1f} s in jobs, "
+          f"{run['seconds'] - in_jobs:.1f} s on the driver around them "
+          f"({child['input_partitions']} input partitions, load {run['load'][0]:.1f}"
+          f"-{run['load'][1]:.1f})")
+    for job_id, took, stages_, tasks, name in run["jobs"]:
+        print(f"    job {job_id:>3} {took:>6.2f} s {stages_:>3} stages {tasks:>4} tasks  {name}")
+
+
 def end_to_end(args, tmp: str) -> None:
     from simhash_corpus import quality_corpus
 
@@ -250,14 +333,16 @@ def end_to_end(args, tmp: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for i, text in enumerate(docs):
             f.write(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n")
-    times: Dict[str, float] = {}
+    # name -> (seconds, load average before, load average after)
+    times: Dict[str, Tuple[float, float, float]] = {}
     clusters: Dict[str, Dict[int, int]] = {}
 
     # crawldedup near-dups
+    load = os.getloadavg()[0]
     t = time.perf_counter()
     run = subprocess.run([sys.executable, "-m", "crawldedup", "near-dups", path,
                           "--format", "clusters"], capture_output=True, check=True)
-    times["crawldedup CLI"] = time.perf_counter() - t
+    times["crawldedup CLI"] = (time.perf_counter() - t, load, os.getloadavg()[0])
     rep: Dict[int, int] = {}
     for line in run.stdout.decode().splitlines():
         c = json.loads(line)
@@ -265,55 +350,46 @@ def end_to_end(args, tmp: str) -> None:
             rep[m] = c["representative"]
     clusters["crawldedup CLI"] = rep
 
-    # Spark
-    from crawldedup.spark import clusters as spark_clusters
-    from crawldedup.spark import near_duplicates, simhash_column, simhash_jsonl
-    t = time.perf_counter()
-    spark = spark_session(args.partitions_e2e, args.ui_port)
-    start = time.perf_counter() - t
-    t = time.perf_counter()
-    spark.range(10).collect()  # the first job starts the executor's machinery
-    first = time.perf_counter() - t
-    before = jobs(spark)
-    t = time.perf_counter()
-    # one job reads the file and fingerprints it on the executors (a byte
-    # range per core; the texts never enter the JVM), computes the pairs and
-    # the clusters' first star test; one more per cluster round, one the result
-    if args.spark_json_reader:
-        fps = simhash_column(spark.read.schema("id long, text string").json(path), "text", "fp")
-    else:
-        fps = simhash_jsonl(spark, path)
-    pairs = near_duplicates(fps, "id", "fp", k=3, num_partitions=args.partitions_e2e,
-                            check_ids=False)
-    result = spark_clusters(pairs).toArrow()  # Arrow, not a Row object per node
-    times["Spark local[2]"] = time.perf_counter() - t
-    clusters["Spark local[2]"] = dict(zip(result.column("id").to_pylist(),
-                                          result.column("representative").to_pylist()))
-    new_jobs = [j for j in jobs(spark) if j["jobId"] not in {b["jobId"] for b in before}]
-    in_jobs = sum(_ts(j["completionTime"]) - _ts(j["submissionTime"]) for j in new_jobs)
-    print(f"  Spark: session start {start:.1f} s and first job {first:.1f} s (not counted); "
-          f"{len(new_jobs)} jobs, {sum(len(j['stageIds']) for j in new_jobs)} stages, "
-          f"{sum(j['numTasks'] for j in new_jobs)} tasks, {in_jobs:.1f} s in jobs, "
-          f"{times['Spark local[2]'] - in_jobs:.1f} s on the driver between them "
-          f"({fps.rdd.getNumPartitions()} input partitions, {args.partitions_e2e} shuffle "
-          f"partitions)")
-    for j in sorted(new_jobs, key=lambda j: j["jobId"]):
-        took = _ts(j["completionTime"]) - _ts(j["submissionTime"])
-        print(f"    job {j['jobId']:>3} {took:>6.2f} s {len(j['stageIds']):>3} stages "
-              f"{j['numTasks']:>4} tasks  {j['name'][:50]}")
-    spark.stop()
-    counted_start = start + first
+    # Spark, each in a fresh process and JVM: fingerprints and pairs, then
+    # fingerprints, pairs and clusters
+    pairs_child = run_spark_child(args, path, "pairs")
+    full_child = run_spark_child(args, path, "clusters")
+    clusters["Spark local[2]"] = dict(zip(*full_child["clusters"]))
+    for label, child in (("fingerprints + pairs", pairs_child),
+                         ("fingerprints + pairs + clusters", full_child)):
+        print(f"  Spark {label}: session start {child['start']:.1f} s and first job "
+              f"{child['first']:.1f} s (not counted)")
+        print_jobs(label + ", first run", child, child["runs"][0])
+        print_jobs(label + ", again", child, child["runs"][1])
+    print(f"  Spark pairs: {pairs_child['runs'][0]['rows']:,} rows; clusters: "
+          f"{full_child['runs'][0]['rows']:,} nodes")
+
+    def row(child: dict, i: int) -> Tuple[float, float, float]:
+        r = child["runs"][i]
+        return (r["seconds"], r["load"][0], r["load"][1])
+
+    # the JVM start is not in these rows (a Spark job runs in a session that
+    # is up); the last Spark row counts it, for comparison with the
+    # processes of the others, whose figures include their interpreter start
+    times["Spark fp + pairs"] = row(pairs_child, 0)
+    times["Spark fp + pairs + clusters"] = row(full_child, 0)
+    times["Spark fp + pairs, again"] = row(pairs_child, 1)
+    times["Spark fp + pairs + clusters, again"] = row(full_child, 1)
+    s, a, b = row(full_child, 0)
+    times["Spark fp + pairs + clusters + session start"] = (
+        s + full_child["start"] + full_child["first"], a, b)
 
     # text-dedup
     if args.textdedup_python:
         out = os.path.join(tmp, "td-out")
+        load = os.getloadavg()[0]
         t = time.perf_counter()
         run = subprocess.run([args.textdedup_python, "-m", "text_dedup.simhash",
                               "--path", "json", "--data_files", path, "--split", "train",
                               "--cache_dir", os.path.join(tmp, "td-cache"),
                               "--output", out, "--column", "text", "--num_proc", "2",
                               "--debug"], capture_output=True, cwd=tmp)
-        times["text-dedup"] = time.perf_counter() - t
+        times["text-dedup"] = (time.perf_counter() - t, load, os.getloadavg()[0])
         if run.returncode != 0:
             print(run.stderr.decode()[-3000:])
             raise SystemExit("text-dedup failed")
@@ -332,15 +408,11 @@ def end_to_end(args, tmp: str) -> None:
     else:
         print("  text-dedup: not run (give --textdedup-python)")
 
-    # the JVM start is not in the Spark row (a Spark job runs in a session
-    # that is already up); the next row counts it, for comparison with the
-    # processes of the others, whose figures include their interpreter start
-    times["Spark + session start"] = times["Spark local[2]"] + counted_start
-    base = times.get("text-dedup")
-    print(f"\n  {'':22} {'seconds':>9} {'x faster than text-dedup':>26}")
-    for name, s in times.items():
-        ratio = f"{base / s:>26.1f}" if base else f"{'-':>26}"
-        print(f"  {name:22} {s:>9.2f} {ratio}")
+    base = times.get("text-dedup", (0.0, 0.0, 0.0))[0]
+    print(f"\n  {'':44} {'seconds':>8} {'x faster than text-dedup':>25} {'load 1-min':>11}")
+    for name, (sec, before, after) in times.items():
+        ratio = f"{base / sec:>25.1f}" if base else f"{'-':>25}"
+        print(f"  {name:44} {sec:>8.2f} {ratio} {before:>5.1f}-{after:<5.1f}")
     print()
     recall_table(corpus, clusters)
 
@@ -362,7 +434,14 @@ def main() -> None:
     parser.add_argument("--spark-json-reader", action="store_true",
                         help="end to end: read the documents with spark.read.json and "
                              "simhash_column instead of simhash_jsonl")
+    # internal: one Spark measurement of part 2 in a fresh process
+    parser.add_argument("--spark-child", choices=("pairs", "clusters"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.spark_child:
+        spark_child(args)
+        return
     print("command: python " + " ".join(sys.argv))
     with tempfile.TemporaryDirectory(prefix="crawldedup-spark-bench-") as tmp:
         if not args.skip_overhead:
