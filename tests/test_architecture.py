@@ -164,7 +164,7 @@ def test_public_names_resolve_lazily_and_simhash_stays_the_function():
 def test_import_loads_no_url_canonicalization():
     code = ("import sys, crawldedup\n"
             "print(sorted(m for m in sys.modules if m.startswith(("
-            "'w3lib', 'crawldedup.fingerprint',"
+            "'w3lib', 'crawldedup.fingerprint', 'crawldedup.urls',"
             " 'crawldedup.index', 'crawldedup.stores', 'sqlite3'))))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

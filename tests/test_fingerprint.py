@@ -1,6 +1,7 @@
 """request_fingerprint against scrapy.utils.request.fingerprint, url_fingerprint."""
 
 import doctest
+import importlib
 import hashlib
 import warnings
 
@@ -8,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import crawldedup.fingerprint
 from crawldedup import (canonicalize_url, request_fingerprint, request_fingerprints,
                         url_fingerprint, url_fingerprints)
 
@@ -137,9 +137,14 @@ def test_url_fingerprint_is_md5_of_canonical_url():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(crawldedup.fingerprint, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 10
-    assert result.failed == 0
+    attempted = 0
+    for name in ("fingerprint", "urls.canonical", "urls.url_fingerprints",
+                 "urls.request_fingerprints"):
+        module = importlib.import_module("crawldedup." + name)
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0
+        attempted += result.attempted
+    assert attempted >= 10
 
 
 def test_batches_equal_single_calls():

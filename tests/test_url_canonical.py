@@ -259,8 +259,11 @@ def test_fast_path_is_used():
 
 def test_other_w3lib_falls_back(monkeypatch):
     calls = []
-    monkeypatch.setattr(fingerprint, "FAST_PATH", False)
-    monkeypatch.setattr(fingerprint, "_fast", lambda *a: calls.append(a))
+    # Every module of crawldedup.urls that reads the flag and calls the kernel.
+    from crawldedup.urls import canonical, form
+    for module in (canonical, form):
+        monkeypatch.setattr(module, "FAST_PATH", False)
+        monkeypatch.setattr(module, "_fast", lambda *a: calls.append(a))
     assert canonicalize_url("http://a.com/?b=1&a=2") == "http://a.com/?a=2&b=1"
     assert calls == []
 
