@@ -13,7 +13,8 @@ having every node's commands in flight at once, turning driver errors into
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, Union
+from typing import (Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, TypeVar,
+                    Union)
 from urllib.parse import unquote, urlsplit
 
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
@@ -277,3 +278,53 @@ class SyncTransport:
     def close(self) -> None:
         self.client.close()
 
+
+_Handle = TypeVar("_Handle", bound="SyncHandle")
+
+
+class SyncHandle:
+    """What the blocking Redis classes share: connecting (from a URL or a
+    client), running operations until closed, and closing what they opened.
+    ``_what`` names the object in the error raised once it is closed."""
+
+    _what = "object"
+    _logic: Any
+    _transport: SyncTransport
+    _owned: bool
+    _closed: bool = False
+
+    def _attach(self, client_or_url: Any) -> Tuple[Any, bool]:
+        """Connects; (client, is_cluster)."""
+        if isinstance(client_or_url, str):
+            client_or_url, _ = split_url(client_or_url)
+        client, is_cluster, self._owned = connect(client_or_url)
+        self._transport = SyncTransport(client, is_cluster)
+        self._logic.address = self._transport.address
+        self._closed = False
+        return client, is_cluster
+
+    @property
+    def name(self) -> str:
+        return str(self._logic.name.decode("utf-8", "replace"))
+
+    @property
+    def address(self) -> str:
+        return self._transport.address
+
+    def _run(self, op: Op) -> Any:
+        if self._closed:
+            raise ValueError(f"the {self._what} is closed")
+        return self._transport.run(op)
+
+    def close(self) -> None:
+        """Close the connections if this object opened them (from a URL).  Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._owned:
+                self._transport.close()
+
+    def __enter__(self: _Handle) -> _Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

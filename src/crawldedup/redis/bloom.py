@@ -23,7 +23,7 @@ from crawldedup.bloom import (
 )
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
-from crawldedup.redis._conn import Op, Request, SyncTransport, check_reply, connect, split_url
+from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply
 from crawldedup.redis.store import check_name
 
 FORMAT_VERSION = 1
@@ -366,7 +366,7 @@ class BloomLogic:
         return int(round(-(self.m / self.k) * math.log1p(-x / self.m)))
 
 
-class RedisBloomFilter:
+class RedisBloomFilter(SyncHandle):
     """A Bloom filter in Redis: ``RedisBloomFilter(url_or_client, name, capacity, error_rate)``.
 
     The interface of :class:`crawldedup.BloomFilter`: ``add(key) -> bool``
@@ -396,16 +396,14 @@ class RedisBloomFilter:
       "not seen".
     """
 
+    _logic: BloomLogic
+    _what = "filter"
+
     def __init__(self, client_or_url: Any, name: Any, capacity: Optional[int] = None,
                  error_rate: float = 0.01, *, shards: Optional[int] = None,
                  layout: str = "blocked", seed: int = 0) -> None:
         self._logic = BloomLogic(name, capacity, error_rate, shards, layout, seed)
-        if isinstance(client_or_url, str):
-            client_or_url, _ = split_url(client_or_url)
-        client, is_cluster, self._owned = connect(client_or_url)
-        self._transport = SyncTransport(client, is_cluster)
-        self._logic.address = self._transport.address
-        self._closed = False
+        client, is_cluster = self._attach(client_or_url)
         try:
             nodes = len(client.get_primaries()) if is_cluster else 1
             self._transport.run(self._logic.open_op(nodes))
@@ -414,14 +412,6 @@ class RedisBloomFilter:
             raise
 
     # -------------------------------------------------------- parameters
-
-    @property
-    def name(self) -> str:
-        return self._logic.name.decode("utf-8", "replace")
-
-    @property
-    def address(self) -> str:
-        return self._transport.address
 
     capacity = property(lambda self: int(self._logic.meta["capacity"]),
                         doc="The number of keys the filter was sized for.")
@@ -440,11 +430,6 @@ class RedisBloomFilter:
                 f"error_rate={self.error_rate!r}, layout={self.layout!r}, "
                 f"shards={self.shards}, num_bits={self.num_bits}, "
                 f"num_hashes={self.num_hashes})")
-
-    def _run(self, op: Op) -> Any:
-        if self._closed:
-            raise ValueError("the filter is closed")
-        return self._transport.run(op)
 
     # ------------------------------------------------------------- keys
 
@@ -523,12 +508,8 @@ class RedisBloomFilter:
         probe = BloomLogic(name, None, 0.01, None, "blocked", 0)
         self = cls.__new__(cls)
         self._logic = BloomLogic(name, bf.capacity, bf.error_rate, shards, bf.layout, bf.seed)
-        if isinstance(client_or_url, str):
-            client_or_url, _ = split_url(client_or_url)
-        client, is_cluster, self._owned = connect(client_or_url)
-        self._transport = SyncTransport(client, is_cluster)
-        self._logic.address = probe.address = self._transport.address
-        self._closed = False
+        client, is_cluster = self._attach(client_or_url)
+        probe.address = self._transport.address
         try:
             get = Request(probe.meta_key, _resp.command(b"GET", probe.meta_key))
             if self._transport.execute([get])[0][0] is not None:
@@ -542,15 +523,3 @@ class RedisBloomFilter:
             raise
         return self
 
-    def close(self) -> None:
-        """Close the connections if the filter opened them (from a URL)."""
-        if not self._closed:
-            self._closed = True
-            if self._owned:
-                self._transport.close()
-
-    def __enter__(self) -> "RedisBloomFilter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

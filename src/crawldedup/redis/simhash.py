@@ -12,7 +12,7 @@ import numpy as np
 from crawldedup._kernel import MAX_HAMMING_K
 from crawldedup.index import _check_fp, _check_k, _fp_array
 from crawldedup.redis import _resp
-from crawldedup.redis._conn import Op, Request, SyncTransport, check_reply, connect, split_url
+from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply
 from crawldedup.redis.store import check_name
 
 #: Keys of the id -> fingerprint map (ids spread over them by CRC32).
@@ -229,7 +229,7 @@ class SimhashLogic:
 _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
-class RedisSimhashIndex:
+class RedisSimhashIndex(SyncHandle):
     """The :class:`crawldedup.SimhashIndex` interface over Redis:
     ``RedisSimhashIndex(url_or_client, name, k=3)``.
 
@@ -244,30 +244,19 @@ class RedisSimhashIndex:
     fingerprint (the id -> fp map is a few Redis hashes).
     """
 
+    _logic: SimhashLogic
+    _what = "index"
+
     def __init__(self, client_or_url: Any, name: Any, k: int = 3) -> None:
         self._logic = SimhashLogic(name, k)
-        if isinstance(client_or_url, str):
-            client_or_url, _ = split_url(client_or_url)
-        client, is_cluster, self._owned = connect(client_or_url)
-        self._transport = SyncTransport(client, is_cluster)
-        self._logic.address = self._transport.address
-        self._closed = False
+        self._attach(client_or_url)
 
     @property
     def k(self) -> int:
         return self._logic.k
 
-    @property
-    def name(self) -> str:
-        return self._logic.name.decode("utf-8", "replace")
-
     def __repr__(self) -> str:
         return f"RedisSimhashIndex({self._transport.address!r}, {self.name!r}, k={self.k})"
-
-    def _run(self, op: Op) -> Any:
-        if self._closed:
-            raise ValueError("the index is closed")
-        return self._transport.run(op)
 
     def add(self, id: Hashable, fp: int) -> None:
         """Store fingerprint fp under id.  ValueError if id is present."""
@@ -318,18 +307,6 @@ class RedisSimhashIndex:
     def clear(self) -> None:
         """Delete every key of the index."""
         self._run(self._logic.clear_op())
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._owned:
-                self._transport.close()
-
-    def __enter__(self) -> "RedisSimhashIndex":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def csr(results: List[List[Tuple[Hashable, int]]]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

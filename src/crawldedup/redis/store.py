@@ -12,7 +12,7 @@ from typing import Any, Callable, List, Optional, Set, Tuple, cast
 import numpy as np
 
 from crawldedup.redis import _resp
-from crawldedup.redis._conn import Op, Request, SyncTransport, connect, split_url
+from crawldedup.redis._conn import Op, Request, SyncHandle, split_url
 from crawldedup.stores.base import FingerprintStore, check_digest_size
 
 #: Digests per script call / SMISMEMBER: a call runs alone on the server, so
@@ -180,7 +180,7 @@ class StoreLogic:
         from crawldedup.redis._conn import check_reply
         parts = []
         for req, reply in zip(requests, replies):
-            value = check_reply(reply[0], req, self._address)
+            value = check_reply(reply[0], req, self.address)
             if count is not None:
                 parts.append(np.asarray(value, dtype=np.bool_))
         if count is None:
@@ -190,10 +190,10 @@ class StoreLogic:
             raise RuntimeError(f"Redis answered {len(out)} flags for {count} digests")
         return out
 
-    _address = "Redis"
+    address = "Redis"
 
 
-class RedisStore(FingerprintStore):
+class RedisStore(SyncHandle, FingerprintStore):
     """Fingerprints (raw digests) in a Redis set: ``RedisStore(url_or_client, name)``.
 
     ``add`` reports "new" exactly once across any number of concurrent
@@ -213,25 +213,15 @@ class RedisStore(FingerprintStore):
     never "not seen".  Needs ``pip install 'crawldedup[redis]'``.
     """
 
+    _logic: StoreLogic
+    _what = "store"
+
     def __init__(self, client_or_url: Any, name: Any,
                  digest_size: int = 16, *, window: Any = None, windows: Optional[int] = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._logic = StoreLogic(name, digest_size, window, windows, clock)
         self.digest_size = self._logic.digest_size
-        if isinstance(client_or_url, str):
-            client_or_url, _ = split_url(client_or_url)
-        client, is_cluster, self._owned = connect(client_or_url)
-        self._transport = SyncTransport(client, is_cluster)
-        self._logic._address = self._transport.address
-        self._closed = False
-
-    @property
-    def name(self) -> str:
-        return self._logic.name.decode("utf-8", "replace")
-
-    @property
-    def address(self) -> str:
-        return self._transport.address
+        self._attach(client_or_url)
 
     def __repr__(self) -> str:
         window = "" if self._logic.window is None else \
@@ -245,11 +235,6 @@ class RedisStore(FingerprintStore):
             return np.ascontiguousarray(fps).tobytes(), len(fps)
         items = self._fps(fps)
         return b"".join(items), len(items)
-
-    def _run(self, op: Op) -> Any:
-        if self._closed:
-            raise ValueError("the store is closed")
-        return self._transport.run(op)
 
     def add_many(self, fps: Any) -> np.ndarray:
         """Add every digest; a numpy bool array, True where this call added it
@@ -275,13 +260,6 @@ class RedisStore(FingerprintStore):
     def clear(self) -> None:
         """Remove every digest (the live windows' sets)."""
         self._run(self._logic.clear_op())
-
-    def close(self) -> None:
-        """Close the connections if the store opened them (from a URL).  Idempotent."""
-        if not self._closed:
-            self._closed = True
-            if self._owned:
-                self._transport.close()
 
 
 DEFAULT_NAME = "crawldedup:fingerprints"
