@@ -249,3 +249,16 @@ def test_signal_while_printing_a_big_chunk_keeps_what_was_printed(tmp_path, sig,
     rerun = crawldedup("urls", path, "--state", state, *mode)
     assert rerun.returncode == 0, rerun.stderr
     assert sorted(rerun.stdout.split() + printed) == sorted(u.encode() for u in urls)
+
+
+def test_canonical_rotating_state_refreshes_repeats(tmp_path):
+    """A rotating state refreshes every key met again, so --canonical does
+    not skip the repeats there: a URL met in every window is never forgotten."""
+    state = tmp_path / "r"
+    feed = b"https://a.example/?b=1&a=2\nhttps://a.example/?a=2&b=1\nhttps://b.example/\n"
+    first = crawldedup("urls", "--state", state, "--canonical", "--rotate-every", "1d",
+                       stdin=feed * 3)
+    assert first.returncode == 0, first.stderr
+    assert lines(first.stdout) == ["https://a.example/?b=1&a=2", "https://b.example/"]
+    again = crawldedup("urls", "--state", state, "--canonical", stdin=feed)
+    assert again.returncode == 0 and again.stdout == b"", again.stderr

@@ -40,3 +40,23 @@ def test_bad_input(impl):
     for bad in ("text", bytearray(b"x"), None):
         with pytest.raises(TypeError, match="data must be bytes"):
             impl.split_lines(bad, True)
+
+
+# line_hashes: the 128-bit MurmurHash3 of each line, end to end, which
+# `crawldedup urls --canonical` uses to skip the lines met before in a run
+
+@given(st.lists(st.binary(max_size=80), max_size=30))
+def test_line_hashes_core_equals_twin_and_hash128(core, reference, impl, lines):
+    import crawldedup
+    got = impl.line_hashes(lines)
+    assert got == core.line_hashes(lines) == reference.line_hashes(lines)
+    assert len(got) == 16 * len(lines)
+    for i, line in enumerate(lines):  # hash128's value, h1 (low half) first
+        assert int.from_bytes(got[16 * i:16 * i + 16], "little") == crawldedup.hash128(line)
+
+
+def test_line_hashes_bad_input(impl):
+    with pytest.raises(TypeError, match="lines must be a list, not tuple"):
+        impl.line_hashes((b"a",))
+    with pytest.raises(TypeError, match=r"lines\[1\] must be bytes, not str"):
+        impl.line_hashes([b"a", "b"])

@@ -92,6 +92,7 @@ __all__ += ["FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]
 
 # ---- lines ----
 split_lines = impl.split_lines
-__all__ += ["split_lines"]
+line_hashes = impl.line_hashes
+__all__ += ["split_lines", "line_hashes"]
 # The chosen module itself, for kernels only one wrapper uses (redis.bloom).
 __all__ += ["impl"]

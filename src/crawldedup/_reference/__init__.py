@@ -17,7 +17,7 @@ module         core part                    holds
 ``url``        ``src/_core_url.pxi``        the URL fast path and fingerprints
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
 ``resp``       ``src/_core_resp.pxi``       ``bloom_resp`` (Redis BITFIELD commands)
-``lines``      ``src/_core_lines.pxi``      ``split_lines``
+``lines``      ``src/_core_lines.pxi``      ``split_lines``, ``line_hashes``
 =============  ===========================  ==========================================
 
 This module exports what the compiled module exports to the package: the
@@ -30,7 +30,7 @@ from crawldedup._reference.bloom import (MAX_NUM_HASHES, MAX_SEED, BloomBits,
                                          hash64, hash128, hash_indices, nbytes_for)
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex
-from crawldedup._reference.lines import split_lines
+from crawldedup._reference.lines import line_hashes, split_lines
 from crawldedup._reference.resp import bloom_resp
 from crawldedup._reference.simhash import (MAX_NGRAM, TOKENIZER_AUTO, TOKENIZER_CHARS,
                                            TOKENIZER_WORDS, hamming_many, leonsim_features,
@@ -61,5 +61,5 @@ __all__ = [
     # fpset
     "FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE",
     # resp, lines
-    "bloom_resp", "split_lines",
+    "bloom_resp", "split_lines", "line_hashes",
 ]

@@ -12,11 +12,12 @@ import stat
 import sys
 from itertools import compress
 from types import FrameType
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, cast
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
-from crawldedup._kernel import canonicalize_urls_fast, split_lines, url_digests_packed
+from crawldedup._kernel import (canonicalize_urls_fast, line_hashes, split_lines,
+                                url_digests_packed)
 from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
@@ -224,6 +225,8 @@ def _write_all(out: BinaryIO, data: bytes) -> None:
 
 
 SLOW_CACHE = 1 << 16
+#: Repeats remembers this many distinct lines at most (190 MB).
+REPEATS_LIMIT = 10_000_000
 
 
 #: A state whose keys cost a pass of their own (--canonical, --exact) reads at
@@ -246,10 +249,24 @@ class Canonical:
     def __init__(self, strip_tracking: bool) -> None:
         self.strip_params = True if strip_tracking else None
         self.raw = 0
+        # The lines counted in raw (some of them: a bounded set), so that a
+        # repeat that the command skips (Deliverer.chunk_keys) counts too.
+        self.raw_lines: Set[bytes] = set()
         # Keys of recent lines outside the fast path (w3lib takes 30 times
         # longer than the kernel, and crawls repeat URLs): line -> (key,
         # whether the line had no canonical form).
         self.slow: Dict[bytes, Tuple[bytes, bool]] = {}
+
+    def _count_raw(self, line: bytes) -> None:
+        self.raw += 1
+        if len(self.raw_lines) < SLOW_CACHE:
+            self.raw_lines.add(line)
+
+    def count_raw_repeats(self, lines: List[bytes]) -> None:
+        """Count the repeats of lines counted in raw (skipped without a
+        canonical form: see Deliverer.chunk_keys)."""
+        if self.raw_lines:
+            self.raw += sum(1 for line in lines if line in self.raw_lines)
 
     def _slow(self, url: bytes) -> bytes:
         """w3lib's canonical form as UTF-8, or the line itself when it has none."""
@@ -264,7 +281,7 @@ class Canonical:
                 self.slow.clear()
             self.slow[url] = found
         if found[1]:
-            self.raw += 1
+            self._count_raw(url)
         return found[0]
 
     def _fast(self) -> bool:
@@ -288,7 +305,7 @@ class Canonical:
         for i, key in enumerate(keys):
             if key is None:
                 keys[i] = urls[i]
-                self.raw += 1
+                self._count_raw(urls[i])
             else:
                 keys[i] = key.encode("utf-8")
         return keys
@@ -314,6 +331,26 @@ def _take(keys: Any, mask: np.ndarray, as_list: List[bool]) -> Any:
     return list(compress(keys, as_list))
 
 
+class Repeats:
+    """The lines met in this run, as 128-bit hashes (``line_hashes``) in a
+    fingerprint set: 19 bytes of memory a distinct line, emptied past
+    REPEATS_LIMIT lines (it only saves work).  A 128-bit collision between
+    two different lines of one run, which would take the second for a
+    repeat, has a chance below 10**-24 in 10**7 lines."""
+
+    def __init__(self) -> None:
+        from crawldedup.fpset import FingerprintSet
+        self.seen = FingerprintSet(16)
+
+    def fresh(self, lines: List[bytes]) -> np.ndarray:
+        """True for each line not met before (the first of repeats in lines
+        counting as not met), which is then met."""
+        if len(self.seen) > REPEATS_LIMIT:
+            self.seen.clear()
+        hashes = np.frombuffer(line_hashes(lines), dtype="S16")
+        return self.seen.add_many(hashes)
+
+
 class Deliverer:
     """Records chunks of URLs in the state and prints the new ones, in the
     order that loses none: in the journal first, in the state next, printed
@@ -326,6 +363,10 @@ class Deliverer:
         self.journal = journal
         self.canonical = canonical
         self.out = out
+        # Canonical forms cost 20 times a line's hash: a line met before in
+        # this run is a duplicate without one (not for a state that refreshes
+        # the keys it meets again).
+        self.repeats = Repeats() if canonical is not None and not state.refresh else None
 
     def keys(self, lines: List[bytes]) -> Any:
         if self.canonical is None:
@@ -336,12 +377,31 @@ class Deliverer:
         """Whether the keys cost a pass of their own (not the lines as read)."""
         return self.canonical is not None or type(self.state).keys is not UrlState.keys
 
-    def chunk(self, lines: List[bytes], keys: Any = None) -> int:
-        """Deliver the new URLs of a chunk of input (whose keys may be given);
-        returns how many."""
+    def chunk_keys(self, lines: List[bytes]) -> Tuple[List[bytes], Any]:
+        """(the lines of a chunk of input that may be new, their keys): with
+        --canonical, the lines that repeat one met before in this run are
+        duplicates already."""
+        if self.repeats is not None:
+            assert self.canonical is not None
+            fresh = self.repeats.fresh(lines)
+            if not fresh.all():
+                fresh_list = fresh.tolist()
+                kept = list(compress(lines, fresh_list))
+                keys = self.keys(kept)
+                if self.canonical.raw_lines:  # known once the kept ones have keys
+                    self.canonical.count_raw_repeats(
+                        [line for line, new in zip(lines, fresh_list) if not new])
+                return kept, keys
+        return lines, self.keys(lines)
+
+    def chunk(self, lines: List[bytes],
+              prepared: Optional[Tuple[List[bytes], Any]] = None) -> int:
+        """Deliver the new URLs of a chunk of input (given ``chunk_keys(lines)``
+        when computed ahead); returns how many."""
         state = self.state
-        if keys is None:
-            keys = self.keys(lines)
+        lines, keys = self.chunk_keys(lines) if prepared is None else prepared
+        if not lines:
+            return 0
         seen = state.contains_many(keys)
         absent = ~seen
         absent_list = absent.tolist()
@@ -434,7 +494,7 @@ class KeysAhead:
                     if chunk is None:
                         eof = True
                     else:
-                        following = (chunk, self.pool.submit(self.deliver.keys, chunk))
+                        following = (chunk, self.pool.submit(self.deliver.chunk_keys, chunk))
                 if pending is not None:
                     read += len(pending[0])
                     printed += self.deliver.chunk(pending[0], pending[1].result())
