@@ -95,7 +95,7 @@ def test_parameters_given():
     ({"error_rate": 0}, ValueError, r"error_rate must be in the open interval \(0, 1\), got 0"),
     ({"error_rate": 1}, ValueError, r"error_rate must be in the open interval \(0, 1\)"),
     ({"error_rate": float("nan")}, ValueError, r"error_rate must be in the open interval"),
-    ({"error_rate": "0.1"}, TypeError, r"error_rate must be a number, not str"),
+    ({"error_rate": "0.1"}, TypeError, r"error_rate must be a number in \(0, 1\), not str"),
     ({"generations": 1}, ValueError, r"generations must be an integer in \[2, 64\], got 1"),
     ({"generations": 0}, ValueError, r"generations must be an integer in \[2, 64\], got 0"),
     ({"generations": 65}, ValueError, r"generations must be an integer in \[2, 64\], got 65"),

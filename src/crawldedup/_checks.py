@@ -31,19 +31,25 @@ def check_generations(value: Any) -> int:
     return cast(int, value)
 
 
-def check_rotate_every(value: Any) -> Optional[float]:
-    if value is None:
-        return None
+def positive_seconds(name: str, value: Any, kinds: str, values: str) -> float:
+    """A duration (a number of seconds or a timedelta) as positive, finite
+    seconds; the errors say ``{name} must be {kinds}`` (a wrong type) and
+    ``{name} must be {values}`` (out of range)."""
     if isinstance(value, datetime.timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"rotate_every must be None or a positive, finite number of seconds, "
-                        f"not {type(value).__name__}")
+        raise TypeError(f"{name} must be {kinds}, not {type(value).__name__}")
     seconds = float(value)
     if not (seconds > 0.0 and math.isfinite(seconds)):
-        raise ValueError(f"rotate_every must be None or a positive, finite number of seconds, "
-                         f"got {value!r}")
+        raise ValueError(f"{name} must be {values}, got {value!r}")
     return seconds
+
+
+def check_rotate_every(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    must = "None or a positive, finite number of seconds"
+    return positive_seconds("rotate_every", value, must, must)
 
 
 def check_rotate_at_fill(value: Any) -> Optional[float]:
@@ -79,30 +85,46 @@ def fill_limit(capacity: int, rotate_at_fill: Optional[float]) -> Optional[int]:
     return max(1, math.ceil(capacity * rotate_at_fill))
 
 
-def check_initial_capacity(value: Any) -> int:
+def _whole(name: str, value: Any, must: str) -> int:
+    """value as an int: an integral number or a float without a fraction,
+    never a bool; TypeError saying ``{name} must be {must}`` otherwise."""
     if isinstance(value, bool):
-        raise TypeError("initial_capacity must be an integer >= 1, not bool")
+        raise TypeError(f"{name} must be {must}, not bool")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, numbers.Integral):
-        raise TypeError(f"initial_capacity must be an integer >= 1, not {type(value).__name__}")
-    value = int(value)
-    if value < 1:
-        raise ValueError(f"initial_capacity must be at least 1, got {value}")
-    return cast(int, value)
+        raise TypeError(f"{name} must be {must}, not {type(value).__name__}")
+    return int(value)
+
+
+def check_capacity(value: Any) -> int:
+    capacity = _whole("capacity", value, "an integer")
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1, got {capacity}")
+    return capacity
+
+
+def check_initial_capacity(value: Any) -> int:
+    capacity = _whole("initial_capacity", value, "an integer >= 1")
+    if capacity < 1:
+        raise ValueError(f"initial_capacity must be at least 1, got {capacity}")
+    return capacity
 
 
 def check_growth(value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError("growth must be an integer >= 2, not bool")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, numbers.Integral):
-        raise TypeError(f"growth must be an integer >= 2, not {type(value).__name__}")
-    value = int(value)
-    if not 2 <= value < 2 ** 64:
-        raise ValueError(f"growth must be an integer in [2, 2**64), got {value}")
-    return cast(int, value)
+    growth = _whole("growth", value, "an integer >= 2")
+    if not 2 <= growth < 2 ** 64:
+        raise ValueError(f"growth must be an integer in [2, 2**64), got {growth}")
+    return growth
+
+
+LAYOUTS = ("standard", "blocked")
+
+
+def check_layout(layout: Any) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
+    return str(layout)
 
 
 def check_open_unit(name: str, value: Any) -> float:
@@ -112,3 +134,7 @@ def check_open_unit(name: str, value: Any) -> float:
     if not 0.0 < x < 1.0:
         raise ValueError(f"{name} must be in the open interval (0, 1), got {value!r}")
     return x
+
+
+def check_error_rate(value: Any) -> float:
+    return check_open_unit("error_rate", value)

@@ -21,8 +21,7 @@ from crawldedup import _checks, _files, _mapped
 from crawldedup import _rotating_state as _state
 from crawldedup._kernel import nbytes_for
 from crawldedup._mapped import MappedHandle
-from crawldedup.bloom import (BloomFilter, _check_capacity,
-                              _check_error_rate, _check_layout, optimal_parameters)
+from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
 from crawldedup._types import Clock, PathLike
 
@@ -83,12 +82,12 @@ class SharedRing(MappedHandle):
         (True, 2)
         """
         clock = _checks.check_clock(clock)
-        checks = (("capacity", capacity, _check_capacity),
-                  ("error_rate", error_rate, _check_error_rate),
+        checks = (("capacity", capacity, _checks.check_capacity),
+                  ("error_rate", error_rate, _checks.check_error_rate),
                   ("generations", generations, _checks.check_generations),
                   ("rotate_every", rotate_every, _checks.check_rotate_every),
                   ("rotate_at_fill", rotate_at_fill, _checks.check_rotate_at_fill),
-                  ("seed", seed, _checks.check_seed), ("layout", layout, _check_layout))
+                  ("seed", seed, _checks.check_seed), ("layout", layout, _checks.check_layout))
         asked: Dict[str, Any] = {name: check(value) for name, value, check in checks
                                  if value is not None}
         return _mapped.open_state(path, mode, asked, lambda: cls._blank_file(asked, clock),

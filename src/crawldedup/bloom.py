@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import os
-from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union, cast
+from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
 
 
 from crawldedup import _checks, _files
@@ -28,36 +27,8 @@ _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
 
 
-def _check_capacity(capacity: Any) -> int:
-    if isinstance(capacity, bool):
-        raise TypeError("capacity must be an integer, not bool")
-    if isinstance(capacity, float) and capacity.is_integer():
-        capacity = int(capacity)
-    if not isinstance(capacity, numbers.Integral):
-        raise TypeError(f"capacity must be an integer, not {type(capacity).__name__}")
-    capacity = int(capacity)
-    if capacity < 1:
-        raise ValueError(f"capacity must be at least 1, got {capacity}")
-    return cast(int, capacity)
-
-
-def _check_error_rate(error_rate: Any) -> float:
-    if isinstance(error_rate, bool) or not isinstance(error_rate, numbers.Real):
-        raise TypeError(f"error_rate must be a number, not {type(error_rate).__name__}")
-    p = float(error_rate)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"error_rate must be in the open interval (0, 1), got {error_rate!r}")
-    return p
-
-
-LAYOUTS = ("standard", "blocked")
+LAYOUTS = _checks.LAYOUTS
 BLOCK_BITS = 512  # one 64-byte cache line
-
-
-def _check_layout(layout: Any) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
-    return str(layout)
 
 
 def _blocked_fpr(k: int, load: float) -> float:
@@ -111,9 +82,9 @@ def optimal_parameters(capacity: int, error_rate: float,
     >>> optimal_parameters(1_000_000, 0.01)
     (9585059, 7)
     """
-    n = _check_capacity(capacity)
-    p = _check_error_rate(error_rate)
-    layout = _check_layout(layout)
+    n = _checks.check_capacity(capacity)
+    p = _checks.check_error_rate(error_rate)
+    layout = _checks.check_layout(layout)
     if layout == "blocked":
         load, k = _blocked_load(p)
         if load <= 0:
@@ -192,8 +163,8 @@ class BloomFilter(BloomBits, MappedHandle):
 
     def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0,
                  layout: str = "standard") -> None:
-        capacity = _check_capacity(capacity)
-        error_rate = _check_error_rate(error_rate)
+        capacity = _checks.check_capacity(capacity)
+        error_rate = _checks.check_error_rate(error_rate)
         seed = _checks.check_seed(seed)
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         check_memory(capacity, error_rate, num_bits)
@@ -503,13 +474,13 @@ class BloomFilter(BloomBits, MappedHandle):
                layout: Optional[str]) -> Dict[str, Any]:
         asked: Dict[str, Any] = {}
         if capacity is not None:
-            asked["capacity"] = _check_capacity(capacity)
+            asked["capacity"] = _checks.check_capacity(capacity)
         if error_rate is not None:
-            asked["error_rate"] = _check_error_rate(error_rate)
+            asked["error_rate"] = _checks.check_error_rate(error_rate)
         if seed is not None:
             asked["seed"] = _checks.check_seed(seed)
         if layout is not None:
-            asked["layout"] = _check_layout(layout)
+            asked["layout"] = _checks.check_layout(layout)
         return asked
 
     @classmethod

@@ -31,8 +31,7 @@ from crawldedup._kernel import BloomBits, nbytes_for
 from crawldedup._members import any_holds, key_list, pick
 from crawldedup._rotating_ring import SharedRing
 from crawldedup._schedule import Schedule
-from crawldedup.bloom import (BloomFilter, _check_capacity, _check_error_rate, _check_layout,
-                              optimal_parameters)
+from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Clock, Key, PathLike
 
@@ -112,13 +111,13 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
                  rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None,
                  *, seed: int = 0, layout: str = "standard",
                  clock: Clock = time.time) -> None:
-        capacity = _check_capacity(capacity)
-        error_rate = _check_error_rate(error_rate)
+        capacity = _checks.check_capacity(capacity)
+        error_rate = _checks.check_error_rate(error_rate)
         generations = _checks.check_generations(generations)
         rotate_every = _checks.check_rotate_every(rotate_every)
         rotate_at_fill = _checks.check_rotate_at_fill(rotate_at_fill)
         seed = _checks.check_seed(seed)
-        layout = _check_layout(layout)
+        layout = _checks.check_layout(layout)
         clock = _checks.check_clock(clock)
         member_rate = error_rate / generations
         try:

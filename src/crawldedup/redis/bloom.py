@@ -14,13 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, cast
 import numpy as np
 
 from crawldedup._kernel import impl, nbytes_for
-from crawldedup.bloom import (
-    BloomFilter,
-    _check_capacity,
-    _check_error_rate,
-    _check_layout,
-    optimal_parameters,
-)
+from crawldedup import _checks
+from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply
@@ -105,14 +100,10 @@ class BloomLogic:
         self.meta_key = self.name + b":meta"
         self.asked: Dict[str, Any] = {}
         if capacity is not None:
-            self.asked["capacity"] = _check_capacity(capacity)
-            self.asked["error_rate"] = _check_error_rate(error_rate)
-            self.asked["layout"] = _check_layout(layout)
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise TypeError(f"seed must be an int, not {type(seed).__name__}")
-            if not 0 <= seed < 2 ** 32:
-                raise ValueError(f"seed must be in [0, 2**32), got {seed}")
-            self.asked["seed"] = seed
+            self.asked["capacity"] = _checks.check_capacity(capacity)
+            self.asked["error_rate"] = _checks.check_error_rate(error_rate)
+            self.asked["layout"] = _checks.check_layout(layout)
+            self.asked["seed"] = _checks.check_seed(seed)
             m, k = optimal_parameters(self.asked["capacity"], self.asked["error_rate"],
                                       self.asked["layout"])
             self.asked["num_bits"], self.asked["num_hashes"] = m, k

@@ -3,14 +3,13 @@ fleet of crawlers, optionally forgotten after a time window."""
 
 from __future__ import annotations
 
-import datetime
 import math
-import numbers
 import time
 from typing import Any, Callable, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
+from crawldedup import _checks
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncHandle, split_url
 from crawldedup.stores.base import FingerprintStore, check_digest_size
@@ -69,15 +68,8 @@ def check_name(name: Any) -> bytes:
 
 
 def _seconds(window: Any) -> float:
-    if isinstance(window, datetime.timedelta):
-        window = window.total_seconds()
-    if isinstance(window, bool) or not isinstance(window, numbers.Real):
-        raise TypeError(f"window must be seconds (a number) or a timedelta, "
-                        f"not {type(window).__name__}")
-    seconds = float(window)
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"window must be a positive number of seconds, got {window!r}")
-    return seconds
+    return _checks.positive_seconds("window", window, "seconds (a number) or a timedelta",
+                                    "a positive number of seconds")
 
 
 class StoreLogic:
