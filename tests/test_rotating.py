@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import crawldedup
 from crawldedup import BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError
-from crawldedup import _files, rotating
+from crawldedup import _files, _members, rotating
 from crawldedup.rotating import RotatingBloomFilter
 
 PURE = crawldedup.IMPLEMENTATION == "reference"
@@ -527,7 +527,7 @@ def test_add_many_is_a_sequence_of_add(generations, capacity, error_rate, fill, 
     one = RotatingBloomFilter(capacity, error_rate, generations, rotate_every=10,
                               rotate_at_fill=fill, clock=clock)
     many = one.copy()
-    with mock.patch.object(rotating, "_MIN_WINDOW", window):
+    with mock.patch.object(_members, "MIN_WINDOW", window):
         for batch, advance, rotate in steps:
             clock.now += advance
             if rotate:

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 from conftest import examples
 
-from crawldedup import _files
+from crawldedup import _files, _members
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import crawldedup
 from crawldedup import BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError
-from crawldedup import scalable
 from crawldedup.scalable import ScalableBloomFilter
 
 PURE = crawldedup.IMPLEMENTATION == "reference"
@@ -327,7 +326,7 @@ key_pool = st.integers(0, 60).map(lambda i: f"k{i}" if i % 3 else f"k{i}".encode
 def test_add_many_is_a_sequence_of_add(initial, growth, error_rate, tightening, batches, window):
     one = ScalableBloomFilter(initial, error_rate, growth, tightening)
     many = ScalableBloomFilter(initial, error_rate, growth, tightening)
-    with mock.patch.object(scalable, "_MIN_WINDOW", window):  # small windows too
+    with mock.patch.object(_members, "MIN_WINDOW", window):  # small windows too
         for batch in batches:
             expected = [one.add(key) for key in batch]
             assert many.add_many(batch).tolist() == expected

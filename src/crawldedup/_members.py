@@ -58,6 +58,62 @@ def any_holds(filters: Sequence[BloomFilter], keys: Sequence[Key]) -> np.ndarray
     return found
 
 
+#: The smallest window of keys looked at once while the newest member is
+#: nearly full (see add_in_windows).
+MIN_WINDOW = 4096
+
+
+def add_in_windows(keys: Sequence[Key], todo: np.ndarray, *,
+                   newest: Callable[[], BloomFilter], room: Callable[[BloomFilter], int],
+                   took: Callable[[np.ndarray, np.ndarray], None],
+                   grow: Callable[[], object], filled: Callable[[BloomFilter], None],
+                   eager: bool, checked: bool) -> None:
+    """Adds ``keys[todo]`` (todo increasing) to the newest member of a stack
+    with the answers and member changes of adding them one by one.
+
+    ``room(member)``: how many more adds the newest member takes; ``eager``:
+    the stack acts (``filled``, a rotation) as soon as the member has taken
+    them all, else only when the next key comes (``grow``, once ``room`` is
+    0 or less).  ``took(index, flags)`` receives the newest member's answers
+    for the keys at index.  ``checked``: every key was looked at already
+    (bad keys raise before anything changes), so windows may be short.
+    """
+    while todo.size:
+        member = newest()
+        space = room(member)
+        if todo.size < space or (not eager and todo.size == space):
+            # At most `space` of them can be new: the member does not fill
+            # before the end.
+            took(todo, member.add_many(pick(keys, todo)))
+            return
+        if space <= 0:
+            # Keys the full member holds are not new; the first one it does
+            # not hold opens the next member.
+            todo = todo[~member.contains_many(pick(keys, todo))]
+            if todo.size:
+                grow()
+            checked = True
+            continue
+        # Only `space` more keys fit.  Keys held now stay held, so skip them;
+        # of the others, add the first `space`: the member cannot fill before
+        # the last of them.  The first look covers every key (so a bad key
+        # raises, with its index, before anything changes); later looks a
+        # window, so that a member near full does not rescan the whole batch
+        # for each key it takes.
+        window = todo if not checked else todo[:max(4 * space, MIN_WINDOW)]
+        checked = True
+        absent = window[~member.contains_many(pick(keys, window))]
+        if absent.size < space or (not eager and absent.size == space):
+            if absent.size:
+                took(absent, member.add_many(pick(keys, absent)))
+            todo = todo[window.size:]
+            continue
+        take = absent[:space]
+        took(take, member.add_many(pick(keys, take)))
+        todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
+        filled(member)
+
+
 # ------------------------------------------------------------------- files
 
 def pack(payload: bytearray, members: Iterable[BloomFilter]) -> bytearray:

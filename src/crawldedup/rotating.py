@@ -21,14 +21,14 @@ import math
 import struct
 import time
 from typing import (Any, Iterable, Optional, Sequence,
-                    Tuple, Union, cast)
+                    Tuple, Union)
 
 import numpy as np
 
 from crawldedup import _checks, _files
 from crawldedup import _rotating_state as _state
 from crawldedup._kernel import BloomBits, nbytes_for
-from crawldedup._members import any_holds, key_list, pick
+from crawldedup._members import add_in_windows, any_holds, key_list, pick
 from crawldedup._rotating_ring import SharedRing
 from crawldedup._schedule import Schedule
 from crawldedup.bloom import BloomFilter, optimal_parameters
@@ -41,7 +41,6 @@ MAX_GENERATIONS = _checks.MAX_GENERATIONS
 
 # add_many with rotate_at_fill looks this many keys ahead (at least) when the
 # newest generation is nearly full; see there.
-_MIN_WINDOW = 4096
 
 
 class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
@@ -312,35 +311,21 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
         if n == 0:
             return out
         limit = self._fill_limit
-        todo = np.arange(n)
-        first = True
-        while todo.size:
-            newest = self._gens[-1]
-            # At least 1 even if someone added to the newest filter directly.
-            room = n + 1 if limit is None else max(1, limit - newest.insert_count)
-            if todo.size < room:
-                # Fewer keys than room: no rotation before the end.
-                self._settle(keys, todo[newest.add_many(pick(keys, todo))], out)
-                break
-            # Only `room` more keys fit.  Keys the newest holds now stay held
-            # (False, nothing to do), so skip them; of the others, add the
-            # first `room`: the generation cannot fill before the last of
-            # them.  The first look covers every key, so a bad key raises
-            # before anything changes; later ones a window, so that a nearly
-            # full generation does not rescan the whole batch for each key.
-            window = todo if first else todo[:max(4 * room, _MIN_WINDOW)]
-            first = False
-            absent = window[~newest.contains_many(pick(keys, window))]
-            if absent.size < room:
-                if absent.size:
-                    self._settle(keys, absent[newest.add_many(pick(keys, absent))], out)
-                todo = todo[window.size:]
-                continue
-            take = absent[:room]
-            self._settle(keys, take[newest.add_many(pick(keys, take))], out)
-            todo = todo[int(np.searchsorted(todo, take[-1])) + 1:]
-            if newest.insert_count >= cast(int, limit):  # room was finite
+
+        def took(index: np.ndarray, flags: np.ndarray) -> None:
+            self._settle(keys, index[flags], out)
+
+        def filled(member: BloomFilter) -> None:
+            nonlocal now
+            if limit is not None and member.insert_count >= limit:
                 now = self._rotate_at(now, by_fill=True)
+
+        # Without a fill limit the newest generation always has room (at
+        # least 1 even if someone added to it directly).
+        add_in_windows(keys, np.arange(n), newest=lambda: self._gens[-1],
+                       room=lambda member: n + 1 if limit is None
+                       else max(1, limit - member.insert_count),
+                       took=took, grow=lambda: None, filled=filled, eager=True, checked=False)
         return out
 
     def _settle(self, keys: Sequence[Key], fresh: np.ndarray, out: np.ndarray) -> None:

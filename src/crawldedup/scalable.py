@@ -20,7 +20,7 @@ import numpy as np
 from crawldedup import _files, _members
 from crawldedup import _checks
 from crawldedup._kernel import BloomBits
-from crawldedup._members import any_holds, key_list, pick
+from crawldedup._members import add_in_windows, any_holds, key_list
 from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Key, PathLike
@@ -31,7 +31,6 @@ from crawldedup._types import Key, PathLike
 _PARAMS = struct.Struct("<QdQ")
 # add_many looks this many keys ahead (at least) when the newest filter is
 # nearly full; see there.
-_MIN_WINDOW = 4096
 
 
 class ScalableBloomFilter(_files.Saved):
@@ -231,39 +230,14 @@ class ScalableBloomFilter(_files.Saved):
             todo = np.flatnonzero(~any_holds(filters[:-1], keys))
         else:
             todo = np.arange(n)
-        while todo.size:
-            newest = filters[-1]
-            room = newest.capacity - newest.insert_count
-            if room >= todo.size:
-                # At most `room` of them can be new: no filter fills before the end.
-                out[todo] = newest.add_many(keys if todo.size == n else pick(keys, todo))
-                break
-            if room <= 0:
-                # Keys the full filter holds are not new; the first one it
-                # does not hold opens the next filter.
-                held_now = newest.contains_many(pick(keys, todo))
-                todo = todo[~held_now]
-                if todo.size:
-                    self._grow()
-                checked = True
-                continue
-            # Only `room` more keys fit.  Keys held now stay held, so skip
-            # them; of the others, add the first `room`: they cannot fill the
-            # filter before the last of them.  The first look covers every
-            # key (so a bad key raises, with its index, before anything
-            # changes); later looks a window, so that a filter near full does
-            # not rescan the whole batch for each key it takes.
-            window = todo if not checked else todo[:max(4 * room, _MIN_WINDOW)]
-            checked = True
-            absent = np.flatnonzero(~newest.contains_many(pick(keys, window)))
-            if absent.size <= room:
-                if absent.size:
-                    out[window[absent]] = newest.add_many(pick(keys, window[absent]))
-                todo = todo[window.size:]
-            else:
-                take = absent[:room]
-                out[window[take]] = newest.add_many(pick(keys, window[take]))
-                todo = todo[int(take[-1]) + 1:]
+
+        def took(index: np.ndarray, flags: np.ndarray) -> None:
+            out[index] = flags
+
+        add_in_windows(keys, todo, newest=lambda: filters[-1],
+                       room=lambda member: member.capacity - member.insert_count,
+                       took=took, grow=self._grow, filled=lambda member: None,
+                       eager=False, checked=checked)
         return out
 
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
