@@ -34,6 +34,7 @@ import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from crawldedup import _files
+from crawldedup.errors import IncompatibleFilterError
 
 try:  # POSIX
     import fcntl
@@ -474,9 +475,19 @@ def open_state(path: object, mode: str, asked: Dict[str, Any],
         raise
 
 
+def check_asked(path: Optional[str], asked: Dict[str, Any], found: Dict[str, Any]) -> None:
+    """IncompatibleFilterError naming every parameter the caller gave that
+    the file (``found``) does not have."""
+    diff = [f"{name} {value!r} (the file has {found[name]!r})"
+            for name, value in asked.items() if found[name] != value]
+    if diff:
+        raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
+                                      + ", ".join(diff))
+
+
 def supports_locking() -> bool:
     return fcntl is not None and sys.platform != "win32"
 
 
-__all__ = ["VERIFY_BELOW_BYTES", "MappedFile", "MappedHandle", "create", "open_state",
-           "supports_locking"]
+__all__ = ["VERIFY_BELOW_BYTES", "MappedFile", "MappedHandle", "check_asked", "create",
+           "open_state", "supports_locking"]

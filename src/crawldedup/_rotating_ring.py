@@ -21,8 +21,8 @@ from crawldedup import _checks, _files, _mapped
 from crawldedup import _rotating_state as _state
 from crawldedup._kernel import nbytes_for
 from crawldedup._mapped import MappedHandle
-from crawldedup.bloom import BloomFilter, optimal_parameters
-from crawldedup.errors import CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup.bloom import BloomFilter, check_padding, mapped_member, optimal_parameters
+from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup._types import Clock, PathLike
 
 if TYPE_CHECKING:
@@ -142,11 +142,7 @@ class SharedRing(MappedHandle):
             "generations": state.generations, "rotate_every": state.rotate_every,
             "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
             "layout": _files.LAYOUT_NAMES[header.layout]}
-        diff = [f"{name} {value!r} (the file has {found[name]!r})"
-                for name, value in asked.items() if found[name] != value]
-        if diff:
-            raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
-                                          + ", ".join(diff))
+        _mapped.check_asked(path, asked, found)
         count = state.generations
         layout = found["layout"]
         self = cast("RotatingBloomFilter", cls.__new__(cls))
@@ -163,23 +159,16 @@ class SharedRing(MappedHandle):
         try:
             for index in range(count):
                 at = base + _state.STATE_BYTES + index * slot
-                member = BloomFilter.__new__(BloomFilter)
-                member._capacity, member._error_rate = params[0], params[1]
-                member._init_bits(params[3], params[4], params[2], mapping.view(at, at + nbytes),
-                                  layout, mapping.readonly)
-                where = base + _state.COUNTS_AT + 8 * index
-                member._attach_counter(mapping.view(where, where + 8))
                 try:
-                    member._check_padding(member._bits_view(), path)
+                    check_padding(header.num_bits, mapping.mem[at + nbytes - 8:at + nbytes], path)
                 except CorruptFileError as exc:
                     raise bad(f"slot {index}: {exc.reason}") from None
-                self._slots.append(member)
+                where = base + _state.COUNTS_AT + 8 * index
+                self._slots.append(mapped_member(BloomFilter, mapping, at, where, params))
             self._seq = -1
             mapping.before_seal = self._before_seal
             mapping.check_on_open(verify)
             if not mapping.readonly:
-                for member in self._slots:
-                    member._set_write_hook(mapping.begin_write)
                 with mapping.writer_section():
                     self._sync(locked=True)
             else:

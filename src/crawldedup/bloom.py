@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Type, TypeVar, Union
 
 
 from crawldedup import _checks, _files
@@ -427,7 +427,7 @@ class BloomFilter(BloomBits, MappedHandle):
         self._check_padding(bits, path)
 
     def _check_padding(self, bits: memoryview, path: Optional[PathLike]) -> None:
-        _check_padding_word(self.num_bits, bits[-8:], path)
+        check_padding(self.num_bits, bits[-8:], path)
 
     def __reduce__(self) -> Tuple[Any, ...]:
         return (_files.restore, (type(self), self.to_bytes()))
@@ -506,40 +506,52 @@ class BloomFilter(BloomBits, MappedHandle):
         header = _files.parse_header(mapping.mem[:_files.HEADER_SIZE], mapping.size, path)
         params = cls._header_params(header, path)
         names = ("capacity", "error_rate", "seed", "num_bits", "num_hashes", "layout")
-        found = dict(zip(names, params))
-        diff = [f"{name} {value!r} (the file has {found[name]!r})"
-                for name, value in asked.items() if found[name] != value]
-        if diff:
-            raise IncompatibleFilterError(f"{path!r} was made with other parameters: "
-                                          + ", ".join(diff))
+        _mapped.check_asked(path, asked, dict(zip(names, params)))
         end = _files.HEADER_SIZE + header.payload_size
-        _check_padding_word(params[3], mapping.mem[end - 8:end], path)
+        check_padding(params[3], mapping.mem[end - 8:end], path)
         mapping.check_on_open(verify)
-        self = cls.__new__(cls)
-        try:
-            self._capacity, self._error_rate = params[0], params[1]
-            self._init_bits(params[3], params[4], params[2],
-                            mapping.view(_files.HEADER_SIZE), params[5], mapping.readonly)
-            self._attach_counter(mapping.view(_files.COUNT_AT, _files.COUNT_AT + 8))
-            self._mapping = mapping
-            if not mapping.readonly:
-                self._set_write_hook(mapping.begin_write)
-        except BaseException:
-            self._release()
-            raise
+        self = mapped_member(cls, mapping, _files.HEADER_SIZE, _files.COUNT_AT, params)
+        self._mapping = mapping
         return self
 
     def _release_storage(self) -> None:
         self._release()  # refused while a batch call runs in another thread
 
 
-def _check_padding_word(num_bits: int, last_word: Union[bytes, memoryview],
-                        path: Optional[PathLike]) -> None:
+def check_padding(num_bits: int, last_word: Union[bytes, memoryview],
+                  path: Optional[PathLike]) -> None:
     """Padding bits past num_bits (in the last 8-byte word of the bits) are
     never set by add(); a file with one set was not written by crawldedup."""
     tail_bits = num_bits % 64
     if tail_bits and int.from_bytes(last_word, "little") >> tail_bits:
         raise CorruptFileError(path, "padding bits past num_bits are set")
+
+
+_B = TypeVar("_B", bound=BloomFilter)
+
+
+def mapped_member(cls: Type[_B], mapping: _mapped.MappedFile, bits_at: int, count_at: int,
+                  params: Tuple[int, float, int, int, int, str]) -> _B:
+    """A filter used in place in an open mapping, its file already checked:
+    its bits at ``bits_at``, its insert count the u64 at ``count_at``, adds
+    marking the file (``MappedFile.begin_write``) unless it is read-only.
+    ``params``: (capacity, error_rate, seed, num_bits, num_hashes, layout).
+    The mapping stays the caller's (BloomFilter.open's, or a rotating
+    filter's, whose generations these are)."""
+    self = cls.__new__(cls)
+    capacity, error_rate, seed, num_bits, num_hashes, layout = params
+    try:
+        self._capacity, self._error_rate = capacity, error_rate
+        self._init_bits(num_bits, num_hashes, seed,
+                        mapping.view(bits_at, bits_at + nbytes_for(num_bits)), layout,
+                        mapping.readonly)
+        self._attach_counter(mapping.view(count_at, count_at + 8))
+        if not mapping.readonly:
+            self._set_write_hook(mapping.begin_write)
+    except BaseException:
+        self._release()
+        raise
+    return self
 
 
 # Pickles made before _files.restore name this.

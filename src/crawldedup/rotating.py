@@ -31,7 +31,7 @@ from crawldedup._kernel import BloomBits, nbytes_for
 from crawldedup._members import add_in_windows, any_holds, key_list, pick
 from crawldedup._rotating_ring import SharedRing
 from crawldedup._schedule import Schedule
-from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.bloom import BloomFilter, check_padding, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Clock, Key, PathLike
 
@@ -488,12 +488,12 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             at = _state.STATE_BYTES + index * slot
             if any(payload[at + nbytes:at + slot]):
                 raise bad(f"slot {index}: bytes past its bits are set")
-            member = BloomFilter._blank(params, counts[index])
-            member._bits_view()[:] = payload[at:at + nbytes]
             try:
-                member._check_padding(member._bits_view(), path)
+                check_padding(header.num_bits, payload[at + nbytes - 8:at + nbytes], path)
             except CorruptFileError as exc:
                 raise bad(f"slot {index}: {exc.reason}") from None
+            member = BloomFilter._blank(params, counts[index])
+            member._bits_view()[:] = payload[at:at + nbytes]
             slots.append(member)
         newest = state.newest
         if state.sequence & 1:  # killed while rotating: finish the rotation
