@@ -79,6 +79,7 @@ def test_second_crawl_is_conditional_and_parses_only_changes(sites, tmp_path):
     assert parsed == {site.url + "/v/2": "changed", site.url + "/plain/3": "changed"}
     for i in (1, 3, 4):
         assert site.counts[f"/v/{i}"]["if_none_match"] == 1
+        assert site.counts[f"/v/{i}"]["if_modified_since"] == 0  # one validator is enough
         assert (site.counts[f"/v/{i}"]["304"], site.counts[f"/v/{i}"]["full"]) == (1, 0)
     assert (site.counts["/v/2"]["304"], site.counts["/v/2"]["full"]) == (0, 1)
     for i in range(1, 5):  # no validators: fetched in full, judged by digest

@@ -108,8 +108,10 @@ def test_conditional_headers_and_head_strategy(make_state):
     state.record("https://a.example/1", 200, {"etag": '"x1"', "Last-Modified": lm}, body=b"one",
                  now=T0)
     state.record("https://a.example/2", 200, [(b"Content-Length", b"5")], body=b"hello", now=T0)
-    assert state.conditional_headers("https://a.example/1") == {
-        "If-None-Match": '"x1"', "If-Modified-Since": lm}
+    # one validator: the ETag when there is one (RFC 9110 ignores the date then)
+    assert state.conditional_headers("https://a.example/1") == {"If-None-Match": '"x1"'}
+    state.record("https://a.example/3", 200, {"Last-Modified": lm}, body=b"three", now=T0)
+    assert state.conditional_headers("https://a.example/3") == {"If-Modified-Since": lm}
     assert state.conditional_headers("https://a.example/2") == {}
     assert state.conditional_headers("https://a.example/unknown") == {}
     assert state.head_says_unchanged("https://a.example/1", {"ETag": '"x1"'})
@@ -152,6 +154,12 @@ def test_etag_that_never_changes_is_detected(make_state):
     stats = state.host_stats("stuck.example")
     assert stats["etag_trusted"] is False and stats["etag_lies"] == 3
     assert state.conditional_headers(url) == {}
+    # with its ETag distrusted, a page of the host that has a Last-Modified
+    # is asked with the date instead
+    lm = "Tue, 01 Dec 2026 00:00:00 GMT"
+    state.record(url + "dated", 200, {"ETag": '"always"', "Last-Modified": lm}, body=b"x",
+                 now=T0)
+    assert state.conditional_headers(url + "dated") == {"If-Modified-Since": lm}
 
 
 def test_bad_input(make_state):

@@ -419,21 +419,28 @@ class RecrawlState:
         return estimate_rate(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3] + 1.0, prior, weight)
 
     def conditional_headers(self, url: Any) -> Dict[str, str]:
-        """``If-None-Match`` / ``If-Modified-Since`` for a conditional GET of a
-        known URL (empty for an unknown one, and without the validators its
-        host was caught lying about)."""
+        """The validator to send with a conditional GET of a known URL:
+        ``If-None-Match`` when it has an ETag, else ``If-Modified-Since``
+        when it has a Last-Modified (empty for an unknown URL; a validator
+        its host was caught lying about is not sent).
+
+        One is enough: a server that gets both must ignore If-Modified-Since
+        (RFC 9110, section 13.2.2), so the second would only add bytes to
+        every request.
+        """
         key = self.key(url)
         row = self.store.get_pages([key]).get(key)
         if row is None:
             return {}
-        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
-        out: Dict[str, str] = {}
         etag, lm = row[_P_ETAG], row[_P_LAST_MODIFIED]
+        if not etag and not lm:
+            return {}
+        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
         if etag and (host is None or self._trusted(host, "etag")):
-            out["If-None-Match"] = etag
+            return {"If-None-Match": etag}
         if lm and (host is None or self._trusted(host, "lm")):
-            out["If-Modified-Since"] = lm
-        return out
+            return {"If-Modified-Since": lm}
+        return {}
 
     def head_says_unchanged(self, url: Any, headers: Any) -> bool:
         """The seed's HEAD strategy: does a HEAD answer say the page is the
@@ -686,7 +693,7 @@ class RecrawlState:
         host_rates = dict(zip(hosts, self._host_rates(
             np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
             + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, _H_RATE]).tolist()))
-        final = sorted(rows.values())  # in key order: the URL index is walked left to right
+        final = list(rows.values())
         prior = np.array([host_rates[r[_P_HOST]] for r in final])
         columns = list(zip(*final))
         rates = estimate_rate(np.array(columns[_P_CHANGES], dtype=np.float64),
