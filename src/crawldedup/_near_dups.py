@@ -174,7 +174,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     distinct = SimhashIndex(index.k)  # this run's distinct fingerprints (ids = themselves)
     run_ids: List[Any] = []
     run_fps: List[Any] = []
-    bar = _progress(err)
+    bar = progress_bar(err)
 
     def bad(problem: BadLine) -> None:
         if not args.skip_bad:
@@ -251,16 +251,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     sources = args.files or ["-"]
     try:
         for name in sources:
-            if name == "-":
-                if stdin is None:
-                    raise CrawldedupError("no FILE given and no standard input to read")
-                source, label = stdin, "<stdin>"
-            else:
-                try:
-                    source = open(name, "rb")
-                except OSError as exc:
-                    raise CrawldedupError(f"cannot read {name!r}: {exc.strerror}") from None
-                label = name
+            label, source = open_input(name, stdin)
             try:
                 batch: List[Tuple[str, Any, str]] = []
                 first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
@@ -333,7 +324,22 @@ def _stored(index: Any, ident: Any) -> bool:
         return False
 
 
-def _progress(err: IO[str]) -> Any:
+def open_input(name: str, stdin: Optional[BinaryIO]) -> Tuple[str, BinaryIO]:
+    """(label, binary file) of a FILE argument, "-" being standard input;
+    the caller closes a file that is not ``stdin``.  CrawldedupError (a
+    one-line error) when it cannot be read."""
+    from crawldedup.errors import CrawldedupError
+    if name == "-":
+        if stdin is None:
+            raise CrawldedupError("no FILE given and no standard input to read")
+        return "<stdin>", stdin
+    try:
+        return name, open(name, "rb")
+    except OSError as exc:
+        raise CrawldedupError(f"cannot read {name!r}: {exc.strerror}") from None
+
+
+def progress_bar(err: IO[str], unit: str = " docs", desc: str = "near-dups") -> Any:
     """A tqdm bar on stderr when it is a terminal and tqdm is installed."""
     isatty = getattr(err, "isatty", None)
     if not (isatty and isatty()):
@@ -342,7 +348,7 @@ def _progress(err: IO[str]) -> Any:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(file=err, unit=" docs", desc="near-dups")
+    return tqdm(file=err, unit=unit, desc=desc)
 
 
 def add_parser(commands: Any) -> None:

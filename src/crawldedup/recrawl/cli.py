@@ -18,6 +18,7 @@ import sys
 import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
+from crawldedup._near_dups import open_input, progress_bar
 from crawldedup.errors import CrawldedupError
 
 BATCH = 1000
@@ -47,18 +48,6 @@ def _open(args: argparse.Namespace) -> Any:
         return RecrawlState(args.state, policy=_policy(args), **options)
     except (ValueError, TypeError, ImportError) as exc:
         raise CrawldedupError(f"cannot open the state {args.state!r}: {exc}") from None
-
-
-def _progress(err: IO[str], what: str) -> Any:
-    """A tqdm bar on stderr when it is a terminal and tqdm is installed."""
-    isatty = getattr(err, "isatty", None)
-    if not (isatty and isatty()):
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(file=err, unit=" lines", desc=what)
 
 
 def run_due(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -103,7 +92,7 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
     state = _open(args)
     counts: Dict[str, int] = {}
     skipped = 0
-    bar = _progress(err, "record")
+    bar = progress_bar(err, " lines", "record")
 
     def flush(batch: List[Tuple[str, Dict[str, Any]]]) -> None:
         if not batch:
@@ -136,16 +125,7 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
     try:
         clock = time.time()
         for name in args.files or ["-"]:
-            if name == "-":
-                if stdin is None:
-                    raise CrawldedupError("no FILE given and no standard input to read")
-                source, label = stdin, "<stdin>"
-            else:
-                try:
-                    source = open(name, "rb")
-                except OSError as exc:
-                    raise CrawldedupError(f"cannot read {name!r}: {exc.strerror}") from None
-                label = name
+            label, source = open_input(name, stdin)
             try:
                 batch: List[Tuple[str, Dict[str, Any]]] = []
                 for number, line in enumerate(source, 1):
