@@ -5,8 +5,12 @@ requests with 304; pages under ``/plain/`` send neither (only
 Content-Length); pages under ``/liar/`` send a Last-Modified that moves on
 every request while the content stays the same, and never answer 304.
 ``site.change(path)`` makes a new version of a page.  The server counts, per
-path, full responses, 304s, HEADs, conditional headers received and bytes
-sent.
+path, full responses, 304s, HEADs, conditional headers received, bytes
+received (request lines and headers) and bytes sent.
+
+A 304 carries what RFC 9110 (section 15.4.5) asks of it and nginx sends:
+Server, Date, ETag and Last-Modified, no Content-Type and no Content-Length
+(a Content-Length other than the 200's would be wrong there).
 """
 
 from __future__ import annotations
@@ -36,6 +40,27 @@ class _Counting:
         return getattr(self.raw, name)
 
 
+class _CountingReader:
+    """A read-only file that counts the bytes read through it."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+        self.count = 0
+
+    def readline(self, *args) -> bytes:
+        data = self.raw.readline(*args)
+        self.count += len(data)
+        return data
+
+    def read(self, *args) -> bytes:
+        data = self.raw.read(*args)
+        self.count += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
 class Site:
     def __init__(self, pages: dict) -> None:
         """pages: path -> body (str)."""
@@ -51,6 +76,11 @@ class Site:
             def setup(self):
                 super().setup()
                 self.wfile = _Counting(self.wfile)
+                self.rfile = _CountingReader(self.rfile)
+
+            def handle_one_request(self):
+                self.request_start = self.rfile.count
+                super().handle_one_request()
 
             def log_message(self, *args):  # quiet
                 pass
@@ -90,6 +120,7 @@ class Site:
         with self.lock:
             page = self.pages.get(path)
             counts = self.counts[path]
+            counts["received"] += handler.rfile.count - handler.request_start
             if handler.headers.get("If-None-Match"):
                 counts["if_none_match"] += 1
             if handler.headers.get("If-Modified-Since"):
@@ -122,8 +153,10 @@ class Site:
         start = handler.wfile.count
         handler.send_response(status)
         for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", "0" if status == 304 else str(len(body)))
+            if status != 304 or name != "Content-Type":
+                handler.send_header(name, value)
+        if status != 304:
+            handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         if not head and status != 304:
             handler.wfile.write(body)
