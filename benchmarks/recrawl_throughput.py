@@ -109,10 +109,14 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=1_000_000)
     args = parser.parse_args()
     n = args.urls
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         ours = run_crawldedup(os.path.join(tmp, "recrawl.db"), n)
         peer = run_peer(os.path.join(tmp, "peer.db"), n)
-    print(f"{n:,} URLs, batches of {BATCH:,}, SQLite (WAL, synchronous=NORMAL)\n")
+    load_after = os.getloadavg()
+    print(f"{n:,} URLs, batches of {BATCH:,}, SQLite (WAL, synchronous=NORMAL); load average "
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after, on {os.cpu_count()} "
+          f"CPUs\n")
     print(f"{'':<44}{'records/s (wall)':>18}{'records/s (CPU)':>17}")
     rows = [("crawldedup first crawl (record_many)", ours[0]),
             ("crawldedup re-crawl (due + record_many)", ours[1]),

@@ -306,9 +306,30 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
         columns = "".join(f", {name}" for name in PAGE_FIELDS[1:])
+        fields = ", ".join(PAGE_FIELDS)
 
         def work(conn: Any) -> Dict[str, PageRow]:
-            slots = self._slots(conn, list(dict.fromkeys(urls)), columns)
+            unique = list(dict.fromkeys(urls))
+            first = {url: url_key(url) for url in unique}
+            found: Dict[str, PageRow] = {}
+            exact = len(set(first.values())) == len(first)
+            if exact:
+                # The common case, one query per _STATEMENT_ROWS URLs: each
+                # row found must be one of ours under its first key; if one
+                # is not, some key holds another URL and _slots sorts it out.
+                keys = list(first.values())
+                get = first.get
+                for start in range(0, len(keys), _STATEMENT_ROWS):
+                    part = keys[start:start + _STATEMENT_ROWS]
+                    sql = (f"SELECT key, {fields} FROM pages WHERE key IN ("
+                           + ",".join("?" * len(part)) + ")")
+                    for row in conn.execute(sql, part):
+                        if get(row[1]) != row[0]:
+                            exact = False
+                        found[row[1]] = row[1:]
+            if exact:
+                return found
+            slots = self._slots(conn, unique, columns)
             return {url: row for url, (_key, row) in slots.items() if row is not None}
         return self._run(work)  # type: ignore[no-any-return]
 
