@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, List, Optional, Set, Tuple, cast
+from typing import Any, Callable, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
@@ -109,17 +109,22 @@ class StoreLogic:
 
     # ----------------------------------------------------- operations
 
+    def _chunks(self, raw: bytes, count: int) -> Iterator[Tuple[int, bytes]]:
+        """(n, the n digests as RESP bulk strings) for each run of at most
+        CHUNK of the count digests concatenated in raw."""
+        ds = self.digest_size
+        for start in range(0, count, CHUNK):
+            n = min(CHUNK, count - start)
+            yield n, _resp.bulk_fixed(raw[start * ds:(start + n) * ds], ds)
+
     def add_op(self, raw: bytes, count: int) -> Op:
         """Adds ``count`` digests (concatenated in ``raw``); the result is a
         bool array, True where this call added the digest."""
         if count == 0:
             return np.zeros(0, dtype=np.bool_)
         keys, expire_ms = self.live_keys()
-        ds = self.digest_size
         requests = []
-        for start in range(0, count, CHUNK):
-            n = min(CHUNK, count - start)
-            body = _resp.bulk_fixed(raw[start * ds:(start + n) * ds], ds)
+        for n, body in self._chunks(raw, count):
             if self.window is None:
                 head = _resp.head(3 + 1 + n, b"EVAL", ADD_SCRIPT, 1, keys[0])
             else:
@@ -133,11 +138,8 @@ class StoreLogic:
         if count == 0:
             return np.zeros(0, dtype=np.bool_)
         keys, _ = self.live_keys()
-        ds = self.digest_size
         requests = []
-        for start in range(0, count, CHUNK):
-            n = min(CHUNK, count - start)
-            body = _resp.bulk_fixed(raw[start * ds:(start + n) * ds], ds)
+        for n, body in self._chunks(raw, count):
             for key in keys:
                 requests.append(Request(keys[0], [_resp.head(2 + n, b"SMISMEMBER", key), body],
                                         1, key))
