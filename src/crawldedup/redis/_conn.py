@@ -172,14 +172,33 @@ def _redirected(replies: List[Any]) -> bool:
                               ex.ClusterDownError)) for r in replies)
 
 
-class SyncTransport:
-    """Sends requests through redis-py's (blocking) connections."""
+class Transport:
+    """What both transports share: the client, the address errors name, and
+    what to send again when a cluster redirects requests."""
 
-    def __init__(self, client: Any, is_cluster: bool) -> None:
+    def __init__(self, client: Any, is_cluster: bool, lock: Any) -> None:
         self.client = client
         self.is_cluster = is_cluster
         self.address = describe(client)
-        self._lock = threading.Lock()
+        self._lock = lock
+
+    def to_resend(self, results: List[List[Any]]) -> List[int]:
+        """The requests a cluster redirected (the slots moved): sent again
+        after the slot map is refreshed."""
+        return [i for i, r in enumerate(results) if _redirected(r)] if self.is_cluster else []
+
+    def settled(self, results: List[List[Any]]) -> List[List[Any]]:
+        if any(_redirected(r) for r in results):
+            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
+                                        f"redirecting (resharding or failing over)")
+        return results
+
+
+class SyncTransport(Transport):
+    """Sends requests through redis-py's (blocking) connections."""
+
+    def __init__(self, client: Any, is_cluster: bool) -> None:
+        super().__init__(client, is_cluster, threading.Lock())
 
     def _route(self, key: bytes) -> Tuple[str, Any]:
         if not self.is_cluster:
@@ -199,8 +218,8 @@ class SyncTransport:
         ex = redis_module().exceptions
         results, sent = self._execute_once(requests)
         for _attempt in range(3):
-            redo = [i for i, r in enumerate(results) if _redirected(r)]
-            if not redo or not self.is_cluster:
+            redo = self.to_resend(results)
+            if not redo:
                 break
             try:
                 self.client.nodes_manager.initialize()
@@ -209,10 +228,7 @@ class SyncTransport:
             again, _ = self._execute_once([sent[i] for i in redo])
             for i, r in zip(redo, again):
                 results[i] = r
-        if any(_redirected(r) for r in results):
-            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
-                                        f"redirecting (resharding or failing over)")
-        return results
+        return self.settled(results)
 
     def _execute_once(self, requests: Iterable[Request]
                       ) -> Tuple[List[List[Any]], List[Request]]:

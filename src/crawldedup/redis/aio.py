@@ -19,13 +19,12 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set,
 
 import numpy as np
 
-from crawldedup.errors import StoreUnavailableError
 from crawldedup.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
     WINDOW,
     Op,
     Request,
-    _redirected,
+    Transport,
     describe,
     driver_errors,
     redis_module,
@@ -33,7 +32,7 @@ from crawldedup.redis._conn import (
     unavailable,
 )
 from crawldedup.redis.bloom import BloomLogic, _check_keys
-from crawldedup.redis.simhash import SimhashLogic, csr, encode_id
+from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 from crawldedup.stores.base import FingerprintStore
 
@@ -75,22 +74,19 @@ async def _aclose(client: Any) -> None:
     await close()
 
 
-class AsyncTransport:
+class AsyncTransport(Transport):
     """SyncTransport's twin over redis.asyncio connections."""
 
     def __init__(self, client: Any, is_cluster: bool) -> None:
         import asyncio
-        self.client = client
-        self.is_cluster = is_cluster
-        self.address = describe(client)
-        self._lock = asyncio.Lock()
+        super().__init__(client, is_cluster, asyncio.Lock())
 
     async def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
         ex = redis_module().exceptions
         results, sent = await self._execute_once(requests)
         for _attempt in range(3):
-            redo = [i for i, r in enumerate(results) if _redirected(r)]
-            if not redo or not self.is_cluster:
+            redo = self.to_resend(results)
+            if not redo:
                 break
             try:
                 await self.client.initialize()
@@ -99,10 +95,7 @@ class AsyncTransport:
             again, _ = await self._execute_once([sent[i] for i in redo])
             for i, r in zip(redo, again):
                 results[i] = r
-        if any(_redirected(r) for r in results):
-            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
-                                        f"redirecting (resharding or failing over)")
-        return results
+        return self.settled(results)
 
     async def _acquire(self, key: bytes) -> Tuple[str, Any, Any]:
         """(node name, connection, release coroutine function)."""
@@ -385,12 +378,7 @@ class AsyncRedisSimhashIndex(_AsyncBase):
                                            np.array([_check_fp(fp)], dtype=np.uint64)))
 
     async def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
-        if isinstance(ids, (str, bytes)):
-            raise TypeError("ids must be an iterable of ids, not a single str or bytes")
-        encs = [encode_id(i) for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
-        f = _fp_array(fps)
-        if len(encs) != len(f):
-            raise ValueError(f"ids and fps differ in length: {len(encs)} and {len(f)}")
+        encs, f = id_batch(ids, fps)
         if encs:
             await self._run(self._logic.add_op(encs, f))
 

@@ -77,6 +77,17 @@ def _sort_key(item: Tuple[Hashable, int]) -> Tuple[int, int, Any]:
     return (d, 0 if isinstance(id, int) else 1 if isinstance(id, str) else 2, id)
 
 
+def id_batch(ids: Iterable[Hashable], fps: Any) -> Tuple[List[bytes], np.ndarray]:
+    """The encoded ids and the fingerprints of an add_many, checked."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("ids must be an iterable of ids, not a single str or bytes")
+    encs = [encode_id(i) for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
+    f = _fp_array(fps)
+    if len(encs) != len(f):
+        raise ValueError(f"ids and fps differ in length: {len(encs)} and {len(f)}")
+    return encs, f
+
+
 class SimhashLogic:
     """Commands and replies of RedisSimhashIndex, without I/O."""
 
@@ -267,12 +278,7 @@ class RedisSimhashIndex(SyncHandle):
     def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
         """Store fps[i] under ids[i], all or nothing (ValueError if an id is
         repeated or present)."""
-        if isinstance(ids, (str, bytes)):
-            raise TypeError("ids must be an iterable of ids, not a single str or bytes")
-        encs = [encode_id(i) for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
-        f = _fp_array(fps)
-        if len(encs) != len(f):
-            raise ValueError(f"ids and fps differ in length: {len(encs)} and {len(f)}")
+        encs, f = id_batch(ids, fps)
         if encs:
             self._run(self._logic.add_op(encs, f))
 
