@@ -62,6 +62,31 @@ def reference():
     return load_impl("reference")
 
 
+# The public classes on each kernel, in the manner of multidict's fixture:
+# a test that takes ``api`` runs once with the package built on the compiled
+# core and once with it built on the twin, whichever the environment chose
+# (see implementations.py).  ``api`` is the package module: api.BloomFilter,
+# api.FingerprintSet, api.IMPLEMENTATION...
+@pytest.fixture(params=IMPLEMENTATIONS, scope="module")
+def api(request):
+    """crawldedup built on crawldedup._core, then on crawldedup._reference."""
+    import implementations
+    return implementations.package(request.param).api
+
+
+@pytest.fixture(autouse=True)
+def _api_modules(request):
+    """While a test that takes ``api`` runs, ``import crawldedup.x`` (and
+    pickle) find that package's modules."""
+    if "api" not in request.fixturenames:
+        yield
+        return
+    import implementations
+    api = request.getfixturevalue("api")
+    with implementations.active(implementations.package(api.IMPLEMENTATION)):
+        yield
+
+
 # ---- services (database servers) ----
 # Tests that need a server take one of these fixtures.  They skip only when
 # the server is unreachable AND CRAWLDEDUP_REQUIRE_SERVICES is unset; CI sets

@@ -1,4 +1,5 @@
-"""FingerprintSet: behaviour against a Python set, files, damage, misuse."""
+"""FingerprintSet: behaviour against a Python set, files, damage, misuse, on
+each kernel (the ``api`` fixture)."""
 
 import copy
 import doctest
@@ -10,9 +11,9 @@ import struct
 import numpy as np
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
-import crawldedup
 from crawldedup import CorruptFileError, FingerprintSet, IncompatibleFilterError, _files
 from crawldedup.fpset import url_digest, url_digests
 
@@ -28,9 +29,10 @@ DIGESTS = st.one_of(st.binary(min_size=16, max_size=16),
 class SetModel(RuleBasedStateMachine):
     """Every operation of FingerprintSet next to the same on a Python set."""
 
-    def __init__(self):
+    def __init__(self, api):
         super().__init__()
-        self.fps = FingerprintSet(16)
+        self.FingerprintSet = api.FingerprintSet
+        self.fps = self.FingerprintSet(16)
         self.model = set()
 
     @rule(d=DIGESTS)
@@ -58,7 +60,7 @@ class SetModel(RuleBasedStateMachine):
 
     @rule(others=st.lists(DIGESTS, max_size=30))
     def union(self, others):
-        other = FingerprintSet(16)
+        other = self.FingerprintSet(16)
         other.add_many(others)
         both = self.fps | other
         assert set(both) == self.model | set(others)
@@ -73,7 +75,7 @@ class SetModel(RuleBasedStateMachine):
 
     @rule()
     def round_trip(self):
-        again = FingerprintSet.from_bytes(self.fps.to_bytes())
+        again = self.FingerprintSet.from_bytes(self.fps.to_bytes())
         assert again == self.fps
         self.fps = pickle.loads(pickle.dumps(again))
 
@@ -83,11 +85,12 @@ class SetModel(RuleBasedStateMachine):
         assert sorted(self.fps) == sorted(self.model)
 
 
-TestSetModel = SetModel.TestCase
+def test_against_a_set(api):
+    run_state_machine_as_test(lambda: SetModel(api))
 
 
-def test_basics_and_canonical_order():
-    a, b = FingerprintSet(), FingerprintSet()
+def test_basics_and_canonical_order(api):
+    a, b = api.FingerprintSet(), api.FingerprintSet()
     urls = [f"https://example.com/{i}" for i in range(2000)]
     assert a.add_many([md5(u) for u in urls]).all()
     assert b.add_many(url_digests(reversed(urls))).all()
@@ -104,12 +107,12 @@ def test_basics_and_canonical_order():
     with pytest.raises(TypeError):
         hash(a)
     with pytest.raises(ValueError, match="20-byte"):
-        a | FingerprintSet(20)
+        a | api.FingerprintSet(20)
     assert (a == 5) is False and a.__or__(5) is NotImplemented
 
 
-def test_iteration_is_over_a_snapshot():
-    fps = FingerprintSet(4)
+def test_iteration_is_over_a_snapshot(api):
+    fps = api.FingerprintSet(4)
     fps.add_many([i.to_bytes(4, "big") for i in range(100)])
     seen = []
     for d in fps:
@@ -118,18 +121,18 @@ def test_iteration_is_over_a_snapshot():
     assert len(seen) == 100 and set(seen) == {i.to_bytes(4, "big") for i in range(100)}
 
 
-def test_save_load(tmp_path):
-    fps = FingerprintSet(20)
+def test_save_load(api, tmp_path):
+    fps = api.FingerprintSet(20)
     fps.add_many([hashlib.sha1(str(i).encode()).digest() for i in range(5000)])
     fps.add(bytes(20))
     path = tmp_path / "seen.fps"
     fps.save(path)
     assert os.path.getsize(path) == _files.HEADER_SIZE + 5001 * 20
-    again = FingerprintSet.load(path)
+    again = api.FingerprintSet.load(path)
     assert again == fps and again.digest_size == 20 and bytes(20) in again
-    empty = FingerprintSet()
+    empty = api.FingerprintSet()
     empty.save(path)
-    assert len(FingerprintSet.load(path)) == 0
+    assert len(api.FingerprintSet.load(path)) == 0
     # The shared header: kind 5, described by `crawldedup info`.
     with open(path, "rb") as f:
         header = _files.parse_header(f.read(_files.HEADER_SIZE), os.path.getsize(path), path)
@@ -137,9 +140,9 @@ def test_save_load(tmp_path):
     assert _files.KIND_NAMES[5] == "fingerprint set"
 
 
-def test_failed_save_keeps_the_old_file(tmp_path, monkeypatch):
+def test_failed_save_keeps_the_old_file(api, tmp_path, monkeypatch):
     path = tmp_path / "seen.fps"
-    good = FingerprintSet()
+    good = api.FingerprintSet()
     good.add(md5("a"))
     good.save(path)
     bigger = good.copy()
@@ -148,11 +151,11 @@ def test_failed_save_keeps_the_old_file(tmp_path, monkeypatch):
     def boom(self, f):
         f.write(b"partial")
         raise OSError("disk full")
-    monkeypatch.setattr(FingerprintSet, "_write", boom)
+    monkeypatch.setattr(api.FingerprintSet, "_write", boom)
     with pytest.raises(OSError, match="disk full"):
         bigger.save(path)
     monkeypatch.undo()
-    assert FingerprintSet.load(path) == good
+    assert api.FingerprintSet.load(path) == good
     assert [p.name for p in tmp_path.iterdir()] == ["seen.fps"]
 
 
@@ -165,7 +168,7 @@ def saved(tmp_path):
     return path, path.read_bytes()
 
 
-def test_every_damaged_byte_is_caught(saved, tmp_path):
+def test_every_damaged_byte_is_caught(api, saved, tmp_path):
     path, data = saved
     # Every header field and a sample of payload bytes, one bit flipped each.
     spots = list(range(0, 96)) + list(range(_files.HEADER_SIZE, len(data), 97)) + [len(data) - 1]
@@ -174,30 +177,30 @@ def test_every_damaged_byte_is_caught(saved, tmp_path):
         broken[at] ^= 0x10
         path.write_bytes(bytes(broken))
         with pytest.raises((CorruptFileError, IncompatibleFilterError)):
-            FingerprintSet.load(path)
+            api.FingerprintSet.load(path)
 
 
-def test_truncated_empty_foreign_files(saved, tmp_path):
+def test_truncated_empty_foreign_files(api, saved, tmp_path):
     path, data = saved
     for cut in (0, 5, 100, _files.HEADER_SIZE, len(data) - 1):
         path.write_bytes(data[:cut])
         with pytest.raises(CorruptFileError):
-            FingerprintSet.load(path)
+            api.FingerprintSet.load(path)
     path.write_bytes(data + b"\0")
     with pytest.raises(CorruptFileError, match="unexpected bytes"):
-        FingerprintSet.load(path)
+        api.FingerprintSet.load(path)
     path.write_bytes(b"PK\x03\x04" + bytes(5000))
     with pytest.raises(CorruptFileError, match="signature"):
-        FingerprintSet.load(path)
-    bloom = crawldedup.BloomFilter(100, 0.01)
+        api.FingerprintSet.load(path)
+    bloom = api.BloomFilter(100, 0.01)
     bloom.save(path)
     with pytest.raises(CorruptFileError, match="Bloom filter, not a fingerprint set"):
-        FingerprintSet.load(path)
+        api.FingerprintSet.load(path)
     with pytest.raises(CorruptFileError):
-        FingerprintSet.from_bytes(data[:-16])
+        api.FingerprintSet.from_bytes(data[:-16])
 
 
-def test_well_checksummed_but_out_of_order_payload_is_corrupt(saved):
+def test_well_checksummed_but_out_of_order_payload_is_corrupt(api, saved):
     path, data = saved
     payload = bytearray(data[_files.HEADER_SIZE:])
     payload[:16], payload[16:32] = payload[16:32], payload[:16]
@@ -205,19 +208,19 @@ def test_well_checksummed_but_out_of_order_payload_is_corrupt(saved):
     header.checksum = _files.checksum(header, bytes(payload))
     forged = bytes(header.pack()) + bytes(payload)
     with pytest.raises(CorruptFileError, match="canonical order"):
-        FingerprintSet.from_bytes(forged)
+        api.FingerprintSet.from_bytes(forged)
     header.insert_count += 1
     header.checksum = _files.checksum(header, bytes(payload))
     with pytest.raises(CorruptFileError, match="does not hold"):
-        FingerprintSet.from_bytes(bytes(header.pack()) + bytes(payload))
+        api.FingerprintSet.from_bytes(bytes(header.pack()) + bytes(payload))
 
 
-def test_bad_arguments():
+def test_bad_arguments(api):
     with pytest.raises(ValueError, match="digest_size"):
-        FingerprintSet(0)
+        api.FingerprintSet(0)
     with pytest.raises(TypeError, match="digest_size"):
-        FingerprintSet("16")
-    fps = FingerprintSet()
+        api.FingerprintSet("16")
+    fps = api.FingerprintSet()
     with pytest.raises(ValueError, match="exactly 16 bytes"):
         fps.add(hashlib.sha1(b"x").digest())
     with pytest.raises(TypeError, match="not str"):

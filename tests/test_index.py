@@ -1,4 +1,5 @@
-"""crawldedup.SimhashIndex: ids, search, pairs, files."""
+"""crawldedup.SimhashIndex: ids, search, pairs, files, on each kernel (the
+``api`` fixture)."""
 
 import os
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from crawldedup import CorruptFileError, CrawldedupError, SimhashIndex
 from crawldedup import _files
@@ -30,8 +31,8 @@ def brute(model, q, k):
 
 # ------------------------------------------------------------ int ids
 
-def test_int_ids_pass_through():
-    ix = SimhashIndex(k=3)
+def test_int_ids_pass_through(api):
+    ix = api.SimhashIndex(k=3)
     ix.add(10, 0b1111)
     ix.add(2, 0b1110)
     ix.add_many(np.array([7, 8], dtype=np.uint64), np.array([0, 0xF << 40], dtype=np.uint64))
@@ -61,13 +62,13 @@ def test_int_ids_pass_through():
     assert ix.nbytes > 0
 
 
-def test_argument_checks():
+def test_argument_checks(api):
     for k in (-1, 9):
         with pytest.raises(ValueError, match=r"k must be in \[0, 8\]"):
-            SimhashIndex(k)
+            api.SimhashIndex(k)
     with pytest.raises(TypeError, match="k must be an int"):
-        SimhashIndex(2.0)
-    ix = SimhashIndex()
+        api.SimhashIndex(2.0)
+    ix = api.SimhashIndex()
     assert ix.k == 3
     with pytest.raises(TypeError, match="fp must be an int"):
         ix.add(1, "abc")
@@ -100,10 +101,10 @@ def test_argument_checks():
 # ------------------------------------------------------------ object ids
 
 @pytest.mark.parametrize("object_ids", [False, True])
-def test_query_many_threads(object_ids):
+def test_query_many_threads(api, object_ids):
     rng = np.random.default_rng(12)
     fps = rng.integers(0, 1 << 63, 3000, dtype=np.uint64)
-    ix = SimhashIndex(k=2)
+    ix = api.SimhashIndex(k=2)
     ids = [f"doc{i}" for i in range(len(fps))] if object_ids else np.arange(len(fps))
     ix.add_many(ids, fps)
     qs = np.concatenate([fps ^ np.uint64(1 << 40), rng.integers(0, 1 << 63, 500, dtype=np.uint64)])
@@ -118,8 +119,8 @@ def test_query_many_threads(object_ids):
         ix.query_many(qs, threads=0)
 
 
-def test_object_ids_and_the_switch_from_int_ids():
-    ix = SimhashIndex(k=2)
+def test_object_ids_and_the_switch_from_int_ids(api):
+    ix = api.SimhashIndex(k=2)
     ix.add(5, 0)
     ix.add(3, 1)
     ix.add("page", 3)                   # switch: 3 and 5 keep their order by value
@@ -152,9 +153,9 @@ def test_object_ids_and_the_switch_from_int_ids():
     assert 77 in ix and ix.query(99) == [(77, 0)]
 
 
-def test_add_many_with_object_ids_switches_and_checks_first():
+def test_add_many_with_object_ids_switches_and_checks_first(api):
     A, B, C, D = 0xFF << 8, 0xFF << 16, 0xFF << 24, 0xFF << 32
-    ix = SimhashIndex()
+    ix = api.SimhashIndex()
     ix.add_many(np.arange(3, dtype=np.uint64), [A, B, C])
     with pytest.raises(ValueError, match="id 1 is already"):
         ix.add_many([1, "x"], [5, 6])
@@ -169,11 +170,11 @@ def test_add_many_with_object_ids_switches_and_checks_first():
 # ------------------------------------------------------------ against brute force
 
 @pytest.mark.parametrize("k", range(9))
-def test_against_brute_force_with_save_and_load(tmp_path, k):
+def test_against_brute_force_with_save_and_load(api, tmp_path, k):
     rng = np.random.default_rng(k)
     fps = planted(rng, 2000, k)
     ids = rng.permutation(1 << 20)[:2000].astype(np.uint64)
-    ix = SimhashIndex(k)
+    ix = api.SimhashIndex(k)
     ix.add_many(ids[:1500], fps[:1500])
     for i, f in zip(ids[1500:].tolist(), fps[1500:].tolist()):
         ix.add(i, f)
@@ -183,7 +184,7 @@ def test_against_brute_force_with_save_and_load(tmp_path, k):
     keep[::5] = False
     path = tmp_path / "ix.cdx"
     ix.save(path)
-    back = SimhashIndex.load(path)
+    back = api.SimhashIndex.load(path)
     assert back.k == k and len(back) == len(ix) == int(keep.sum())
     qs = queries_for(rng, fps, k, 100)
     for index in (ix, back):
@@ -201,10 +202,11 @@ class WrapperMachine(RuleBasedStateMachine):
     """SimhashIndex against a list of (id, fp), with int and object ids and
     save/load round trips."""
 
-    def __init__(self):
+    def __init__(self, api):
         super().__init__()
         self.k = 3
-        self.ix = SimhashIndex(self.k)
+        self.SimhashIndex = api.SimhashIndex
+        self.ix = self.SimhashIndex(self.k)
         self.model = []      # [(id, fp)] in the order of internal numbers
         self.counter = 0
 
@@ -292,7 +294,7 @@ class WrapperMachine(RuleBasedStateMachine):
 
     @rule()
     def round_trip(self):
-        back = SimhashIndex.from_bytes(self.ix.to_bytes())
+        back = self.SimhashIndex.from_bytes(self.ix.to_bytes())
         assert len(back) == len(self.ix)
         self.ix = back
 
@@ -301,15 +303,15 @@ class WrapperMachine(RuleBasedStateMachine):
         assert len(self.ix) == len(self.model)
 
 
-WrapperMachine.TestCase.settings = settings(max_examples=examples(0.1), stateful_step_count=30,
-                                            deadline=None)
-TestWrapperMachine = WrapperMachine.TestCase
+def test_wrapper_machine(api):
+    run_state_machine_as_test(lambda: WrapperMachine(api), settings=settings(
+        max_examples=examples(0.1), stateful_step_count=30, deadline=None))
 
 
 # ------------------------------------------------------------ files
 
-def _small_index(object_ids):
-    ix = SimhashIndex(k=4)
+def _small_index(api, object_ids):
+    ix = api.SimhashIndex(k=4)
     rng = np.random.default_rng(11)
     fps = planted(rng, 40, 4)
     if object_ids:
@@ -321,8 +323,8 @@ def _small_index(object_ids):
 
 
 @pytest.mark.parametrize("object_ids", [False, True])
-def test_file_round_trip_and_layout(tmp_path, object_ids):
-    ix = _small_index(object_ids)
+def test_file_round_trip_and_layout(api, tmp_path, object_ids):
+    ix = _small_index(api, object_ids)
     path = tmp_path / "x.cdx"
     ix.save(path)
     data = path.read_bytes()
@@ -332,7 +334,7 @@ def test_file_round_trip_and_layout(tmp_path, object_ids):
     assert header.kind == _files.KIND_INDEX == 4
     assert header.num_hashes == 4 and header.num_bits == 64 and header.insert_count == 40
     assert header.layout == (1 if object_ids else 0)
-    back = SimhashIndex.load(path)
+    back = api.SimhashIndex.load(path)
     for q in range(0, 1 << 64, 1 << 58):
         assert back.query(q) == ix.query(q)
     assert list(back.pairs()) == list(ix.pairs())
@@ -344,45 +346,45 @@ def test_file_round_trip_and_layout(tmp_path, object_ids):
     assert sorted(os.listdir(tmp_path)) == ["x.cdx"]
 
 
-def test_empty_index_file(tmp_path):
-    SimhashIndex(0).save(tmp_path / "e")
-    back = SimhashIndex.load(tmp_path / "e")
+def test_empty_index_file(api, tmp_path):
+    api.SimhashIndex(0).save(tmp_path / "e")
+    back = api.SimhashIndex.load(tmp_path / "e")
     assert len(back) == 0 and back.k == 0
 
 
-def test_unsaveable_ids_raise_type_error(tmp_path):
-    ix = SimhashIndex()
+def test_unsaveable_ids_raise_type_error(api, tmp_path):
+    ix = api.SimhashIndex()
     ix.add(("a", 1), 5)
     path = tmp_path / "t"
     with pytest.raises(TypeError, match="only int, str and bytes ids can be saved"):
         ix.save(path)
     assert not path.exists()
-    ix2 = SimhashIndex()
+    ix2 = api.SimhashIndex()
     ix2.add(True, 5)
     with pytest.raises(TypeError, match="bool"):
         ix2.to_bytes()
 
 
 @pytest.mark.parametrize("object_ids", [False, True])
-def test_every_truncation_is_corrupt(tmp_path, object_ids):
-    data = _small_index(object_ids).to_bytes()
+def test_every_truncation_is_corrupt(api, tmp_path, object_ids):
+    data = _small_index(api, object_ids).to_bytes()
     for cut in range(len(data)):
         with pytest.raises(CorruptFileError):
-            SimhashIndex.from_bytes(data[:cut])
+            api.SimhashIndex.from_bytes(data[:cut])
     path = tmp_path / "cut"
     for cut in (0, 7, 100, _files.HEADER_SIZE, len(data) - 1):
         path.write_bytes(data[:cut])
         with pytest.raises(CorruptFileError) as info:
-            SimhashIndex.load(path)
+            api.SimhashIndex.load(path)
         assert info.value.path == str(path)
     path.write_bytes(data + b"\0")
     with pytest.raises(CorruptFileError, match="unexpected bytes"):
-        SimhashIndex.load(path)
+        api.SimhashIndex.load(path)
 
 
 @pytest.mark.parametrize("object_ids", [False, True])
-def test_every_bit_flip_is_detected(object_ids):
-    data = _small_index(object_ids).to_bytes()
+def test_every_bit_flip_is_detected(api, object_ids):
+    data = _small_index(api, object_ids).to_bytes()
     for pos in range(len(data)):
         for bit in ((pos % 8,) if _files.HEADER_SIZE // 2 < pos < _files.HEADER_SIZE else range(8)):
             bad = bytearray(data)
@@ -390,7 +392,7 @@ def test_every_bit_flip_is_detected(object_ids):
             # a flipped format-version field may read as another version
             expected = CrawldedupError if pos in (8, 9) else CorruptFileError
             with pytest.raises(expected):
-                SimhashIndex.from_bytes(bad)
+                api.SimhashIndex.from_bytes(bad)
 
 
 def _resealed(data, payload):
@@ -400,44 +402,44 @@ def _resealed(data, payload):
     return bytes(header.pack()) + payload
 
 
-def test_well_sealed_but_inconsistent_files():
-    good = _small_index(False).to_bytes()
+def test_well_sealed_but_inconsistent_files(api):
+    good = _small_index(api, False).to_bytes()
     payload = good[_files.HEADER_SIZE:]
     n = 40
     fps, ids = payload[:8 * n], payload[8 * n:]
     # ids not in (fp, id) order / repeated
     twice = fps + ids[:8] * 2 + ids[16:]
     with pytest.raises(CorruptFileError):
-        SimhashIndex.from_bytes(_resealed(good, twice))
+        api.SimhashIndex.from_bytes(_resealed(good, twice))
     # fingerprints out of order
     rev = b"".join(fps[i:i + 8] for i in range(8 * (n - 1), -1, -8))
     with pytest.raises(CorruptFileError, match="ascending"):
-        SimhashIndex.from_bytes(_resealed(good, rev + ids))
+        api.SimhashIndex.from_bytes(_resealed(good, rev + ids))
     # payload size disagrees with the entry count
     with pytest.raises(CorruptFileError, match="payload of"):
-        SimhashIndex.from_bytes(_resealed(good, payload + b"\0" * 8))
-    obj = _small_index(True).to_bytes()
+        api.SimhashIndex.from_bytes(_resealed(good, payload + b"\0" * 8))
+    obj = _small_index(api, True).to_bytes()
     op = obj[_files.HEADER_SIZE:]
     # a record tag that does not exist
     bad = bytearray(op)
     bad[8 * n] = 9
     with pytest.raises(CorruptFileError, match="tag"):
-        SimhashIndex.from_bytes(_resealed(obj, bytes(bad)))
+        api.SimhashIndex.from_bytes(_resealed(obj, bytes(bad)))
     with pytest.raises(CorruptFileError, match="after the last id record"):
-        SimhashIndex.from_bytes(_resealed(obj, op + b"x"))
+        api.SimhashIndex.from_bytes(_resealed(obj, op + b"x"))
     with pytest.raises(CorruptFileError, match="end"):
-        SimhashIndex.from_bytes(_resealed(obj, op[:-1]))
+        api.SimhashIndex.from_bytes(_resealed(obj, op[:-1]))
     # a non-index kind
     header = _files.parse_header(good[:_files.HEADER_SIZE], len(good), None)
     header.kind = _files.KIND_BLOOM
     header.checksum = _files.checksum(header, payload)
     with pytest.raises(CorruptFileError, match="not a SimHash index"):
-        SimhashIndex.from_bytes(bytes(header.pack()) + payload)
+        api.SimhashIndex.from_bytes(bytes(header.pack()) + payload)
     header.kind = _files.KIND_INDEX
     header.num_hashes = 9
     header.checksum = _files.checksum(header, payload)
     with pytest.raises(CorruptFileError, match="k = 9"):
-        SimhashIndex.from_bytes(bytes(header.pack()) + payload)
+        api.SimhashIndex.from_bytes(bytes(header.pack()) + payload)
 
 
 def test_load_of_missing_file_is_os_error(tmp_path):
