@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from crawldedup import CorruptFileError, IncompatibleFilterError, _files
 from crawldedup.rotating import RotatingBloomFilter
-from conftest import platform_lacks
+from conftest import examples, platform_lacks
 
 pytestmark = platform_lacks(sys.platform == "win32", "POSIX file locks")
 
@@ -130,7 +130,7 @@ ops = st.lists(st.one_of(
 ), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(0.2), deadline=None)  # 60 under the ci profile
 @given(ops=ops, fill=st.sampled_from([None, 0.25]), every=st.sampled_from([None, 10.0]))
 def test_mapped_behaves_like_in_memory(tmp_path_factory, ops, fill, every):
     path = tmp_path_factory.mktemp("m") / "seen.rbf"

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import simhash as leonsim
 from crawldedup.compat import simhash as compat
 
+from conftest import examples
 from test_simhash_kernel import texts
 
 F_VALUES = st.sampled_from([8, 16, 24, 32, 56, 64, 72, 96, 128])
@@ -278,7 +279,8 @@ class IndexMachine(RuleBasedStateMachine):
 
 
 TestIndexMachine = IndexMachine.TestCase
-TestIndexMachine.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
+TestIndexMachine.settings = settings(max_examples=examples(1 / 6), stateful_step_count=30,
+                                     deadline=None)  # 50 under the ci profile
 
 
 def test_index_logs_like_the_package(caplog):

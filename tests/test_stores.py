@@ -18,7 +18,7 @@ from crawldedup import SQLiteStore, SQLStore, StoreUnavailableError
 from crawldedup.errors import CrawldedupError
 from crawldedup.stores import open_store
 
-from conftest import require_service
+from conftest import examples, require_service
 
 KINDS = ["sqlite", "sqlalchemy-sqlite", "postgresql", "mariadb"]
 
@@ -90,7 +90,7 @@ def test_large_batch_and_reopen(spec):
         assert store.contains_many(fps).all()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(1 / 12), deadline=None)  # 25 under the ci profile
 @given(st.lists(st.lists(st.integers(0, 40).map(md5), max_size=25), max_size=5))
 def test_batches_match_a_python_set(tmp_path_factory, batches):
     store = SQLiteStore(tmp_path_factory.mktemp("h") / "h.db")
