@@ -1,7 +1,5 @@
 """request_fingerprint against scrapy.utils.request.fingerprint, url_fingerprint."""
 
-import doctest
-import importlib
 import hashlib
 import warnings
 
@@ -134,17 +132,6 @@ def test_url_fingerprint_is_md5_of_canonical_url():
     assert url_fingerprint(url) == url_fingerprint("https://example.com/a/b?a=%E4%B8%AD&utm_source=x&z=1")
     with pytest.raises(TypeError):
         url_fingerprint(42)
-
-
-def test_docstring_examples():
-    attempted = 0
-    for name in ("fingerprint", "urls.canonical", "urls.url_fingerprints",
-                 "urls.request_fingerprints"):
-        module = importlib.import_module("crawldedup." + name)
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.failed == 0
-        attempted += result.attempted
-    assert attempted >= 10
 
 
 def test_batches_equal_single_calls():

@@ -2,7 +2,6 @@
 each kernel (the ``api`` fixture)."""
 
 import copy
-import doctest
 import hashlib
 import os
 import pickle
@@ -229,16 +228,6 @@ def test_bad_arguments(api):
         fps.add_many(b"0123456789abcdef")
     with pytest.raises(ValueError, match="S16"):
         fps.add_many(np.zeros(2, dtype="S20"))
-
-
-def test_docstring_examples():
-    import crawldedup.fpset as module
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    tests = doctest.DocTestFinder(exclude_empty=True).find(module, module.__name__)
-    assert sum(len(t.examples) for t in tests) > 0
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0
 
 
 def test_header_layout_is_frozen(saved):

@@ -450,10 +450,3 @@ def test_load_of_missing_file_is_os_error(tmp_path):
 def test_popcount_helper():
     vals = np.array([0, 1, U64, 0xF0F0], dtype=np.uint64)
     assert popcount(vals).tolist() == [0, 1, 64, 8]
-
-
-def test_docstring_examples():
-    import doctest
-    import crawldedup.index
-    result = doctest.testmod(crawldedup.index, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

@@ -6,7 +6,6 @@ injectable ``clock`` at every call, so nothing here sleeps.
 
 import copy
 import datetime
-import doctest
 import json
 import math
 import os
@@ -30,7 +29,7 @@ from implementations import subclass
 
 import crawldedup
 from crawldedup import BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError
-from crawldedup import _files, rotating
+from crawldedup import _files
 
 # the kernel the environment chose: it sizes the hypothesis tests (whose
 # settings are fixed before the api fixture says which kernel a run has)
@@ -159,16 +158,6 @@ def test_a_clock_that_does_not_tell_seconds_is_refused(api, value, error, messag
     times[0] = value
     with pytest.raises(error, match=message):
         rf.add("k")
-
-
-def test_docstring_examples():
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    tests = finder.find(rotating, "crawldedup.rotating")
-    assert sum(len(t.examples) for t in tests) > 0
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0
 
 
 # ---------------------------------------------------------------- rotation by time

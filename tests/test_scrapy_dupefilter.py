@@ -2,7 +2,6 @@
 RFPDupeFilter, JOBDIR state, requests.seen import, logs, stats, signals and
 bad settings.  The real crawls are in test_scrapy_crawl.py."""
 
-import doctest
 import logging
 import os
 
@@ -287,16 +286,6 @@ def test_bad_settings(settings, message, caplog):
     failures = [r for _, r in results if hasattr(r, "value") and isinstance(r.value, CloseSpider)]
     assert len(failures) == 1 and failures[0].value.reason == dfmod.CONFIG_ERROR_REASON
     assert [r.getMessage() for r in caplog.records if message in r.getMessage()]
-
-
-def test_docstring_examples():
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    runner = doctest.DocTestRunner()
-    tests = finder.find(dfmod, dfmod.__name__)
-    assert sum(len(t.examples) for t in tests) > 0
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0
 
 
 # --------------------------------------------------------------- redis

@@ -1,7 +1,6 @@
 """crawldedup.scrapy.RequestFingerprinter gives Scrapy's default fingerprint,
 byte for byte, and hands what it cannot reproduce to Scrapy's own code."""
 
-import doctest
 import gc
 
 import pytest
@@ -216,17 +215,6 @@ def test_public_names_are_lazy():
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         crawldedup.scrapy.Nope  # noqa: B018
     assert "DupeFilter" in dir(crawldedup.scrapy)
-
-
-@pytest.mark.parametrize("module", [fpmod])
-def test_docstring_examples(module):
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    runner = doctest.DocTestRunner()
-    tests = finder.find(module, module.__name__)
-    assert sum(len(t.examples) for t in tests) > 0
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0
 
 
 @pytest.mark.parametrize("include_headers, keep_fragments", [(None, False), (["Accept"], True)])

@@ -187,17 +187,3 @@ def test_bad_arguments_name_themselves():
         hamming_many([1], 2**64)
     with pytest.raises(TypeError, match="fps"):
         hamming_many(3, 1)
-
-
-@pytest.mark.parametrize("name", ["crawldedup.simhash", "crawldedup.compat.simhash"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-
-    module = importlib.import_module(name)
-    tests = doctest.DocTestFinder(exclude_empty=True).find(module, name)
-    assert sum(len(t.examples) for t in tests) > 3
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0
