@@ -36,8 +36,8 @@ no window functions for Catalyst to plan and compile).
   round starts from it.
 * A round is thus one job: small-star (one shuffle, by node), large-star
   and the test (one shuffle, by node).  The first job runs the pairs, the
-  contraction and a large-star with its test; nothing is collected to the
-  driver but one count per partition.
+  contraction, a large-star and a round; nothing is collected to the
+  driver but one count per partition and round.
 """
 
 from __future__ import annotations
