@@ -237,6 +237,17 @@ def test_near_duplicates_string_ids_and_nulls(spark):  # noqa: F811
     assert all(a < b for a, b, _ in rows)
 
 
+def test_near_duplicates_with_empty_partitions(spark):  # noqa: F811
+    """More partitions than block keys: the empty ones give no rows."""
+    from crawldedup.spark import near_duplicates
+    df = spark.createDataFrame([(1, 5), (2, 7), (3, 5)], "id long, fp long")
+    assert sorted(tuple(r) for r in near_duplicates(df, "id", "fp", k=3,
+                                                    num_partitions=16).collect()) == [
+        (1, 2, 1), (1, 3, 0)]
+    assert near_duplicates(df.where("id < 0"), "id", "fp", k=3,
+                           num_partitions=3).collect() == []
+
+
 def test_a_bucket_of_a_million_equal_fingerprints(spark):  # noqa: F811
     from pyspark.sql import functions as F
 

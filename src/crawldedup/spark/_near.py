@@ -146,9 +146,10 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
 
         from crawldedup._kernel import HammingIndex
 
-        table = pa.Table.from_batches([b for b in batches if b.num_rows])
-        if not table.num_rows:
+        full = [b for b in batches if b.num_rows]
+        if not full:  # an empty partition: more partitions than block keys
             return
+        table = pa.Table.from_batches(full)
         keys = table.column("key").to_numpy()
         fps = table.column("fp").to_numpy().view(np.uint64)
         ids = table.column("id").to_numpy(zero_copy_only=False)
