@@ -297,6 +297,31 @@ def spark_child(args) -> None:
     print("RESULT " + json.dumps(out))
 
 
+def _identity(batches):
+    yield from batches
+
+
+def startup_child(args) -> None:
+    """What a fresh JVM pays once: the first job, the first job with Python
+    workers, the first job with Arrow batches (each timed twice)."""
+    t = time.perf_counter()
+    spark = spark_session(args.partitions_e2e, args.ui_port)
+    out = {"session start": time.perf_counter() - t, "load": os.getloadavg()[0]}
+    sc = spark.sparkContext
+    steps = [("trivial job", lambda: spark.range(10).collect()),
+             ("Python workers (an RDD map)",
+              lambda: sc.parallelize([1, 2], 2).map(lambda x: x).collect()),
+             ("Arrow (a mapInArrow of 10 rows)",
+              lambda: spark.range(10, numPartitions=2).mapInArrow(_identity, "id long").collect())]
+    for name, step in steps:
+        for attempt in ("first", "again"):
+            t = time.perf_counter()
+            step()
+            out[f"{name}, {attempt}"] = time.perf_counter() - t
+    spark.stop()
+    print("RESULT " + json.dumps(out))
+
+
 def run_spark_child(args, path: str, mode: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--spark-child", mode, "--path", path,
            "--partitions-e2e", str(args.partitions_e2e), "--ui-port", str(args.ui_port)]
@@ -352,6 +377,9 @@ def end_to_end(args, tmp: str) -> None:
 
     # Spark, each in a fresh process and JVM: fingerprints and pairs, then
     # fingerprints, pairs and clusters
+    startup = run_spark_child(args, path, "startup")
+    print(f"  Spark's one-time costs in a fresh JVM (load {startup.pop('load'):.1f}): " +
+          ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
     pairs_child = run_spark_child(args, path, "pairs")
     full_child = run_spark_child(args, path, "clusters")
     clusters["Spark local[2]"] = dict(zip(*full_child["clusters"]))
@@ -435,10 +463,13 @@ def main() -> None:
                         help="end to end: read the documents with spark.read.json and "
                              "simhash_column instead of simhash_jsonl")
     # internal: one Spark measurement of part 2 in a fresh process
-    parser.add_argument("--spark-child", choices=("pairs", "clusters"),
+    parser.add_argument("--spark-child", choices=("pairs", "clusters", "startup"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.spark_child == "startup":
+        startup_child(args)
+        return
     if args.spark_child:
         spark_child(args)
         return
