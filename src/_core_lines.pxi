@@ -79,3 +79,131 @@ def line_hashes(lines):
         _cdl_put64(out + 16 * i, h1)
         _cdl_put64(out + 16 * i + 8, h2)
     return blob
+
+
+# ---- lines as spans: the command's exact modes keep a chunk as one bytes
+# object and the [start, stop) of each line, and make no object per line.
+
+from libc.stdint cimport int64_t
+from libc.string cimport memchr
+
+
+def line_spans(data, bint final):
+    """(spans, used): where split_lines(data, final) finds its lines, as an
+    int64 array of shape (n, 2), one [start, stop) row a line, and the same
+    used.  The scan runs without the GIL."""
+    cdef const unsigned char* s
+    cdef Py_ssize_t n, end, got, rows
+    cdef int64_t[:, ::1] v
+    if not PyBytes_Check(data):
+        raise TypeError(f"data must be bytes, not {type(data).__name__}")
+    s = <const unsigned char*>PyBytes_AS_STRING(data)
+    n = PyBytes_GET_SIZE(data)
+    end = n
+    if not final:
+        while end > 0 and s[end - 1] != 10:
+            end -= 1
+    with nogil:
+        rows = _cdl_count_lines(s, end)
+    arr = _np.empty((rows, 2), dtype=_np.int64)
+    v = arr
+    with nogil:
+        got = _cdl_scan(s, end, &v[0, 0])
+    return arr[:got], end
+
+
+cdef Py_ssize_t _cdl_count_lines(const unsigned char* s, Py_ssize_t end) noexcept nogil:
+    """Newlines in s[:end], plus one: the most lines there can be."""
+    cdef Py_ssize_t i = 0, rows = 1
+    cdef const unsigned char* nl
+    while i < end:
+        nl = <const unsigned char*>memchr(s + i, 10, <size_t>(end - i))
+        if nl == NULL:
+            break
+        rows += 1
+        i = nl - s + 1
+    return rows
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _cdl_scan(const unsigned char* s, Py_ssize_t end, int64_t* out) noexcept nogil:
+    """Write [start, stop) of each stripped non-blank line of s[:end] to out
+    (room for one row per newline, plus one); returns how many."""
+    cdef Py_ssize_t i = 0, start, stop, got = 0
+    cdef const unsigned char* nl
+    while i < end:
+        nl = <const unsigned char*>memchr(s + i, 10, <size_t>(end - i))
+        stop = end if nl == NULL else nl - s
+        start = i
+        i = stop + 1
+        while start < stop and _cdl_space(s[start]):
+            start += 1
+        while stop > start and _cdl_space(s[stop - 1]):
+            stop -= 1
+        if stop > start:
+            out[2 * got] = start
+            out[2 * got + 1] = stop
+            got += 1
+    return got
+
+
+cdef const int64_t[:, ::1] _cdl_spans(object data, object spans) except *:
+    """spans as a checked (n, 2) int64 view: each row a [start, stop) of data."""
+    cdef const int64_t[:, ::1] v
+    cdef Py_ssize_t i, size
+    if not PyBytes_Check(data):
+        raise TypeError(f"data must be bytes, not {type(data).__name__}")
+    if not isinstance(spans, _np.ndarray) or spans.dtype != _np.int64 or spans.ndim != 2 \
+            or spans.shape[1] != 2:
+        raise TypeError("spans must be an int64 numpy array of shape (n, 2)")
+    v = _np.ascontiguousarray(spans)
+    size = PyBytes_GET_SIZE(data)
+    for i in range(v.shape[0]):
+        if not 0 <= v[i, 0] <= v[i, 1] <= size:
+            raise ValueError(f"spans[{i}] = [{v[i, 0]}, {v[i, 1]}) is not within the "
+                             f"{size} bytes of data")
+    return v
+
+
+def span_digests(data, spans, bint canonical=False):
+    """url_digests_packed([data[a:b] for a, b in spans], canonical), without
+    an object per line: (the 16-byte digests end to end, the indexes left to
+    the wrapper)."""
+    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+    cdef Py_ssize_t n = v.shape[0], i
+    cdef const char* base = PyBytes_AS_STRING(data)
+    cdef const char** ptrs = NULL
+    cdef Py_ssize_t* lens = NULL
+    try:
+        ptrs = <const char**>PyMem_Malloc((n + 1) * sizeof(const char*))
+        lens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+        if ptrs == NULL or lens == NULL:
+            raise MemoryError()
+        for i in range(n):
+            ptrs[i] = base + v[i, 0]
+            lens[i] = <Py_ssize_t>(v[i, 1] - v[i, 0])
+        return _cdu_execute(ptrs, lens, n, False, True,
+                            _CDU_B_URL_MD5 if canonical else _CDU_B_RAW_MD5, None, True)
+    finally:
+        PyMem_Free(ptrs)
+        PyMem_Free(lens)
+
+
+def gather_spans(data, spans):
+    """The lines data[a:b] for each row (a, b) of spans, each followed by
+    b"\\n", in one bytes object (the output and the journal of a chunk)."""
+    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+    cdef Py_ssize_t n = v.shape[0], i, total = 0, length
+    cdef const char* base = PyBytes_AS_STRING(data)
+    cdef char* o
+    for i in range(n):
+        total += <Py_ssize_t>(v[i, 1] - v[i, 0]) + 1
+    blob = _cdu_bytes(NULL, total)
+    o = PyBytes_AS_STRING(blob)
+    for i in range(n):
+        length = <Py_ssize_t>(v[i, 1] - v[i, 0])
+        memcpy(o, base + v[i, 0], <size_t>length)
+        o[length] = 10
+        o += length + 1
+    return blob

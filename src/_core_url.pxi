@@ -295,41 +295,15 @@ cdef object _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values,
     (digests only): (one bytes object of the digests end to end, the list of
     the indexes whose digest the wrapper must find, zeros in the bytes)."""
     cdef list items = list(urls)  # our own references: nothing frees an item mid-call
-    cdef Py_ssize_t n = len(items), i, mlen = 0, per, at = 0
-    cdef Py_ssize_t width = 16 if what == _CDU_B_URL_MD5 or what == _CDU_B_RAW_MD5 else 20
-    cdef bint canonical = what == _CDU_B_CANONICAL or what == _CDU_B_CANONICAL_BYTES
+    cdef Py_ssize_t n = len(items), i
     cdef const char** ptrs = NULL
     cdef Py_ssize_t* lens = NULL
-    cdef Py_ssize_t* offs = NULL
-    cdef Py_ssize_t* outlens = NULL
-    cdef unsigned char* digests = NULL
-    cdef unsigned char* done = NULL
-    cdef CduJob* jobs = NULL
-    cdef const char* m = NULL
     cdef PyObject* obj
-    cdef int threads, r, failed = 0
-    cdef list out
-    if what == _CDU_B_REQUEST_SHA1:
-        m = _cdu_utf8(method, &mlen)
-    threads = _cdu_threads(n)
     try:
         ptrs = <const char**>PyMem_Malloc((n + 1) * sizeof(const char*))
         lens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
-        done = <unsigned char*>PyMem_Malloc(n + 1)
-        jobs = <CduJob*>PyMem_Malloc(threads * sizeof(CduJob))
-        if ptrs == NULL or lens == NULL or done == NULL or jobs == NULL:
+        if ptrs == NULL or lens == NULL:
             raise MemoryError()
-        if canonical:
-            offs = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
-            outlens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
-            if offs == NULL or outlens == NULL:
-                raise MemoryError()
-        else:
-            digests = <unsigned char*>PyMem_Malloc((n + 1) * 20)
-            if digests == NULL:
-                raise MemoryError()
-        memset(jobs, 0, threads * sizeof(CduJob))
-        memset(done, 0, <size_t>(n + 1))
         for i in range(n):
             obj = _list_item(items, i)
             ptrs[i] = NULL
@@ -343,6 +317,48 @@ cdef object _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values,
             elif _is_bytes(obj):
                 ptrs[i] = _bytes_data(obj)
                 lens[i] = _bytes_size(obj)
+        return _cdu_execute(ptrs, lens, n, keep_fragments, keep_blank_values, what, method,
+                            packed)
+    finally:
+        PyMem_Free(ptrs)
+        PyMem_Free(lens)
+
+
+cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
+                         bint keep_fragments, bint keep_blank_values, int what, object method,
+                         bint packed):
+    """Run a batch kernel over n URLs given as UTF-8 pointers and lengths
+    (NULL: not ours), which the caller keeps alive; answers as _cdu_batch."""
+    cdef Py_ssize_t i, mlen = 0, per, at = 0
+    cdef Py_ssize_t width = 16 if what == _CDU_B_URL_MD5 or what == _CDU_B_RAW_MD5 else 20
+    cdef bint canonical = what == _CDU_B_CANONICAL or what == _CDU_B_CANONICAL_BYTES
+    cdef Py_ssize_t* offs = NULL
+    cdef Py_ssize_t* outlens = NULL
+    cdef unsigned char* digests = NULL
+    cdef unsigned char* done = NULL
+    cdef CduJob* jobs = NULL
+    cdef const char* m = NULL
+    cdef int threads, r, failed = 0
+    cdef list out
+    if what == _CDU_B_REQUEST_SHA1:
+        m = _cdu_utf8(method, &mlen)
+    threads = _cdu_threads(n)
+    try:
+        done = <unsigned char*>PyMem_Malloc(n + 1)
+        jobs = <CduJob*>PyMem_Malloc(threads * sizeof(CduJob))
+        if done == NULL or jobs == NULL:
+            raise MemoryError()
+        if canonical:
+            offs = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+            outlens = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+            if offs == NULL or outlens == NULL:
+                raise MemoryError()
+        else:
+            digests = <unsigned char*>PyMem_Malloc((n + 1) * 20)
+            if digests == NULL:
+                raise MemoryError()
+        memset(jobs, 0, threads * sizeof(CduJob))
+        memset(done, 0, <size_t>(n + 1))
         per = n // threads
         for r in range(threads):
             jobs[r].ptrs = ptrs
@@ -402,8 +418,6 @@ cdef object _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values,
                 if jobs[r].done_lock != NULL:
                     PyThread_free_lock(jobs[r].done_lock)
         PyMem_Free(jobs)
-        PyMem_Free(ptrs)
-        PyMem_Free(lens)
         PyMem_Free(offs)
         PyMem_Free(outlens)
         PyMem_Free(digests)

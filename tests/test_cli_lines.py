@@ -1,6 +1,7 @@
 """The input splitter of ``crawldedup urls`` (``split_lines``): the compiled
 kernel against its pure-Python twin, and against the rule it implements."""
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -60,3 +61,60 @@ def test_line_hashes_bad_input(impl):
         impl.line_hashes((b"a",))
     with pytest.raises(TypeError, match=r"lines\[1\] must be bytes, not str"):
         impl.line_hashes([b"a", "b"])
+
+
+# line_spans, span_digests, gather_spans: a chunk as one bytes object and the
+# [start, stop) of each line (the exact modes of `crawldedup urls`)
+
+@given(BLOCKS, st.booleans())
+def test_line_spans_find_split_lines(core, reference, impl, data, final):
+    spans, used = impl.line_spans(data, final)
+    assert spans.dtype == np.int64 and spans.shape == (len(spans), 2)
+    lines, used_too = impl.split_lines(data, final)
+    assert used == used_too
+    assert [data[a:b] for a, b in spans.tolist()] == lines
+    other = (core if impl is reference else reference).line_spans(data, final)
+    assert other[1] == used and other[0].tolist() == spans.tolist()
+
+
+URLISH = st.lists(st.sampled_from([b"http://a.example/x?b=1&a=2", b"https://b.example/",
+                                   b"http://[::1", b"ftp://c/", b"\xff\xfe", b"plain",
+                                   b"http://a.example/x?a=2&b=1", b" "]) | st.binary(max_size=12),
+                  max_size=12).map(lambda parts: b"\n".join(parts))
+
+
+@given(URLISH, st.booleans())
+def test_span_digests_equal_the_packed_digests_of_the_lines(core, reference, impl, data,
+                                                           canonical):
+    spans, _ = impl.line_spans(data, True)
+    lines = [data[a:b] for a, b in spans.tolist()]
+    got = impl.span_digests(data, spans, canonical)
+    assert got == impl.url_digests_packed(lines, canonical)
+    assert got == (core if impl is reference else reference).span_digests(data, spans, canonical)
+
+
+@given(BLOCKS, st.data())
+def test_gather_spans(impl, data, draw):
+    spans, _ = impl.line_spans(data, True)
+    keep = np.array(draw.draw(st.lists(st.booleans(), min_size=len(spans),
+                                       max_size=len(spans))), dtype=bool)
+    picked = spans[keep] if len(spans) else spans
+    assert impl.gather_spans(data, picked) == b"".join(data[a:b] + b"\n"
+                                                       for a, b in picked.tolist())
+
+
+def test_spans_bad_input(impl):
+    good = np.array([[0, 1]], dtype=np.int64)
+    for call in (impl.span_digests, impl.gather_spans):
+        with pytest.raises(TypeError, match="data must be bytes"):
+            call("ab", good)
+        with pytest.raises(TypeError, match=r"int64 numpy array of shape \(n, 2\)"):
+            call(b"ab", np.array([[0, 1]], dtype=np.int32))
+        with pytest.raises(TypeError, match=r"int64 numpy array of shape \(n, 2\)"):
+            call(b"ab", [[0, 1]])
+        with pytest.raises(ValueError, match=r"spans\[1\] = \[1, 5\) is not within the 2 bytes"):
+            call(b"ab", np.array([[0, 1], [1, 5]], dtype=np.int64))
+        with pytest.raises(ValueError, match=r"spans\[0\] = \[2, 1\)"):
+            call(b"ab", np.array([[2, 1]], dtype=np.int64))
+    with pytest.raises(TypeError, match="data must be bytes"):
+        impl.line_spans(bytearray(b"a\n"), True)

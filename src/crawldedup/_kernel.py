@@ -93,6 +93,9 @@ __all__ += ["FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE"]
 # ---- lines ----
 split_lines = impl.split_lines
 line_hashes = impl.line_hashes
-__all__ += ["split_lines", "line_hashes"]
+line_spans = impl.line_spans
+span_digests = impl.span_digests
+gather_spans = impl.gather_spans
+__all__ += ["split_lines", "line_hashes", "line_spans", "span_digests", "gather_spans"]
 # The chosen module itself, for kernels only one wrapper uses (redis.bloom).
 __all__ += ["impl"]

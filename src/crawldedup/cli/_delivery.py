@@ -12,12 +12,12 @@ import stat
 import sys
 from itertools import compress
 from types import FrameType
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Set, Tuple, cast
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
-from crawldedup._kernel import (canonicalize_urls_fast, line_hashes, split_lines,
-                                url_digests_packed)
+from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
+                                split_lines, url_digests_packed)
 from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
@@ -129,6 +129,27 @@ def read_lines(source: BinaryIO, read_size: int) -> Iterator[List[bytes]]:
         yield last
 
 
+def read_blocks(source: BinaryIO, read_size: int) -> Iterator[Tuple[bytes, bool]]:
+    """Blocks of input as read, without an object per line: (data, False)
+    whose complete lines are this block's (``line_spans(data, False)``: the
+    unended tail comes again at the start of the next block), and last (the
+    rest of the input, True) when there is one."""
+    pending = b""
+    read = getattr(source, "read1", source.read)
+    while True:
+        data = read(read_size)
+        if not data:
+            break
+        if pending:
+            data = pending + data
+        cut = data.rfind(b"\n") + 1
+        pending = data[cut:]
+        if cut:
+            yield data, False
+    if pending:
+        yield pending, True
+
+
 class OutputFailed(Exception):
     pass
 
@@ -157,9 +178,12 @@ class Journal:
         return list(dict.fromkeys(line for line in data.split(b"\n") if line))
 
     def hold(self, urls: List[bytes]) -> None:
+        self.hold_data(b"\n".join(urls) + b"\n")
+
+    def hold_data(self, data: bytes) -> None:
+        """hold, given the lines as one block, each ended by a newline."""
         if self.dirty:
             os.ftruncate(self.fd, 0)
-        data = b"\n".join(urls) + b"\n"
         self.dirty = True
         _write_at(self.fd, data, 0)
 
@@ -262,6 +286,10 @@ class Canonical:
         if len(self.raw_lines) < SLOW_CACHE:
             self.raw_lines.add(line)
 
+    def slow_digests(self, lines: List[bytes]) -> List[bytes]:
+        """The MD5s of the keys of lines outside the compiled fast path."""
+        return [hashlib.md5(self._slow(line)).digest() for line in lines]
+
     def count_raw_repeats(self, lines: List[bytes]) -> None:
         """Count the repeats of lines counted in raw (skipped without a
         canonical form: see Deliverer.chunk_keys)."""
@@ -284,13 +312,13 @@ class Canonical:
             self._count_raw(url)
         return found[0]
 
-    def _fast(self) -> bool:
+    def fast(self) -> bool:
         from crawldedup import fingerprint
         return self.strip_params is None and fingerprint.FAST_PATH
 
     def __call__(self, urls: List[bytes]) -> List[bytes]:
         keys: List[Any]
-        if self._fast():
+        if self.fast():
             # The batch kernel itself: canonicalize_urls adds two Python
             # loops over the batch, a third of this mode's time (profiled).
             keys = cast(List[Any], canonicalize_urls_fast(urls, False, True, True))
@@ -313,11 +341,10 @@ class Canonical:
     def digests(self, urls: List[bytes]) -> np.ndarray:
         """The MD5 digests of the keys (numpy ``S16``)."""
         from crawldedup.cli._exact_state import fill_missing
-        if self._fast():
+        if self.fast():
             blob, missing = url_digests_packed(urls, True)
             if missing:
-                return fill_missing(blob, missing, [hashlib.md5(self._slow(urls[i])).digest()
-                                                    for i in missing])
+                return fill_missing(blob, missing, self.slow_digests([urls[i] for i in missing]))
             return np.frombuffer(blob, dtype="S16")
         blob, missing = url_digests_packed(self(urls))
         assert not missing  # canonical forms as UTF-8 bytes
@@ -419,6 +446,54 @@ class Deliverer:
             state.add_many(keys)
         return printed
 
+    def uses_blocks(self) -> bool:
+        """Whether the state takes a chunk as one block and its lines' spans
+        (an exact state: its keys are MD5s, computed from the block; with
+        --canonical, in the compiled canonicalization's pass, which
+        --strip-tracking leaves to Python)."""
+        return (hasattr(self.state, "span_keys") and not self.state.refresh
+                and (self.canonical is None or self.canonical.fast()))
+
+    def chunk_counted(self, lines: List[bytes],
+                      prepared: Optional[Tuple[List[bytes], Any]] = None) -> Tuple[int, int]:
+        """(lines read, lines printed) of chunk(lines, prepared)."""
+        return len(lines), self.chunk(lines, prepared)
+
+    def block_keys(self, block: Tuple[bytes, bool]) -> Tuple[np.ndarray, np.ndarray]:
+        """(the spans of the block's lines, their keys)."""
+        data, final = block
+        spans, _ = line_spans(data, final)
+        return spans, self.state.span_keys(self.canonical, data, spans)
+
+    def block(self, block: Tuple[bytes, bool],
+              prepared: Tuple[np.ndarray, np.ndarray]) -> Tuple[int, int]:
+        """Deliver the new lines of a block given its spans and keys, in the
+        order of chunk(); (lines read, lines printed)."""
+        data = block[0]
+        spans, keys = prepared
+        n = len(spans)
+        if not n:
+            return 0, 0
+        absent = np.flatnonzero(~self.state.contains_many(keys))
+        if not len(absent):
+            return n, 0
+        if len(absent) < n:
+            spans, keys = spans[absent], keys[absent]
+        held = gather_spans(data, spans)
+        self.journal.hold_data(held)
+        added = self.state.add_many(keys)
+        if added.all():
+            out, printed = held, len(spans)
+        else:
+            out, printed = gather_spans(data, spans[added]), int(added.sum())
+        try:
+            if printed:
+                _write_all(self.out, out)
+        except (OSError, ValueError) as exc:
+            raise OutputFailed(str(exc)) from None
+        self.journal.release()
+        return n, printed
+
     def replay(self, lines: List[bytes]) -> int:
         """Print the URLs an interrupted run held (recording them again)."""
         return self._deliver(lines, self.keys(lines), everything=True)
@@ -473,12 +548,16 @@ class KeysAhead:
                 return False
         return ready
 
-    def run(self, source: BinaryIO, chunks: Iterator[List[bytes]],
-            guard: SignalGuard) -> Tuple[int, int]:
-        """(lines read, lines printed) of one source."""
+    def run(self, source: BinaryIO, units: Iterator[Any], guard: SignalGuard,
+            prepare: Callable[[Any], Any],
+            deliver: Callable[[Any, Any], Tuple[int, int]]) -> Tuple[int, int]:
+        """(lines read, lines printed) of one source, read in units (chunks
+        of lines, or blocks): prepare(unit) runs on the worker thread,
+        deliver(unit, what prepare gave) on this one and says (lines read,
+        lines printed)."""
         ready = self._never_blocks(source)
         read = printed = 0
-        pending: Optional[Tuple[List[bytes], Any]] = None
+        pending: Optional[Tuple[Any, Any]] = None
         eof = False
         try:
             while True:
@@ -486,18 +565,19 @@ class KeysAhead:
                 if not eof and guard.signum is None and (pending is None or ready()):
                     guard.reading = True
                     try:
-                        chunk = next(chunks, None)
+                        unit = next(units, None)
                     except Stopped:
-                        chunk = None
+                        unit = None
                     finally:
                         guard.reading = False
-                    if chunk is None:
+                    if unit is None:
                         eof = True
                     else:
-                        following = (chunk, self.pool.submit(self.deliver.chunk_keys, chunk))
+                        following = (unit, self.pool.submit(prepare, unit))
                 if pending is not None:
-                    read += len(pending[0])
-                    printed += self.deliver.chunk(pending[0], pending[1].result())
+                    got, new = deliver(pending[0], pending[1].result())
+                    read += got
+                    printed += new
                 pending = following
                 if pending is None and (eof or guard.signum is not None):
                     return read, printed

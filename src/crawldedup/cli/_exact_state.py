@@ -34,7 +34,7 @@ import numpy as np
 from crawldedup import _files
 from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
-from crawldedup._kernel import url_digests_packed
+from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
 from crawldedup.fpset import FingerprintSet
 
@@ -131,6 +131,18 @@ class ExactState(UrlState):
             return fill_missing(blob, missing, url_fingerprints(
                 [lines[i] for i in missing], canonical=False))
         return np.frombuffer(blob, dtype=f"S{DIGEST_SIZE}")
+
+    def span_keys(self, canonical: Any, data: bytes, spans: np.ndarray) -> np.ndarray:
+        """The digests of the lines ``data[a:b]`` for each row (a, b) of
+        spans (of their canonical forms with a canonicalizer), in one
+        compiled pass over the block: no object per line."""
+        blob, missing = span_digests(data, spans, canonical is not None)
+        if not missing:
+            return np.frombuffer(blob, dtype=f"S{DIGEST_SIZE}")
+        lines = [data[int(spans[i, 0]):int(spans[i, 1])] for i in missing]
+        if canonical is None:  # a line as read always has its MD5: never here
+            return fill_missing(blob, missing, url_fingerprints(lines, canonical=False))
+        return fill_missing(blob, missing, canonical.slow_digests(lines))
 
     def canonical_keys(self, canonical: Any, lines: List[Any]) -> np.ndarray:
         """The MD5 digests of the canonical forms, in the canonicalizer's

@@ -14,7 +14,8 @@ from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
 from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
-                                      OutputFailed, SignalGuard, StateLock, Stopped, read_lines)
+                                      OutputFailed, SignalGuard, StateLock, Stopped, read_blocks,
+                                      read_lines)
 from crawldedup.cli._url_state import BloomState
 from crawldedup.errors import CrawldedupError
 
@@ -151,6 +152,14 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
                 read_size = state.read_size
                 if canonical is not None or ahead is not None:
                     read_size = max(read_size, AHEAD_READ_SIZE)
+                if ahead is not None and deliver.uses_blocks():
+                    done, printed = ahead.run(source, read_blocks(source, read_size), guard,
+                                              deliver.block_keys, deliver.block)
+                    read += done
+                    new += printed
+                    if guard.signum is not None:
+                        break
+                    continue
                 chunks = read_lines(source, read_size)
                 if ahead is None:
                     while guard.signum is None:
@@ -166,7 +175,8 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
                         read += len(chunk)
                         new += deliver.chunk(chunk)
                 else:
-                    done, printed = ahead.run(source, chunks, guard)
+                    done, printed = ahead.run(source, chunks, guard, deliver.chunk_keys,
+                                              deliver.chunk_counted)
                     read += done
                     new += printed
                 if guard.signum is not None:
