@@ -31,8 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from email.utils import mktime_tz, parsedate_tz
-from typing import (Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple,
-                    TypeVar, cast)
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -298,25 +297,6 @@ def _digest_bytes(value: Any, where: str) -> bytes:
     return data
 
 
-_V = TypeVar("_V")
-
-
-def _fresh(cache: Mapping[str, Tuple[_V, float]],
-           hosts: Iterable[str]) -> Tuple[Dict[str, _V], List[str]]:
-    """The values of ``cache`` (host -> (value, time.monotonic() when read))
-    younger than HOST_RATE_TTL for ``hosts``, and the hosts without one."""
-    fresh = time.monotonic() - HOST_RATE_TTL
-    found: Dict[str, _V] = {}
-    missing = []
-    for host in hosts:
-        hit = cache.get(host)
-        if hit is not None and hit[1] >= fresh:
-            found[host] = hit[0]
-        else:
-            missing.append(host)
-    return found, missing
-
-
 class RecrawlState:
     """Validators, content digests, change verdicts and a re-crawl schedule.
 
@@ -353,11 +333,6 @@ class RecrawlState:
         # instead of reading every candidate's host again, so other
         # crawlers' fetches reach the ranking within that time.
         self._host_rate_cache: Dict[str, Tuple[float, float]] = {}
-        # host -> (its HOST_RATE_FIELDS sums, time.monotonic() when read from
-        # the store): record_many pools a batch's hosts from these for
-        # HOST_RATE_TTL seconds, adding its own increments, instead of
-        # reading every host of every batch again.
-        self._host_sum_cache: Dict[str, Tuple[List[float], float]] = {}
         meta = self.store.get_meta()
         self._mu = float(meta.get("mu", getattr(policy, "initial_mu", 3600.0)))
         if isinstance(policy, ChangeRatePolicy) and policy.budget_per_day is not None \
@@ -619,7 +594,7 @@ class RecrawlState:
         sims = iter(simhash_many(texts).tolist()) if texts else iter(())
         simhashes = [next(sims) if f.text is not None else None for f in parsed]
         hosts = list(dict.fromkeys(f.host for f in parsed))
-        host_stats = self._host_sums(hosts)
+        host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
         deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
         hist: Dict[int, int] = {}
         rows: Dict[str, List[Any]] = {}
@@ -718,7 +693,7 @@ class RecrawlState:
         host_rates = dict(zip(hosts, self._host_rates(
             np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
             + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, _H_RATE]).tolist()))
-        final = list(rows.values())
+        final = sorted(rows.values())  # in key order: the URL index is walked left to right
         prior = np.array([host_rates[r[_P_HOST]] for r in final])
         columns = list(zip(*final))
         rates = estimate_rate(np.array(columns[_P_CHANGES], dtype=np.float64),
@@ -748,12 +723,6 @@ class RecrawlState:
                 hist[b] = hist.get(b, 0) - 1
         self.store.commit(final, {h: d for h, d in deltas.items() if any(d)}, hist)
         self._remember_host_rates(host_rates)
-        sums = self._host_sum_cache
-        for h in hosts:
-            hit = sums.get(h)
-            if hit is not None:
-                delta = deltas[h]
-                sums[h] = ([v + delta[i] for v, i in zip(hit[0], _H_RATE)], hit[1])
         for verdict, count in Counter(verdicts).items():
             self.stats[verdict.value] += count
         return verdicts
@@ -844,23 +813,6 @@ class RecrawlState:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen
 
-    def _host_sums(self, hosts: Sequence[str]) -> Dict[str, List[float]]:
-        """The HOST_RATE_FIELDS sums of hosts: read from the store, or as this
-        process last read them (less than HOST_RATE_TTL seconds ago) plus
-        what it recorded since."""
-        cache = self._host_sum_cache
-        out, missing = _fresh(cache, hosts)
-        if missing:
-            read = self.store.get_hosts(missing, HOST_RATE_FIELDS)
-            if len(cache) + len(missing) > HOST_RATE_CACHE_SIZE:
-                cache.clear()
-            now = time.monotonic()
-            none = [0.0] * len(HOST_RATE_FIELDS)
-            for host in missing:
-                out[host] = read.get(host, none)
-                cache[host] = (out[host], now)
-        return out
-
     def _remember_host_rates(self, rates: Mapping[str, float]) -> None:
         cache = self._host_rate_cache
         if len(cache) + len(rates) > HOST_RATE_CACHE_SIZE:
@@ -878,7 +830,16 @@ class RecrawlState:
         if not isinstance(self.policy, ChangeRatePolicy):
             return [(c[0], c[1]) for c in candidates]
         urls, host_of, last_fetched, changes, t_changed, t_unchanged, fetches = zip(*candidates)
-        host_rate, missing = _fresh(self._host_rate_cache, dict.fromkeys(host_of))
+        cache = self._host_rate_cache
+        fresh = time.monotonic() - HOST_RATE_TTL
+        host_rate: Dict[str, float] = {}
+        missing = []
+        for host in dict.fromkeys(host_of):
+            hit = cache.get(host)
+            if hit is not None and hit[1] >= fresh:
+                host_rate[host] = hit[0]
+            else:
+                missing.append(host)
         if missing:
             stats = self.store.get_hosts(missing, HOST_RATE_FIELDS)
             none = [0.0] * len(HOST_RATE_FIELDS)

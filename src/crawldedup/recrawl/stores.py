@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from crawldedup._kernel import hash64
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.recrawl.schedule import HIST_BINS
 from crawldedup.stores.sqlite import SQLiteFile
@@ -140,21 +139,6 @@ def _check_prefix(prefix: object) -> str:
 
 # ---------------------------------------------------------------- SQLite
 
-#: The layout of the SQLite file, kept in ``PRAGMA user_version``.  1 (files
-#: written before layouts were numbered, user_version 0): pages keyed by a
-#: UNIQUE index on the URL text.  2: keyed by a 64-bit hash of the URL.
-SQLITE_LAYOUT = 2
-
-
-def url_key(url: str, probe: int = 0) -> int:
-    """The key of a URL in the SQLite store: MurmurHash3's low 64 bits of its
-    UTF-8 with seed ``probe``, as a signed integer.  Two URLs with the same
-    key (a chance of 2**-64 for a pair) are told apart by the URL kept in the
-    row: the one that comes second takes its key of the next probe."""
-    value = hash64(url, probe)
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
 class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     """Pages in a SQLite file: ``SQLiteRecrawlStore("recrawl.db")``.
 
@@ -162,16 +146,10 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     ``record``/``record_many`` call) is one transaction, durable against a
     crash of the process as soon as it returns (``synchronous="FULL"`` makes
     it durable against power loss too, slower).  Errors of SQLite raise
-    StoreUnavailableError naming the file.  A file of layout 1 (written
-    before layouts were numbered) is converted when opened, in one
-    transaction; a file of a newer layout raises StoreUnavailableError.
+    StoreUnavailableError naming the file.
     """
 
-    def __init__(self, path: Any, *, timeout: float = 60.0, synchronous: str = "NORMAL",
-                 cache_mib: int = 256) -> None:
-        if isinstance(cache_mib, bool) or not isinstance(cache_mib, int) or cache_mib < 1:
-            raise ValueError(f"cache_mib must be an integer >= 1, got {cache_mib!r}")
-        self.cache_mib = cache_mib
+    def __init__(self, path: Any, *, timeout: float = 60.0, synchronous: str = "NORMAL") -> None:
         if sqlite3 is None:  # pragma: no cover
             raise ImportError("SQLiteRecrawlStore needs the sqlite3 module, which this Python "
                               "was built without")
@@ -187,44 +165,18 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def _prepare(self, conn: Any) -> None:
         # Checkpoint the WAL into the file every 64 MiB instead of SQLite's
         # 4 MiB: a batch of 10,000 pages writes more than 4 MiB, so each
-        # one paid a checkpoint and its fsync.
+        # one paid a checkpoint and its fsync, and pages that successive
+        # batches rewrite (the URL index, the hosts) were written each time.
         conn.execute("PRAGMA wal_autocheckpoint=16384")
-        # The page cache (SQLite takes memory up to it as pages are read):
-        # a million pages make a file of ~230 MB; at the package's 64 MiB,
-        # re-recording them read most table pages from the OS again.
-        conn.execute(f"PRAGMA cache_size=-{self.cache_mib * 1024}")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            layout = conn.execute("PRAGMA user_version").fetchone()[0]
-            if layout > SQLITE_LAYOUT:
-                raise sqlite3.DatabaseError(
-                    f"its layout is {layout}, written by a newer crawldedup; this one reads "
-                    f"layouts 1 to {SQLITE_LAYOUT}: upgrade crawldedup")
-            if layout < SQLITE_LAYOUT:
-                tables = {row[0] for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if "pages" in tables:
-                    self._convert_layout_1(conn)
-                else:
-                    self._create(conn)
-                conn.execute(f"PRAGMA user_version = {SQLITE_LAYOUT}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    @staticmethod
-    def _create(conn: Any) -> None:
-        # A rowid table with a UNIQUE index on a 64-bit hash of the URL: a
-        # batch of new pages is appended at the end of the table, a batch of
-        # due pages (recorded together before) is rewritten in place on
-        # neighbouring pages, and the scattered inserts go to the key index,
-        # whose entries are two integers (a million pages: ~20 MB, which
-        # stays in the page cache; layout 1's index on the URL text was
-        # several times that, and every search compared strings).
+        # A rowid table, with the URL in its own index: a batch of new
+        # pages is appended at the end of the table, and a batch of due
+        # pages (recorded together before) is rewritten in place on
+        # neighbouring pages; only the small URL index takes random
+        # inserts.  (Keyed by URL without a rowid, every batch rewrote
+        # pages all over the table: about 2.5 times the bytes written.)
         columns = ", ".join(f"{name} {_sql_type(name)}" for name in PAGE_FIELDS[1:])
         conn.execute(f"CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
-                     f"key INTEGER NOT NULL UNIQUE, url TEXT NOT NULL, {columns})")
+                     f"url TEXT NOT NULL UNIQUE, {columns})")
         conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
         host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
         conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
@@ -234,103 +186,19 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, "
                      "value REAL) WITHOUT ROWID")
 
-    @classmethod
-    def _convert_layout_1(cls, conn: Any) -> None:
-        """Layout 1 (pages keyed by their URL text) to layout 2, in the
-        caller's transaction: the pages are copied in their order with their
-        keys; hosts, histogram and settings stay as they are."""
-        conn.execute("DROP INDEX IF EXISTS pages_due")
-        conn.execute("ALTER TABLE pages RENAME TO pages_layout_1")
-        cls._create(conn)
-        fields = ", ".join(PAGE_FIELDS)
-        insert = (f"INSERT INTO pages (key, {fields}) VALUES ("
-                  + ",".join("?" * (len(PAGE_FIELDS) + 1)) + ")")
-        taken: Set[int] = set()
-        rows = conn.execute(f"SELECT {fields} FROM pages_layout_1 ORDER BY id")
-        while True:
-            chunk = rows.fetchmany(10_000)
-            if not chunk:
-                break
-            out = []
-            for row in chunk:
-                probe = 0
-                key = url_key(row[0])
-                while key in taken:
-                    probe += 1
-                    key = url_key(row[0], probe)
-                taken.add(key)
-                out.append((key, *row))
-            conn.executemany(insert, out)
-        conn.execute("DROP TABLE pages_layout_1")
-
-    @staticmethod
-    def _slots(conn: Any, urls: Sequence[str], columns: str) -> Dict[str, Tuple[int, Any]]:
-        """url -> (key, its row of ``url, columns``) for the known URLs among
-        ``urls`` (distinct), (the key it would take, None) for the others.
-        One query per _STATEMENT_ROWS URLs; a URL whose key holds another URL
-        (or that another of ours claimed) asks again with its next probe."""
-        out: Dict[str, Tuple[int, Any]] = {}
-        claimed: Set[int] = set()
-        pending = [(url, 0) for url in urls]
-        while pending:
-            asked: Dict[int, Tuple[str, int]] = {}
-            again: List[Tuple[str, int]] = []
-            for url, probe in pending:
-                key = url_key(url, probe)
-                if key in asked:
-                    again.append((url, probe))  # the same key, in the next round
-                else:
-                    asked[key] = (url, probe)
-            keys = list(asked)
-            found: Dict[int, Any] = {}
-            for start in range(0, len(keys), _STATEMENT_ROWS):
-                part = keys[start:start + _STATEMENT_ROWS]
-                sql = (f"SELECT key, url{columns} FROM pages WHERE key IN ("
-                       + ",".join("?" * len(part)) + ")")
-                for row in conn.execute(sql, part):
-                    found[row[0]] = row
-            for key, (url, probe) in asked.items():
-                row = found.get(key)
-                if row is None:
-                    if key in claimed:
-                        again.append((url, probe + 1))
-                    else:
-                        claimed.add(key)
-                        out[url] = (key, None)
-                elif row[1] == url:
-                    out[url] = (key, row[1:])
-                else:
-                    again.append((url, probe + 1))
-            pending = again
-        return out
-
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
-        columns = "".join(f", {name}" for name in PAGE_FIELDS[1:])
         fields = ", ".join(PAGE_FIELDS)
 
         def work(conn: Any) -> Dict[str, PageRow]:
-            unique = list(dict.fromkeys(urls))
-            first = {url: url_key(url) for url in unique}
             found: Dict[str, PageRow] = {}
-            exact = len(set(first.values())) == len(first)
-            if exact:
-                # The common case, one query per _STATEMENT_ROWS URLs: each
-                # row found must be one of ours under its first key; if one
-                # is not, some key holds another URL and _slots sorts it out.
-                keys = list(first.values())
-                get = first.get
-                for start in range(0, len(keys), _STATEMENT_ROWS):
-                    part = keys[start:start + _STATEMENT_ROWS]
-                    sql = (f"SELECT key, {fields} FROM pages WHERE key IN ("
-                           + ",".join("?" * len(part)) + ")")
-                    for row in conn.execute(sql, part):
-                        if get(row[1]) != row[0]:
-                            exact = False
-                        found[row[1]] = row[1:]
-            if exact:
-                return found
-            slots = self._slots(conn, unique, columns)
-            return {url: row for url, (_key, row) in slots.items() if row is not None}
+            unique = list(dict.fromkeys(urls))
+            for start in range(0, len(unique), _STATEMENT_ROWS):
+                part = unique[start:start + _STATEMENT_ROWS]
+                sql = (f"SELECT {fields} FROM pages WHERE url IN ("
+                       + ",".join("?" * len(part)) + ")")
+                for row in conn.execute(sql, part):
+                    found[row[0]] = row
+            return found
         return self._run(work)  # type: ignore[no-any-return]
 
     def get_hosts(self, hosts: Sequence[str],
@@ -349,40 +217,26 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             return found
         return self._run(work)  # type: ignore[no-any-return]
 
-    _PAGE_UPSERT = (f"INSERT INTO pages (key, {', '.join(PAGE_FIELDS)}) VALUES ("
-                    + ",".join("?" * (len(PAGE_FIELDS) + 1)) + ") ON CONFLICT(key) DO UPDATE SET "
-                    + ", ".join(f"{f} = excluded.{f}" for f in PAGE_FIELDS[1:])
-                    + " WHERE url = excluded.url")
-    _HOST_UPSERT = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
-                    + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
-                    + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS))
-    _HIST_UPSERT = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
-                    "n = n + excluded.n")
-
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
+        # An upsert updates a known page in place (REPLACE would delete and
+        # re-insert it, touching the B-trees twice).
+        page_sql = (f"INSERT INTO pages ({', '.join(PAGE_FIELDS)}) VALUES ("
+                    + ",".join("?" * len(PAGE_FIELDS)) + ") ON CONFLICT(url) DO UPDATE SET "
+                    + ", ".join(f"{f} = excluded.{f}" for f in PAGE_FIELDS[1:]))
+        host_sql = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
+                    + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
+                    + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS))
+        hist_sql = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
+                    "n = n + excluded.n")
+
         def work(conn: Any) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            # Each page under its first key, in key order (the key index is
-            # walked left to right): an upsert that updates a known page in
-            # place, unless the key holds another URL.  Then SQLite counted
-            # fewer changes than pages, and the pages are placed one by one.
-            rows = sorted((url_key(row[0]), *row) for row in pages)
-            cursor = conn.executemany(self._PAGE_UPSERT, rows)
-            if cursor.rowcount != len(rows):
-                self._place(conn, rows)
-            conn.executemany(self._HOST_UPSERT,
-                             [(host, *delta) for host, delta in host_deltas.items()])
-            conn.executemany(self._HIST_UPSERT, [(b, d) for b, d in hist_deltas.items() if d])
+            conn.executemany(page_sql, pages)
+            conn.executemany(host_sql, [(host, *delta) for host, delta in host_deltas.items()])
+            conn.executemany(hist_sql, [(b, d) for b, d in hist_deltas.items() if d])
             conn.execute("COMMIT")
         self._run(work)
-
-    def _place(self, conn: Any, rows: Sequence[Sequence[Any]]) -> None:
-        """Write the rows (key, *PAGE_FIELDS) that the first-key upsert did
-        not: under the key of the probe where the URL is, or the first free."""
-        slots = self._slots(conn, [row[1] for row in rows], "")
-        redo = [(slots[row[1]][0], *row[1:]) for row in rows if slots[row[1]][0] != row[0]]
-        conn.executemany(self._PAGE_UPSERT, redo)
 
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
         sql = (f"SELECT {', '.join(CANDIDATE_FIELDS)} FROM pages WHERE due_at <= ? "
@@ -396,12 +250,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def set_due(self, items: Sequence[Tuple[str, float]]) -> None:
         def work(conn: Any) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            cursor = conn.executemany("UPDATE pages SET due_at = ? WHERE key = ? AND url = ?",
-                                      [(due, url_key(url), url) for url, due in items])
-            if cursor.rowcount != len(items):  # some URL is under a later key, or unknown
-                slots = self._slots(conn, [url for url, _due in items], "")
-                conn.executemany("UPDATE pages SET due_at = ? WHERE key = ? AND url = ?",
-                                 [(due, slots[url][0], url) for url, due in items])
+            conn.executemany("UPDATE pages SET due_at = ? WHERE url = ?",
+                             [(due, url) for url, due in items])
             conn.execute("COMMIT")
         self._run(work)
 
@@ -669,4 +519,4 @@ def open_recrawl_store(spec: Any, **kwargs: Any) -> RecrawlStore:
 
 
 __all__ = ["RecrawlStore", "SQLiteRecrawlStore", "RedisRecrawlStore", "open_recrawl_store",
-           "PAGE_FIELDS", "HOST_FIELDS", "HOST_RATE_FIELDS", "SQLITE_LAYOUT", "url_key"]
+           "PAGE_FIELDS", "HOST_FIELDS", "HOST_RATE_FIELDS"]
