@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawldedup import BloomFilter, IncompatibleFilterError, optimal_parameters
+from crawldedup import IncompatibleFilterError, optimal_parameters
 from crawldedup.bloom import _blocked_fpr
 
 MASK64 = (1 << 64) - 1
@@ -110,21 +110,21 @@ def test_sizing_model():
         assert standard < _blocked_fpr(7, load) < 2 * standard
 
 
-def test_blocked_filter_api_and_files(tmp_path):
-    bf = BloomFilter(10_000, 0.01, layout="blocked")
+def test_blocked_filter_api_and_files(api, tmp_path):
+    bf = api.BloomFilter(10_000, 0.01, layout="blocked")
     assert bf.layout == "blocked" and bf.num_bits % 512 == 0
     assert "layout='blocked'" in repr(bf)
     keys = [f"u{i}" for i in range(5000)]
     assert bf.add_many(keys).sum() >= 4990
     assert all(k in bf for k in keys)
     bf.save(tmp_path / "b")
-    loaded = BloomFilter.load(tmp_path / "b")
+    loaded = api.BloomFilter.load(tmp_path / "b")
     assert loaded == bf and loaded.layout == "blocked"
     assert loaded.to_bytes()[14] == 1  # layout id in the header
-    assert BloomFilter.from_bytes(bf.to_bytes()) == bf
-    standard = BloomFilter(10_000, 0.01)
+    assert api.BloomFilter.from_bytes(bf.to_bytes()) == bf
+    standard = api.BloomFilter(10_000, 0.01)
     assert standard != bf
     with pytest.raises(IncompatibleFilterError, match="layout"):
         standard | bf
     with pytest.raises(ValueError, match="layout must be"):
-        BloomFilter(10, layout="diagonal")
+        api.BloomFilter(10, layout="diagonal")

@@ -1,4 +1,5 @@
-"""BloomFilter.open: state files used in place, by several processes at once."""
+"""BloomFilter.open: state files used in place, by several processes at once;
+the tests in one process on each kernel (the ``api`` fixture)."""
 
 import os
 import signal
@@ -32,61 +33,61 @@ def core_env():
 
 # ---------------------------------------------------------------- modes
 
-def test_create_add_close_reopen(tmp_path):
+def test_create_add_close_reopen(api, tmp_path):
     path = tmp_path / "s.bloom"
-    with BloomFilter.open(path, capacity=10_000, error_rate=0.001) as bf:
+    with api.BloomFilter.open(path, capacity=10_000, error_rate=0.001) as bf:
         assert bf.path == str(path) and not bf.closed
         assert bf.add("a") and not bf.add("a")
         assert bf.add_many(["b", "c", "a"]).tolist() == [True, True, False]
         assert bf.insert_count == 3
         assert flags(path) & 1  # DIRTY while mapped for writing
     assert bf.closed and flags(path) == 0
-    loaded = BloomFilter.load(path)  # sealed: the checksum is checked
+    loaded = api.BloomFilter.load(path)  # sealed: the checksum is checked
     assert loaded.contains_many(["a", "b", "c"]).all() and loaded.insert_count == 3
     assert (loaded.capacity, loaded.error_rate) == (10_000, 0.001)
-    with BloomFilter.open(path) as again:  # parameters from the file
+    with api.BloomFilter.open(path) as again:  # parameters from the file
         assert again.capacity == 10_000 and "b" in again
         assert again == loaded
 
 
-def test_modes(tmp_path):
+def test_modes(api, tmp_path):
     path = tmp_path / "s.bloom"
     with pytest.raises(FileNotFoundError):
-        BloomFilter.open(path, mode="r")
+        api.BloomFilter.open(path, mode="r")
     with pytest.raises(ValueError, match="capacity is needed"):
-        BloomFilter.open(path)
+        api.BloomFilter.open(path)
     with pytest.raises(ValueError, match="mode must be"):
-        BloomFilter.open(path, capacity=10, mode="a")
-    with BloomFilter.open(path, capacity=1000, mode="c") as bf:
+        api.BloomFilter.open(path, capacity=10, mode="a")
+    with api.BloomFilter.open(path, capacity=1000, mode="c") as bf:
         bf.add("kept")
-    with BloomFilter.open(path, capacity=1000, mode="c") as bf:
+    with api.BloomFilter.open(path, capacity=1000, mode="c") as bf:
         assert "kept" in bf
-    with BloomFilter.open(path, mode="r") as ro:
+    with api.BloomFilter.open(path, mode="r") as ro:
         assert ro.readonly and "kept" in ro
         for write in (lambda: ro.add("x"), lambda: ro.add_many(["x"]), ro.clear,
                       lambda: ro.update(["x"])):
             with pytest.raises(ValueError, match="read-only"):
                 write()
         ro.flush()  # nothing to do, no error
-    with BloomFilter.open(path, capacity=500, mode="w") as fresh:
+    with api.BloomFilter.open(path, capacity=500, mode="w") as fresh:
         assert "kept" not in fresh and fresh.capacity == 500
 
 
-def test_parameters_must_match(tmp_path):
+def test_parameters_must_match(api, tmp_path):
     path = tmp_path / "s.bloom"
-    BloomFilter.open(path, capacity=1000, error_rate=0.01, layout="blocked").close()
+    api.BloomFilter.open(path, capacity=1000, error_rate=0.01, layout="blocked").close()
     for kwargs, word in [({"capacity": 999}, "capacity 999"),
                          ({"error_rate": 0.1}, "error_rate 0.1"),
                          ({"layout": "standard"}, "layout 'standard'"),
                          ({"seed": 4}, "seed 4")]:
         with pytest.raises(IncompatibleFilterError, match=word):
-            BloomFilter.open(path, **kwargs)
-    with BloomFilter.open(path, capacity=1000, layout="blocked") as bf:
+            api.BloomFilter.open(path, **kwargs)
+    with api.BloomFilter.open(path, capacity=1000, layout="blocked") as bf:
         assert bf.layout == "blocked"
 
 
-def test_closed_filter_refuses_use(tmp_path):
-    bf = BloomFilter.open(tmp_path / "s", capacity=100)
+def test_closed_filter_refuses_use(api, tmp_path):
+    bf = api.BloomFilter.open(tmp_path / "s", capacity=100)
     bf.add("x")
     bf.close()
     bf.close()  # twice is fine
@@ -96,28 +97,28 @@ def test_closed_filter_refuses_use(tmp_path):
             use()
 
 
-def test_in_memory_filters_accept_close_and_with():
-    with BloomFilter(100) as bf:
+def test_in_memory_filters_accept_close_and_with(api):
+    with api.BloomFilter(100) as bf:
         bf.add("x")
         bf.flush()
     assert "x" in bf and bf.path is None and not bf.closed
 
 
-def test_copies_and_pickles_of_a_mapped_filter_are_in_memory(tmp_path):
+def test_copies_and_pickles_of_a_mapped_filter_are_in_memory(api, tmp_path):
     import pickle
-    with BloomFilter.open(tmp_path / "s", capacity=1000) as bf:
+    with api.BloomFilter.open(tmp_path / "s", capacity=1000) as bf:
         bf.add_many(["a", "b"])
         clone = bf.copy()
         restored = pickle.loads(pickle.dumps(bf))
         bf.save(tmp_path / "snapshot")
     assert clone.path is None and "a" in clone and restored == clone
-    assert BloomFilter.load(tmp_path / "snapshot") == clone
+    assert api.BloomFilter.load(tmp_path / "snapshot") == clone
 
 
-def test_two_handles_the_last_closer_seals(tmp_path):
+def test_two_handles_the_last_closer_seals(api, tmp_path):
     path = tmp_path / "s"
-    first = BloomFilter.open(path, capacity=1000)
-    second = BloomFilter.open(path)
+    first = api.BloomFilter.open(path, capacity=1000)
+    second = api.BloomFilter.open(path)
     first.add("one")
     assert "one" in second  # the same pages
     second.add("two")
@@ -126,30 +127,30 @@ def test_two_handles_the_last_closer_seals(tmp_path):
     assert flags(path) & 1  # second is still writing
     second.close()
     assert flags(path) == 0
-    assert BloomFilter.load(path).contains_many(["one", "two"]).all()
+    assert api.BloomFilter.load(path).contains_many(["one", "two"]).all()
 
 
-def test_verify_reads_a_sealed_file(tmp_path):
+def test_verify_reads_a_sealed_file(api, tmp_path):
     path = tmp_path / "s"
-    with BloomFilter.open(path, capacity=1000) as bf:
+    with api.BloomFilter.open(path, capacity=1000) as bf:
         bf.add("x")
     data = bytearray(path.read_bytes())
     data[4096 + 17] ^= 0x10
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match="checksum"):
-        BloomFilter.open(path)  # small file: verified by default
-    with BloomFilter.open(path, verify=False, mode="r") as bf:
+        api.BloomFilter.open(path)  # small file: verified by default
+    with api.BloomFilter.open(path, verify=False, mode="r") as bf:
         assert "x" in bf  # not read whole, not checked
 
 
-def test_damaged_headers_are_refused(tmp_path):
+def test_damaged_headers_are_refused(api, tmp_path):
     path = tmp_path / "s"
     path.write_bytes(b"not a crawldedup file at all" * 200)
     with pytest.raises(CorruptFileError, match="signature"):
-        BloomFilter.open(path)
+        api.BloomFilter.open(path)
     path.write_bytes(b"")
     with pytest.raises(CorruptFileError, match="empty"):
-        BloomFilter.open(path)
+        api.BloomFilter.open(path)
 
 
 # ------------------------------------------------------- several processes
@@ -241,12 +242,12 @@ def test_kill_9_loses_no_reported_key(tmp_path):
     assert len(survivors) > 10
 
 
-def test_mapped_blocked_and_standard_agree_with_memory(tmp_path):
+def test_mapped_blocked_and_standard_agree_with_memory(api, tmp_path):
     keys = [f"https://e.com/{i}" for i in range(3000)]
     for layout in ("standard", "blocked"):
-        memory = BloomFilter(5000, 0.01, layout=layout)
+        memory = api.BloomFilter(5000, 0.01, layout=layout)
         memory.add_many(keys)
-        with BloomFilter.open(tmp_path / layout, capacity=5000, layout=layout) as mapped:
+        with api.BloomFilter.open(tmp_path / layout, capacity=5000, layout=layout) as mapped:
             mapped.add_many(keys)
             assert mapped == memory
             assert bytes(mapped._bits_view()) == bytes(memory._bits_view())

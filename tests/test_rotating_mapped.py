@@ -1,5 +1,6 @@
 """RotatingBloomFilter.open: a rotating filter in a memory-mapped file,
-shared by processes, rotating once for all of them, surviving kill -9."""
+shared by processes, rotating once for all of them, surviving kill -9; the
+tests in one process on each kernel (the ``api`` fixture)."""
 
 import os
 import random
@@ -42,10 +43,10 @@ def word(path, index):
         return struct.unpack("<Q", f.read(8))[0]
 
 
-def test_create_add_close_reopen(tmp_path):
+def test_create_add_close_reopen(api, tmp_path):
     path = tmp_path / "seen.rbf"
     clock = FakeClock(1000.0)
-    with RotatingBloomFilter.open(path, 500, 0.01, 3, rotate_every=60, clock=clock) as rf:
+    with api.RotatingBloomFilter.open(path, 500, 0.01, 3, rotate_every=60, clock=clock) as rf:
         assert rf.path == str(path) and not rf.closed
         assert rf.add("a") and not rf.add("a")
         assert rf.add_many(["b", "a", "c"]).tolist() == [True, False, True]
@@ -54,39 +55,39 @@ def test_create_add_close_reopen(tmp_path):
     with pytest.raises(ValueError, match="closed"):
         rf.add("d")
     # Parameters come from the file; the file is sealed (its checksum holds).
-    with RotatingBloomFilter.open(path, clock=clock) as again:
+    with api.RotatingBloomFilter.open(path, clock=clock) as again:
         assert (again.capacity, again.error_rate, again.generations, again.rotate_every,
                 again.rotate_at_fill) == (500, 0.01, 3, 60.0, None)
         assert again.contains_many(["a", "b", "c", "d"]).tolist() == [True, True, True, False]
         assert again.insert_count == 3
     header = _files.parse_header(path.read_bytes()[:HEADER], path.stat().st_size, str(path))
     assert header.flags == 0 and header.insert_count == 3
-    loaded = RotatingBloomFilter.load(path, clock=clock)
+    loaded = api.RotatingBloomFilter.load(path, clock=clock)
     assert loaded.contains_many(["a", "b", "c", "d"]).tolist() == [True, True, True, False]
 
 
-def test_parameters_must_match_the_file(tmp_path):
+def test_parameters_must_match_the_file(api, tmp_path):
     path = tmp_path / "seen.rbf"
-    RotatingBloomFilter.open(path, 100, 0.01, 2, rotate_every=10, clock=FakeClock()).close()
+    api.RotatingBloomFilter.open(path, 100, 0.01, 2, rotate_every=10, clock=FakeClock()).close()
     with pytest.raises(IncompatibleFilterError, match="generations 3 .*the file has 2"):
-        RotatingBloomFilter.open(path, generations=3)
+        api.RotatingBloomFilter.open(path, generations=3)
     with pytest.raises(IncompatibleFilterError, match="rotate_every 20.0"):
-        RotatingBloomFilter.open(path, rotate_every=20)
+        api.RotatingBloomFilter.open(path, rotate_every=20)
     with pytest.raises(IncompatibleFilterError, match="capacity 99"):
-        RotatingBloomFilter.open(path, 99)
+        api.RotatingBloomFilter.open(path, 99)
     with pytest.raises(ValueError, match="capacity is needed"):
-        RotatingBloomFilter.open(tmp_path / "new.rbf")
+        api.RotatingBloomFilter.open(tmp_path / "new.rbf")
     with pytest.raises(ValueError, match="mode must be"):
-        RotatingBloomFilter.open(path, mode="a")
+        api.RotatingBloomFilter.open(path, mode="a")
     assert not (tmp_path / "new.rbf").exists()
 
 
-def test_read_only_cannot_add_or_rotate(tmp_path):
+def test_read_only_cannot_add_or_rotate(api, tmp_path):
     path = tmp_path / "seen.rbf"
-    with RotatingBloomFilter.open(path, 100, clock=FakeClock()) as rf:
+    with api.RotatingBloomFilter.open(path, 100, clock=FakeClock()) as rf:
         rf.add("x")
     before = path.read_bytes()
-    with RotatingBloomFilter.open(path, mode="r") as ro:
+    with api.RotatingBloomFilter.open(path, mode="r") as ro:
         assert "x" in ro
         with pytest.raises((TypeError, ValueError)):
             ro.add("y")
@@ -95,27 +96,27 @@ def test_read_only_cannot_add_or_rotate(tmp_path):
     assert path.read_bytes() == before
 
 
-def test_mode_w_replaces(tmp_path):
+def test_mode_w_replaces(api, tmp_path):
     path = tmp_path / "seen.rbf"
-    with RotatingBloomFilter.open(path, 100, clock=FakeClock()) as rf:
+    with api.RotatingBloomFilter.open(path, 100, clock=FakeClock()) as rf:
         rf.add("x")
-    with RotatingBloomFilter.open(path, 200, mode="w", clock=FakeClock()) as rf:
+    with api.RotatingBloomFilter.open(path, 200, mode="w", clock=FakeClock()) as rf:
         assert rf.capacity == 200 and "x" not in rf
 
 
-def test_a_big_file_is_reserved_and_opens_without_change(tmp_path):
+def test_a_big_file_is_reserved_and_opens_without_change(api, tmp_path):
     # 2 x 100M-key generations: the blocks are reserved when the file is
     # made (a full disk fails there, not as SIGBUS later), and opening it
     # (the default verify does not read a file this large) changes nothing.
     path = tmp_path / "big.rbf"
-    RotatingBloomFilter.open(path, 100_000_000, layout="blocked", clock=FakeClock()).close()
+    api.RotatingBloomFilter.open(path, 100_000_000, layout="blocked", clock=FakeClock()).close()
     size = os.path.getsize(path)
     assert size > 200 << 20
     assert os.stat(path).st_blocks * 512 >= size
     before = (os.stat(path).st_mtime_ns, path.read_bytes()[:8192])
-    with RotatingBloomFilter.open(path, mode="r") as rf:
+    with api.RotatingBloomFilter.open(path, mode="r") as rf:
         assert "x" not in rf
-    with RotatingBloomFilter.open(path) as rf:
+    with api.RotatingBloomFilter.open(path) as rf:
         assert "x" not in rf
     assert (os.stat(path).st_mtime_ns, path.read_bytes()[:8192]) == before
 
@@ -132,12 +133,12 @@ ops = st.lists(st.one_of(
 
 @settings(max_examples=examples(0.2), deadline=None)  # 60 under the ci profile
 @given(ops=ops, fill=st.sampled_from([None, 0.25]), every=st.sampled_from([None, 10.0]))
-def test_mapped_behaves_like_in_memory(tmp_path_factory, ops, fill, every):
+def test_mapped_behaves_like_in_memory(api, tmp_path_factory, ops, fill, every):
     path = tmp_path_factory.mktemp("m") / "seen.rbf"
     clock = FakeClock(100.0)
-    memory = RotatingBloomFilter(20, 0.05, 3, rotate_every=every, rotate_at_fill=fill,
+    memory = api.RotatingBloomFilter(20, 0.05, 3, rotate_every=every, rotate_at_fill=fill,
                                  clock=clock)
-    mapped = RotatingBloomFilter.open(path, 20, 0.05, 3, rotate_every=every,
+    mapped = api.RotatingBloomFilter.open(path, 20, 0.05, 3, rotate_every=every,
                                       rotate_at_fill=fill, clock=clock)
     try:
         for op, arg in ops:
@@ -155,23 +156,23 @@ def test_mapped_behaves_like_in_memory(tmp_path_factory, ops, fill, every):
                 memory.rotate()
             else:
                 mapped.close()
-                mapped = RotatingBloomFilter.open(path, clock=clock)
+                mapped = api.RotatingBloomFilter.open(path, clock=clock)
             assert mapped.rotations == memory.rotations
             assert [f.insert_count for f in mapped.filters] == \
                 [f.insert_count for f in memory.filters]
         assert mapped == memory
     finally:
         mapped.close()
-    assert RotatingBloomFilter.load(path, clock=clock) == memory
+    assert api.RotatingBloomFilter.load(path, clock=clock) == memory
 
 
-def test_two_handles_share_rotations(tmp_path):
+def test_two_handles_share_rotations(api, tmp_path):
     # Two mappings of one file (as two processes would have): a rotation by
     # one is seen by the other at its next call, and happens only once.
     path = tmp_path / "seen.rbf"
     clock = FakeClock(0.0)
-    a = RotatingBloomFilter.open(path, 100, 0.01, 2, rotate_every=10, clock=clock)
-    b = RotatingBloomFilter.open(path, clock=clock)
+    a = api.RotatingBloomFilter.open(path, 100, 0.01, 2, rotate_every=10, clock=clock)
+    b = api.RotatingBloomFilter.open(path, clock=clock)
     try:
         a.add("old")
         clock.now = 10.0
@@ -188,13 +189,13 @@ def test_two_handles_share_rotations(tmp_path):
     finally:
         a.close()
         b.close()
-    assert RotatingBloomFilter.load(path, clock=clock).rotations == 3
+    assert api.RotatingBloomFilter.load(path, clock=clock).rotations == 3
 
 
-def test_rotation_by_fill_happens_once_for_all_handles(tmp_path):
+def test_rotation_by_fill_happens_once_for_all_handles(api, tmp_path):
     path = tmp_path / "seen.rbf"
-    a = RotatingBloomFilter.open(path, 100, 0.01, 3, rotate_at_fill=0.1, clock=FakeClock())
-    b = RotatingBloomFilter.open(path, clock=FakeClock())
+    a = api.RotatingBloomFilter.open(path, 100, 0.01, 3, rotate_at_fill=0.1, clock=FakeClock())
+    b = api.RotatingBloomFilter.open(path, clock=FakeClock())
     try:
         a.add_many(keys("a", 9))
         b.add("b0")  # the 10th key of the generation: b rotates
@@ -205,11 +206,11 @@ def test_rotation_by_fill_happens_once_for_all_handles(tmp_path):
         b.close()
 
 
-def test_read_only_handle_follows_a_writer(tmp_path):
+def test_read_only_handle_follows_a_writer(api, tmp_path):
     path = tmp_path / "seen.rbf"
     clock = FakeClock()
-    writer = RotatingBloomFilter.open(path, 100, 0.01, 2, clock=clock)
-    reader = RotatingBloomFilter.open(path, mode="r", clock=clock)
+    writer = api.RotatingBloomFilter.open(path, 100, 0.01, 2, clock=clock)
+    reader = api.RotatingBloomFilter.open(path, mode="r", clock=clock)
     try:
         writer.add("x")
         assert "x" in reader
@@ -221,10 +222,10 @@ def test_read_only_handle_follows_a_writer(tmp_path):
         reader.close()
 
 
-def test_a_rotation_left_half_done_is_finished_at_open(tmp_path):
+def test_a_rotation_left_half_done_is_finished_at_open(api, tmp_path):
     path = tmp_path / "seen.rbf"
     clock = FakeClock(50.0)
-    with RotatingBloomFilter.open(path, 100, 0.01, 2, clock=clock) as rf:
+    with api.RotatingBloomFilter.open(path, 100, 0.01, 2, clock=clock) as rf:
         rf.add("old")
         rf.rotate()
         rf.add("new")
@@ -242,13 +243,13 @@ def test_a_rotation_left_half_done_is_finished_at_open(tmp_path):
     struct.pack_into("<I", raw, 92, _files.header_checksum(raw))
     with open(path, "r+b") as f:
         f.write(raw)
-    assert RotatingBloomFilter.load(path).rotations == 2  # load finishes it in memory
-    with RotatingBloomFilter.open(path, clock=clock) as rf:
+    assert api.RotatingBloomFilter.load(path).rotations == 2  # load finishes it in memory
+    with api.RotatingBloomFilter.open(path, clock=clock) as rf:
         assert rf.rotations == 2 and rf.last_rotation == 60.0
         assert "old" not in rf and "new" in rf.filters[0]
         assert [f.insert_count for f in rf.filters] == [1, 0]
     assert word(path, 7) % 2 == 0
-    assert RotatingBloomFilter.load(path) .rotations == 2  # sealed, checksum valid
+    assert api.RotatingBloomFilter.load(path) .rotations == 2  # sealed, checksum valid
 
 
 WORKER = textwrap.dedent("""
@@ -314,13 +315,13 @@ def test_kill_9_at_random_moments_leaves_a_file_that_opens(tmp_path):
         assert header.flags == 0
 
 
-def test_damage_is_found_at_open(tmp_path):
+def test_damage_is_found_at_open(api, tmp_path):
     path = tmp_path / "seen.rbf"
-    with RotatingBloomFilter.open(path, 100) as rf:
+    with api.RotatingBloomFilter.open(path, 100) as rf:
         rf.add("x")
     data = bytearray(path.read_bytes())
     data[HEADER + 4096 + 3] ^= 0x10
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match="checksum"):
-        RotatingBloomFilter.open(path)
+        api.RotatingBloomFilter.open(path)
     assert path.read_bytes() == bytes(data)  # refused, and left as it was
