@@ -2,7 +2,8 @@
 items 9 and 15): damage is never sealed in as valid, a refused open leaves
 nothing behind, a full disk is an OSError, pickles are checksummed, the last
 writer seals, a batch is added whole or not at all, load takes paths and
-binary files only, and state paths follow symbolic links."""
+binary files only, and state paths follow symbolic links.  The tests in one
+process run on each kernel (the ``api`` fixture)."""
 
 import errno
 import fcntl
@@ -19,8 +20,7 @@ import numpy as np
 import pytest
 
 import crawldedup
-from crawldedup import (BloomFilter, CorruptFileError, FingerprintSet, RotatingBloomFilter,
-                        ScalableBloomFilter, SimhashIndex)
+from crawldedup import BloomFilter, CorruptFileError, RotatingBloomFilter, ScalableBloomFilter
 from crawldedup import _files, _mapped
 
 from conftest import platform_lacks
@@ -70,18 +70,18 @@ def saved_filter(path, n=500, capacity=10_000):
 # ------------------------------------------------- 1. damage is never sealed
 
 @pytest.mark.parametrize("layout", ["standard", "blocked"])
-def test_damage_survives_open_add_close_without_verify(tmp_path, layout):
+def test_damage_survives_open_add_close_without_verify(api, tmp_path, layout):
     path = str(tmp_path / "seen.bloom")
-    with BloomFilter.open(path, capacity=20_000, layout=layout) as bf:
+    with api.BloomFilter.open(path, capacity=20_000, layout=layout) as bf:
         bf.add_many([f"k{i}" for i in range(2_000)])
     middle = _files.HEADER_SIZE + (os.path.getsize(path) - _files.HEADER_SIZE) // 2
     flip(path, middle)
     damaged = digest(path)
     # An open and close that change nothing leave the file as it was.
-    BloomFilter.open(path, verify=False).close()
+    api.BloomFilter.open(path, verify=False).close()
     assert digest(path) == damaged
     # The first add checks the file, refuses, and changes nothing.
-    with BloomFilter.open(path, verify=False) as bf:
+    with api.BloomFilter.open(path, verify=False) as bf:
         with pytest.raises(CorruptFileError, match="checksum mismatch"):
             bf.add("https://g/3")
         with pytest.raises(CorruptFileError, match="checksum mismatch"):
@@ -91,9 +91,9 @@ def test_damage_survives_open_add_close_without_verify(tmp_path, layout):
         assert "k1" in bf  # reads still work
     assert digest(path) == damaged
     with pytest.raises(CorruptFileError, match="checksum mismatch"):
-        BloomFilter.load(path)
+        api.BloomFilter.load(path)
     with pytest.raises(CorruptFileError, match="checksum mismatch"):
-        BloomFilter.open(path, verify=True)
+        api.BloomFilter.open(path, verify=True)
 
 
 def test_a_large_file_keeps_its_damage_through_the_command_line(tmp_path):
@@ -116,40 +116,40 @@ def test_a_large_file_keeps_its_damage_through_the_command_line(tmp_path):
     assert info.returncode == 1 and b"checksum mismatch" in info.stderr
 
 
-def test_rotating_damage_survives_open_and_close(tmp_path):
+def test_rotating_damage_survives_open_and_close(api, tmp_path):
     path = str(tmp_path / "seen.rbf")
-    with RotatingBloomFilter.open(path, 1_000, rotate_every=86_400) as rf:
+    with api.RotatingBloomFilter.open(path, 1_000, rotate_every=86_400) as rf:
         rf.add_many([f"k{i}" for i in range(100)])
     # rotate_every is the second field of the state block (docs/format.md):
     # flip a mantissa bit, so that it stays a valid period.
     flip(path, _files.HEADER_SIZE + 8 + 2, 0x02)
     damaged = digest(path)
     for mode in ("c", "r"):
-        with RotatingBloomFilter.open(path, mode=mode, verify=False) as rf:
+        with api.RotatingBloomFilter.open(path, mode=mode, verify=False) as rf:
             assert rf.rotate_every != 86_400
             if mode == "c":
                 with pytest.raises(CorruptFileError, match="checksum mismatch"):
                     rf.add("new")
     assert digest(path) == damaged
     with pytest.raises(CorruptFileError, match="checksum mismatch"):
-        RotatingBloomFilter.load(path)
+        api.RotatingBloomFilter.load(path)
 
 
-def test_writers_opening_a_damaged_file_after_another_writer_began(tmp_path):
+def test_writers_opening_a_damaged_file_after_another_writer_began(api, tmp_path):
     # A file already DIRTY was checked by the writer that marked it; a
     # second writer joins without checking, and the last to close seals.
     path = str(tmp_path / "seen.bloom")
     saved_filter(path)
-    a = BloomFilter.open(path)
+    a = api.BloomFilter.open(path)
     a.add("from-a")
     assert is_dirty(path)
-    b = BloomFilter.open(path, verify=True)  # DIRTY: not checkable, not refused
+    b = api.BloomFilter.open(path, verify=True)  # DIRTY: not checkable, not refused
     b.add("from-b")
     a.close()
     assert is_dirty(path)  # b still has it open
     b.close()
     assert not is_dirty(path)
-    loaded = BloomFilter.load(path)
+    loaded = api.BloomFilter.load(path)
     assert "from-a" in loaded and "from-b" in loaded
 
 
@@ -157,16 +157,16 @@ def test_writers_opening_a_damaged_file_after_another_writer_began(tmp_path):
 
 @posix_only
 @pytest.mark.parametrize("mode", ["c", "r"])
-def test_refused_open_with_padding_bit_set(tmp_path, mode):
+def test_refused_open_with_padding_bit_set(api, tmp_path, mode):
     path = str(tmp_path / "seen.bloom")
-    with BloomFilter.open(path, capacity=1_000) as bf:  # 9,586 bits: 50 bits of padding
+    with api.BloomFilter.open(path, capacity=1_000) as bf:  # 9,586 bits: 50 bits of padding
         bf.add("x")
         assert bf.num_bits % 64
     flip(path, os.path.getsize(path) - 1, 0x80)
     before = digest(path)
     for _ in range(2):  # a second open in the same process must not deadlock
         with pytest.raises(CorruptFileError, match="padding bits") as raised:
-            BloomFilter.open(path, mode=mode, verify=False)
+            api.BloomFilter.open(path, mode=mode, verify=False)
         assert path in str(raised.value)
         assert lock_is_free(path)
     assert digest(path) == before
@@ -181,19 +181,19 @@ def test_refused_open_with_padding_bit_set(tmp_path, mode):
     (8 * 1 + 7, 0x80),   # rotate_every: negative
 ])
 @pytest.mark.parametrize("mode", ["c", "r"])
-def test_refused_rotating_open_is_a_corrupt_file_error(tmp_path, offset, mask, mode):
+def test_refused_rotating_open_is_a_corrupt_file_error(api, tmp_path, offset, mask, mode):
     path = str(tmp_path / "seen.rbf")
-    with RotatingBloomFilter.open(path, 1_000, generations=3, rotate_every=60) as rf:
+    with api.RotatingBloomFilter.open(path, 1_000, generations=3, rotate_every=60) as rf:
         rf.add("x")
     flip(path, _files.HEADER_SIZE + offset, mask)
     before = digest(path)
     with pytest.raises(CorruptFileError) as raised:
-        RotatingBloomFilter.open(path, mode=mode, verify=False)
+        api.RotatingBloomFilter.open(path, mode=mode, verify=False)
     assert path in str(raised.value)
     assert lock_is_free(path)
     assert digest(path) == before
     with pytest.raises(CorruptFileError):
-        RotatingBloomFilter.load(path)
+        api.RotatingBloomFilter.load(path)
 
 
 # ------------------------------------------------------- 4. a full disk
@@ -216,15 +216,15 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(where)], check=True)
 
 
-def test_a_full_disk_is_an_oserror_at_open(small_disk):
+def test_a_full_disk_is_an_oserror_at_open(api, small_disk):
     path = str(small_disk / "seen.bloom")
     with pytest.raises(OSError) as raised:
-        BloomFilter.open(path, capacity=10_000_000)  # 12 MB on a 2 MiB disk
+        api.BloomFilter.open(path, capacity=10_000_000)  # 12 MB on a 2 MiB disk
     assert raised.value.errno == errno.ENOSPC
     assert "seen.bloom" in str(raised.value)
     assert os.listdir(small_disk) == []  # no file, no temporary file left
     with pytest.raises(OSError) as raised:
-        RotatingBloomFilter.open(str(small_disk / "r.rbf"), 1_000_000)
+        api.RotatingBloomFilter.open(str(small_disk / "r.rbf"), 1_000_000)
     assert raised.value.errno == errno.ENOSPC
     assert os.listdir(small_disk) == []
 
@@ -257,8 +257,8 @@ def test_a_disk_that_fills_later_cannot_kill_the_adds(small_disk):
 
 # --------------------------------------------------------- 5. pickles
 
-def test_fingerprint_set_pickles_carry_the_checksum():
-    fs = FingerprintSet(16)
+def test_fingerprint_set_pickles_carry_the_checksum(api):
+    fs = api.FingerprintSet(16)
     fs.add_many(np.array([bytes([i]) * 16 for i in range(3)], dtype="S16"))
     data = pickle.dumps(fs)
     assert pickle.loads(data) == fs
@@ -279,8 +279,8 @@ def test_fingerprint_set_pickles_carry_the_checksum():
     assert damaged > 300
 
 
-def test_simhash_index_pickles():
-    index = SimhashIndex(k=3)
+def test_simhash_index_pickles(api):
+    index = api.SimhashIndex(k=3)
     index.add_many(list(range(50)), [i * 0x9E3779B97F4A7C15 % 2**64 for i in range(50)])
     index.add("doc", 12345)
     copy = pickle.loads(pickle.dumps(index))
@@ -293,12 +293,12 @@ def test_simhash_index_pickles():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: BloomFilter(1_000),
-    lambda: ScalableBloomFilter(100),
-    lambda: RotatingBloomFilter(1_000, generations=3),
+    lambda api: api.BloomFilter(1_000),
+    lambda api: api.ScalableBloomFilter(100),
+    lambda api: api.RotatingBloomFilter(1_000, generations=3),
 ])
-def test_filter_pickles_carry_the_checksum(make):
-    f = make()
+def test_filter_pickles_carry_the_checksum(api, make):
+    f = make(api)
     f.add_many([f"k{i}" for i in range(50)])
     data = bytearray(pickle.dumps(f))
     assert pickle.loads(bytes(data)) == f
@@ -335,17 +335,17 @@ def test_writers_closing_at_the_same_instant_leave_the_file_sealed(tmp_path):
 
 
 @posix_only
-def test_a_writer_that_added_nothing_seals_what_another_left(tmp_path):
+def test_a_writer_that_added_nothing_seals_what_another_left(api, tmp_path):
     path = str(tmp_path / "seen.bloom")
     saved_filter(path)
-    idle = BloomFilter.open(path)
-    busy = BloomFilter.open(path)
+    idle = api.BloomFilter.open(path)
+    busy = api.BloomFilter.open(path)
     busy.add("new")
     busy.close()
     assert is_dirty(path)
     idle.close()
     assert not is_dirty(path)
-    assert "new" in BloomFilter.load(path)
+    assert "new" in api.BloomFilter.load(path)
 
 
 # -------------------------------------------- 7. a batch is whole or nothing
@@ -362,7 +362,7 @@ def _filters(tmp_path):
 
 @pytest.mark.parametrize("bad", [None, 3, "\ud800", memoryview(b"abcd")[::2]])
 @pytest.mark.parametrize("size", [1, 511, 512, 50_000])
-def test_a_batch_with_a_bad_key_adds_nothing(tmp_path, bad, size):
+def test_a_batch_with_a_bad_key_adds_nothing(api, tmp_path, bad, size):
     keys = [f"k{i}" for i in range(size)] + ["中文-" + str(size), b"raw", bad]
     for f in _filters(tmp_path):
         empty = f.copy() if not getattr(f, "path", None) else None
@@ -383,20 +383,22 @@ def test_a_batch_with_a_bad_key_adds_nothing(tmp_path, bad, size):
 
 # ------------------------------------------------ 9. load takes what it says
 
-@pytest.mark.parametrize("cls", [BloomFilter, ScalableBloomFilter, RotatingBloomFilter,
-                                 FingerprintSet, SimhashIndex])
-def test_load_refuses_anything_but_a_path_or_a_binary_file(tmp_path, cls):
+@pytest.mark.parametrize("cls", ["BloomFilter", "ScalableBloomFilter", "RotatingBloomFilter",
+                                 "FingerprintSet", "SimhashIndex"])
+def test_load_refuses_anything_but_a_path_or_a_binary_file(api, tmp_path, cls):
+    cls = getattr(api, cls)
     for bad in (0, 3.5, None, b"/tmp/x", ["x"]):
         with pytest.raises(TypeError, match="path|file"):
             cls.load(bad)
     os.fstat(0)  # stdin was not closed
-    made = {BloomFilter: lambda: BloomFilter(100),
-            ScalableBloomFilter: lambda: ScalableBloomFilter(100),
-            RotatingBloomFilter: lambda: RotatingBloomFilter(100),
-            FingerprintSet: lambda: FingerprintSet(16), SimhashIndex: lambda: SimhashIndex()}[cls]()
-    if cls is FingerprintSet:
+    made = {api.BloomFilter: lambda: api.BloomFilter(100),
+            api.ScalableBloomFilter: lambda: api.ScalableBloomFilter(100),
+            api.RotatingBloomFilter: lambda: api.RotatingBloomFilter(100),
+            api.FingerprintSet: lambda: api.FingerprintSet(16),
+            api.SimhashIndex: lambda: api.SimhashIndex()}[cls]()
+    if cls is api.FingerprintSet:
         made.add(b"x" * 16)
-    elif cls is SimhashIndex:
+    elif cls is api.SimhashIndex:
         made.add(1, 99)
     else:
         made.add("x")
@@ -404,9 +406,9 @@ def test_load_refuses_anything_but_a_path_or_a_binary_file(tmp_path, cls):
     made.save(path)
     with open(path, "rb") as f:
         loaded = cls.load(f)
-    assert loaded == made if cls is not SimhashIndex else len(loaded) == 1
+    assert loaded == made if cls is not api.SimhashIndex else len(loaded) == 1
     def size(x):
-        return len(x) if cls in (FingerprintSet, SimhashIndex) else x.insert_count
+        return len(x) if cls in (api.FingerprintSet, api.SimhashIndex) else x.insert_count
     assert size(cls.load(io.BytesIO(path.read_bytes()))) == size(made)
     with open(path, "r", encoding="latin-1") as text:
         with pytest.raises(TypeError, match="binary"):
@@ -419,24 +421,25 @@ def test_load_refuses_anything_but_a_path_or_a_binary_file(tmp_path, cls):
 
 # --------------------------------------------------------- 15. symlinks
 
-def test_save_writes_through_a_symlink(tmp_path):
+def test_save_writes_through_a_symlink(api, tmp_path):
     target = tmp_path / "real.bloom"
     link = tmp_path / "link.bloom"
-    BloomFilter(100).save(target)
+    api.BloomFilter(100).save(target)
     link.symlink_to(target)
-    bf = BloomFilter(100)
+    bf = api.BloomFilter(100)
     bf.add("x")
     bf.save(link)
     assert link.is_symlink()
-    assert "x" in BloomFilter.load(target)
-    fs = FingerprintSet(16)
+    assert "x" in api.BloomFilter.load(target)
+    fs = api.FingerprintSet(16)
     fs.add(b"y" * 16)
     fs.save(link)
-    assert link.is_symlink() and b"y" * 16 in FingerprintSet.load(target)
+    assert link.is_symlink() and b"y" * 16 in api.FingerprintSet.load(target)
 
 
-@pytest.mark.parametrize("cls", [BloomFilter, RotatingBloomFilter])
-def test_open_for_writing_goes_through_a_symlink(tmp_path, cls):
+@pytest.mark.parametrize("cls", ["BloomFilter", "RotatingBloomFilter"])
+def test_open_for_writing_goes_through_a_symlink(api, tmp_path, cls):
+    cls = getattr(api, cls)
     target = tmp_path / "real"
     link = tmp_path / "link"
     link.symlink_to(target)  # dangling: open creates the target
@@ -450,13 +453,13 @@ def test_open_for_writing_goes_through_a_symlink(tmp_path, cls):
         assert "y" in f and "x" not in f
 
 
-def test_opening_a_folder_names_it(tmp_path):
+def test_opening_a_folder_names_it(api, tmp_path):
     for mode in ("r", "c"):
         with pytest.raises(OSError) as raised:
-            BloomFilter.open(tmp_path, mode=mode)
+            api.BloomFilter.open(tmp_path, mode=mode)
         assert str(tmp_path) in str(raised.value)
     with pytest.raises(OSError) as raised:
-        RotatingBloomFilter.open(tmp_path, mode="r")
+        api.RotatingBloomFilter.open(tmp_path, mode="r")
     assert str(tmp_path) in str(raised.value)
 
 
@@ -506,12 +509,12 @@ def test_check_keys_core_and_twin_agree(core, reference, keys, as_tuple):
 # ------------- a rotation whose writer was killed while publishing it
 
 @pytest.mark.parametrize("copied", [0, 1, 2, 3, 4])
-def test_a_rotation_killed_while_published_is_finished_right(tmp_path, copied):
+def test_a_rotation_killed_while_published_is_finished_right(api, tmp_path, copied):
     import struct
 
     from crawldedup import _rotating_state as state
     path = tmp_path / "seen.rbf"
-    with RotatingBloomFilter.open(path, 1_000, generations=3) as rf:
+    with api.RotatingBloomFilter.open(path, 1_000, generations=3) as rf:
         rf.add("x")
         rf.rotate()
         rf.add("a")
@@ -543,11 +546,11 @@ def test_a_rotation_killed_while_published_is_finished_right(tmp_path, copied):
     data[_files.HEADER_CHECKSUM_AT:_files.HEADER_CHECKSUM_AT + 4] = \
         _files.header_checksum(data).to_bytes(4, "little")
     path.write_bytes(bytes(data))
-    loaded = RotatingBloomFilter.load(path)
+    loaded = api.RotatingBloomFilter.load(path)
     assert ("x" in loaded, "a" in loaded, "b" in loaded) == (False, True, True)
     assert loaded.rotations == rotations + 1
-    with RotatingBloomFilter.open(path) as rf:  # alone: finishes it and seals
+    with api.RotatingBloomFilter.open(path) as rf:  # alone: finishes it and seals
         assert ("x" in rf, "a" in rf, "b" in rf) == (False, True, True)
         assert rf.rotations == rotations + 1
     assert not is_dirty(path)
-    assert RotatingBloomFilter.load(path) == loaded
+    assert api.RotatingBloomFilter.load(path) == loaded
