@@ -1,5 +1,5 @@
 """The public SimHash API: simhash, simhash_many, simhash_features, hamming,
-hamming_many."""
+hamming_many; on each kernel (the ``api`` fixture)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import crawldedup
-from crawldedup import hamming, hamming_many, hash64, simhash, simhash_features, simhash_many
+from crawldedup import hash64, simhash, simhash_features
 
 EN = ("Search engines crawl the web every day and most of the pages they fetch have been seen "
       "before, sometimes under another address, sometimes with a changed counter or a new "
@@ -24,99 +24,101 @@ def test_exported():
 
 
 @pytest.mark.parametrize("text", ["", " ", "   \t\n\r ", "\u3000\u00a0", ",.;!?-—…", "。，、"])
-def test_text_without_features_gives_zero(text):
-    assert simhash(text) == 0
-    assert simhash(text, tokenizer="words") == 0
-    assert simhash(text, tokenizer="chars") == 0
-    assert simhash_many([text]).tolist() == [0]
+def test_text_without_features_gives_zero(api, text):
+    assert api.simhash(text) == 0
+    assert api.simhash(text, tokenizer="words") == 0
+    assert api.simhash(text, tokenizer="chars") == 0
+    assert api.simhash_many([text]).tolist() == [0]
 
 
-def test_one_feature_gives_its_hash():
-    assert simhash("Hello") == hash64("hello")
-    assert simhash("  hello  hello ") == hash64("hello")   # distinct words count once
-    assert simhash("你") == hash64("你")
+def test_one_feature_gives_its_hash(api):
+    assert api.simhash("Hello") == api.hash64("hello")
+    assert api.simhash("  hello  hello ") == api.hash64("hello")   # distinct words count once
+    assert api.simhash("你") == api.hash64("你")
 
 
-def test_auto_is_words_plus_cjk_bigrams():
-    got = simhash("Crawl 网页抓取 crawl")
-    feats = [hash64("crawl"), hash64("网页"), hash64("页抓"), hash64("抓取")]
-    assert got == simhash_features(feats)
+def test_auto_is_words_plus_cjk_bigrams(api):
+    got = api.simhash("Crawl 网页抓取 crawl")
+    feats = [api.hash64("crawl"), api.hash64("网页"), api.hash64("页抓"), api.hash64("抓取")]
+    assert got == api.simhash_features(feats)
 
 
-def test_case_is_ignored():
-    assert simhash(EN) == simhash(EN.upper()) == simhash(EN.lower())
-    assert simhash("İSTANBUL Σ") == simhash("i̇stanbul σ")
+def test_case_is_ignored(api):
+    assert api.simhash(EN) == api.simhash(EN.upper()) == api.simhash(EN.lower())
+    assert api.simhash("İSTANBUL Σ") == api.simhash("i̇stanbul σ")
 
 
-def test_tokenizers_and_ngram_sizes():
-    assert simhash("a b c", tokenizer="words", ngram=2) == simhash_features(
-        [hash64("a b"), hash64("b c")])
-    assert simhash("ab,cd", tokenizer="chars", ngram=3) == simhash_features(
-        [hash64("abc"), hash64("bcd")])
-    assert simhash("x y 你好吗", ngram=(2, 3)) == simhash_features(
-        [hash64("x y"), hash64("你好吗")])
-    assert simhash("x y 你好吗", ngram=3) == simhash_features([hash64("x y"), hash64("你好吗")])
+def test_tokenizers_and_ngram_sizes(api):
+    assert api.simhash("a b c", tokenizer="words", ngram=2) == api.simhash_features(
+        [api.hash64("a b"), api.hash64("b c")])
+    assert api.simhash("ab,cd", tokenizer="chars", ngram=3) == api.simhash_features(
+        [api.hash64("abc"), api.hash64("bcd")])
+    assert api.simhash("x y 你好吗", ngram=(2, 3)) == api.simhash_features(
+        [api.hash64("x y"), api.hash64("你好吗")])
+    assert api.simhash("x y 你好吗", ngram=3) == api.simhash_features(
+        [api.hash64("x y"), api.hash64("你好吗")])
     # English alone: auto is word unigrams; Chinese has no spaces, so "words"
     # sees whole clauses where "auto" sees bigrams.
-    assert simhash(EN) == simhash(EN, tokenizer="words") != simhash(EN, tokenizer="chars")
-    assert simhash(ZH) != simhash(ZH, tokenizer="words")
+    assert api.simhash(EN) == api.simhash(EN, tokenizer="words") \
+        != api.simhash(EN, tokenizer="chars")
+    assert api.simhash(ZH) != api.simhash(ZH, tokenizer="words")
 
 
-def test_custom_tokenizer_gets_the_original_text():
+def test_custom_tokenizer_gets_the_original_text(api):
     seen = []
 
     def tok(text):
         seen.append(text)
         return text.split()
 
-    assert simhash("A b A", tokenizer=tok) == simhash(["A", "b", "A"])
+    assert api.simhash("A b A", tokenizer=tok) == api.simhash(["A", "b", "A"])
     assert seen == ["A b A"]
-    assert simhash_many(["A b A", "c"], tokenizer=tok).tolist() == [
-        simhash(["A", "b", "A"]), simhash(["c"])]
+    assert api.simhash_many(["A b A", "c"], tokenizer=tok).tolist() == [
+        api.simhash(["A", "b", "A"]), api.simhash(["c"])]
 
 
-def test_features_and_weights():
-    assert simhash(["a", "b"], weights=[3, 1]) == simhash(["a", "a", "a", "b"])
-    assert simhash(["a", "b"], weights=[0.5, 0.25]) == simhash(["a", "a", "b"])
-    assert simhash(iter(["x", "y", "z"])) == simhash_features(
-        [hash64("x"), hash64("y"), hash64("z")])
-    assert simhash([]) == 0
+def test_features_and_weights(api):
+    assert api.simhash(["a", "b"], weights=[3, 1]) == api.simhash(["a", "a", "a", "b"])
+    assert api.simhash(["a", "b"], weights=[0.5, 0.25]) == api.simhash(["a", "a", "b"])
+    assert api.simhash(iter(["x", "y", "z"])) == api.simhash_features(
+        [api.hash64("x"), api.hash64("y"), api.hash64("z")])
+    assert api.simhash([]) == 0
 
 
-def test_near_duplicates_are_close_and_others_far():
+def test_near_duplicates_are_close_and_others_far(api):
     en_edit = EN.replace("changed counter", "different counter")
     zh_edit = ZH.replace("计数器", "计时器")
-    assert hamming(simhash(EN), simhash(en_edit)) <= 3
-    assert hamming(simhash(ZH), simhash(zh_edit)) <= 3
-    assert hamming(simhash(EN), simhash(ZH)) > 10
+    assert api.hamming(api.simhash(EN), api.simhash(en_edit)) <= 3
+    assert api.hamming(api.simhash(ZH), api.simhash(zh_edit)) <= 3
+    assert api.hamming(api.simhash(EN), api.simhash(ZH)) > 10
 
 
 @given(st.lists(st.text(max_size=40), max_size=10),
        st.sampled_from(["auto", "words", "chars"]), st.integers(min_value=1, max_value=5))
-def test_simhash_many_equals_simhash(texts, tokenizer, n):
-    got = simhash_many(texts, tokenizer=tokenizer, ngram=n)
+def test_simhash_many_equals_simhash(api, texts, tokenizer, n):
+    got = api.simhash_many(texts, tokenizer=tokenizer, ngram=n)
     assert got.dtype == np.uint64 and got.shape == (len(texts),)
-    assert got.tolist() == [simhash(t, tokenizer=tokenizer, ngram=n) for t in texts]
+    assert got.tolist() == [api.simhash(t, tokenizer=tokenizer, ngram=n) for t in texts]
 
 
-def test_simhash_many_accepts_any_iterable():
-    assert simhash_many(t for t in [EN, ZH]).tolist() == [simhash(EN), simhash(ZH)]
-    assert simhash_many([]).tolist() == []
+def test_simhash_many_accepts_any_iterable(api):
+    assert api.simhash_many(t for t in [EN, ZH]).tolist() == [api.simhash(EN), api.simhash(ZH)]
+    assert api.simhash_many([]).tolist() == []
 
 
 @given(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=0, max_value=2**64 - 1))
-def test_hamming(a, b):
-    assert hamming(a, b) == bin(a ^ b).count("1") == hamming(b, a)
-    assert hamming(a, a) == 0
-    assert hamming_many(np.array([a, b, a ^ b], dtype=np.uint64), a).tolist() == [
-        0, hamming(a, b), hamming(a, a ^ b)]
-    assert hamming_many([a, b], b).tolist() == [hamming(a, b), 0]
+def test_hamming(api, a, b):
+    assert api.hamming(a, b) == bin(a ^ b).count("1") == api.hamming(b, a)
+    assert api.hamming(a, a) == 0
+    assert api.hamming_many(np.array([a, b, a ^ b], dtype=np.uint64), a).tolist() == [
+        0, api.hamming(a, b), api.hamming(a, a ^ b)]
+    assert api.hamming_many([a, b], b).tolist() == [api.hamming(a, b), 0]
 
 
-def test_hamming_many_dtypes():
-    assert hamming_many(np.array([1, 2, 3], dtype=np.int64), 0).tolist() == [1, 1, 2]
-    assert hamming_many(np.array([1, 2], dtype=np.uint32), 3).tolist() == [1, 1]
-    assert hamming_many([np.uint64(2**64 - 1)], 0).tolist() == [64]
+def test_hamming_many_dtypes(api):
+    assert api.hamming_many(np.array([1, 2, 3], dtype=np.int64), 0).tolist() == [1, 1, 2]
+    assert api.hamming_many(np.array([1, 2], dtype=np.uint32), 3).tolist() == [1, 1]
+    assert api.hamming_many([np.uint64(2**64 - 1)], 0).tolist() == [64]
 
 
 def test_huge_text(core):
@@ -132,58 +134,58 @@ def test_huge_text(core):
         assert simhash(text) == hash64("word")
 
 
-def test_bad_arguments_name_themselves():
+def test_bad_arguments_name_themselves(api):
     with pytest.raises(TypeError, match="text_or_features"):
-        simhash(42)
+        api.simhash(42)
     with pytest.raises(TypeError, match="text_or_features.*bytes"):
-        simhash(b"bytes")
+        api.simhash(b"bytes")
     with pytest.raises(TypeError, match=r"text_or_features\[1\]"):
-        simhash(["a", 2])
+        api.simhash(["a", 2])
     with pytest.raises(ValueError, match="weights"):
-        simhash("text", weights=[1])
+        api.simhash("text", weights=[1])
     with pytest.raises(ValueError, match="weights"):
-        simhash(["a", "b"], weights=[1])
+        api.simhash(["a", "b"], weights=[1])
     with pytest.raises(ValueError, match="weights"):
-        simhash(["a"], weights=[float("nan")])
+        api.simhash(["a"], weights=[float("nan")])
     with pytest.raises(TypeError, match="weights"):
-        simhash(["a"], weights=["heavy"])
+        api.simhash(["a"], weights=["heavy"])
     with pytest.raises(ValueError, match="tokenizer"):
-        simhash("a", tokenizer="sentences")
+        api.simhash("a", tokenizer="sentences")
     with pytest.raises(TypeError, match="tokenizer"):
-        simhash("a", tokenizer=3)
+        api.simhash("a", tokenizer=3)
     with pytest.raises(ValueError, match="ngram"):
-        simhash("a", ngram=0)
+        api.simhash("a", ngram=0)
     with pytest.raises(ValueError, match="ngram"):
-        simhash("a", ngram=17)
+        api.simhash("a", ngram=17)
     with pytest.raises(TypeError, match="ngram"):
-        simhash("a", ngram=2.0)
+        api.simhash("a", ngram=2.0)
     with pytest.raises(ValueError, match="ngram"):
-        simhash("a", tokenizer="words", ngram=(1, 2))
+        api.simhash("a", tokenizer="words", ngram=(1, 2))
     with pytest.raises(TypeError, match="texts"):
-        simhash_many("one text")
+        api.simhash_many("one text")
     with pytest.raises(TypeError, match=r"texts\[1\]"):
-        simhash_many(["a", None])
+        api.simhash_many(["a", None])
     with pytest.raises(TypeError, match="texts"):
-        simhash_many(5)
+        api.simhash_many(5)
     with pytest.raises(ValueError, match="hashes"):
-        simhash_features([-1])
+        api.simhash_features([-1])
     with pytest.raises(ValueError, match=r"hashes\[0\]"):
-        simhash_features([2**64])
+        api.simhash_features([2**64])
     with pytest.raises(TypeError, match=r"hashes\[0\]"):
-        simhash_features(["1"])
+        api.simhash_features(["1"])
     with pytest.raises(TypeError, match="hashes"):
-        simhash_features(np.array([1.5]))
+        api.simhash_features(np.array([1.5]))
     with pytest.raises(ValueError, match="hashes"):
-        simhash_features(np.array([-1], dtype=np.int64))
+        api.simhash_features(np.array([-1], dtype=np.int64))
     with pytest.raises(ValueError, match="one-dimensional"):
-        simhash_features(np.zeros((2, 2), dtype=np.uint64))
+        api.simhash_features(np.zeros((2, 2), dtype=np.uint64))
     with pytest.raises(TypeError, match="a must be an int"):
-        hamming("1", 2)
+        api.hamming("1", 2)
     with pytest.raises(TypeError, match="b must be an int"):
-        hamming(1, 2.0)
+        api.hamming(1, 2.0)
     with pytest.raises(ValueError, match="b must be in"):
-        hamming(1, -2)
+        api.hamming(1, -2)
     with pytest.raises(ValueError, match="fp must be in"):
-        hamming_many([1], 2**64)
+        api.hamming_many([1], 2**64)
     with pytest.raises(TypeError, match="fps"):
-        hamming_many(3, 1)
+        api.hamming_many(3, 1)
