@@ -118,3 +118,11 @@ def test_spans_bad_input(impl):
             call(b"ab", np.array([[2, 1]], dtype=np.int64))
     with pytest.raises(TypeError, match="data must be bytes"):
         impl.line_spans(bytearray(b"a\n"), True)
+
+
+@given(BLOCKS)
+def test_span_hashes_equal_line_hashes(core, reference, impl, data):
+    spans, _ = impl.line_spans(data, True)
+    got = impl.span_hashes(data, spans)
+    assert got == impl.line_hashes([data[a:b] for a, b in spans.tolist()])
+    assert got == (core if impl is reference else reference).span_hashes(data, spans)

@@ -103,10 +103,11 @@ def test_over_capacity_warning_and_info_give_the_same_count(tmp_path):
 
 # ------------------------------------------------- item 14: unparseable URLs
 
-def test_canonical_counts_the_lines_it_compares_as_read(tmp_path):
+@pytest.mark.parametrize("exact", [[], ["--exact"]])
+def test_canonical_counts_the_lines_it_compares_as_read(tmp_path, exact):
     data = (b"http://[::1\nhttp://[::2/x\nhttps://a.example/?b=1&a=2\n"
             b"https://a.example/?a=2&b=1\nhttp://[::1\n")
-    run = crawldedup("urls", "--state", tmp_path / "s", "--canonical", stdin=data)
+    run = crawldedup("urls", "--state", tmp_path / "s", "--canonical", *exact, stdin=data)
     assert run.returncode == 0, run.stderr
     assert run.stdout.decode().splitlines() == ["http://[::1", "http://[::2/x",
                                                 "https://a.example/?b=1&a=2"]

@@ -82,3 +82,10 @@ def gather_spans(data: object, spans: object) -> bytes:
     rows = _spans(data, spans)
     assert isinstance(data, bytes)
     return b"".join(data[a:b] + b"\n" for a, b in rows)
+
+
+def span_hashes(data: object, spans: object) -> bytes:
+    """line_hashes([data[a:b] for a, b in spans])."""
+    rows = _spans(data, spans)
+    assert isinstance(data, bytes)
+    return line_hashes([data[a:b] for a, b in rows])

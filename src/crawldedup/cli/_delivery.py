@@ -10,14 +10,14 @@ import os
 import signal
 import stat
 import sys
-from itertools import compress
+from itertools import chain, compress
 from types import FrameType
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
 from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
-                                split_lines, url_digests_packed)
+                                span_hashes, split_lines, url_digests_packed)
 from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
@@ -154,6 +154,14 @@ class OutputFailed(Exception):
     pass
 
 
+def _ended(lines: List[bytes]) -> bytes:
+    """The lines, each followed by a newline, in one bytes object (one copy)."""
+    return b"\n".join(chain(lines, _LAST))
+
+
+_LAST = (b"",)
+
+
 class Journal:
     """The URLs of the chunk being recorded and printed, kept in
     ``STATE.pending`` until they are printed.  A run killed in between (or
@@ -178,7 +186,7 @@ class Journal:
         return list(dict.fromkeys(line for line in data.split(b"\n") if line))
 
     def hold(self, urls: List[bytes]) -> None:
-        self.hold_data(b"\n".join(urls) + b"\n")
+        self.hold_data(_ended(urls))
 
     def hold_data(self, data: bytes) -> None:
         """hold, given the lines as one block, each ended by a newline."""
@@ -372,10 +380,13 @@ class Repeats:
     def fresh(self, lines: List[bytes]) -> np.ndarray:
         """True for each line not met before (the first of repeats in lines
         counting as not met), which is then met."""
+        return self.fresh_hashes(line_hashes(lines))
+
+    def fresh_hashes(self, hashes: bytes) -> np.ndarray:
+        """fresh, given the lines' line_hashes."""
         if len(self.seen) > REPEATS_LIMIT:
             self.seen.clear()
-        hashes = np.frombuffer(line_hashes(lines), dtype="S16")
-        return self.seen.add_many(hashes)
+        return self.seen.add_many(np.frombuffer(hashes, dtype="S16"))
 
 
 class Deliverer:
@@ -459,21 +470,31 @@ class Deliverer:
         """(lines read, lines printed) of chunk(lines, prepared)."""
         return len(lines), self.chunk(lines, prepared)
 
-    def block_keys(self, block: Tuple[bytes, bool]) -> Tuple[np.ndarray, np.ndarray]:
-        """(the spans of the block's lines, their keys)."""
+    def block_keys(self, block: Tuple[bytes, bool]) -> Tuple[int, np.ndarray, np.ndarray]:
+        """(how many lines the block has, the spans of those that may be new
+        (not repeats of a line met before, with --canonical), their keys)."""
         data, final = block
         spans, _ = line_spans(data, final)
-        return spans, self.state.span_keys(self.canonical, data, spans)
+        n = len(spans)
+        if self.repeats is not None and n:
+            fresh = self.repeats.fresh_hashes(span_hashes(data, spans))
+            if not fresh.all():
+                keys = self.state.span_keys(self.canonical, data, spans[fresh])
+                if self.canonical is not None and self.canonical.raw_lines:
+                    # known once the kept ones have keys
+                    self.canonical.count_raw_repeats(
+                        [data[a:b] for a, b in spans[~fresh].tolist()])
+                return n, spans[fresh], keys
+        return n, spans, self.state.span_keys(self.canonical, data, spans)
 
     def block(self, block: Tuple[bytes, bool],
-              prepared: Tuple[np.ndarray, np.ndarray]) -> Tuple[int, int]:
-        """Deliver the new lines of a block given its spans and keys, in the
+              prepared: Tuple[int, np.ndarray, np.ndarray]) -> Tuple[int, int]:
+        """Deliver the new lines of a block given block_keys(block), in the
         order of chunk(); (lines read, lines printed)."""
         data = block[0]
-        spans, keys = prepared
-        n = len(spans)
-        if not n:
-            return 0, 0
+        n, spans, keys = prepared
+        if not len(spans):
+            return n, 0
         absent = np.flatnonzero(~self.state.contains_many(keys))
         if not len(absent):
             return n, 0
@@ -499,13 +520,15 @@ class Deliverer:
         return self._deliver(lines, self.keys(lines), everything=True)
 
     def _deliver(self, lines: List[bytes], keys: Any, everything: bool = False) -> int:
-        self.journal.hold(lines)
+        held = _ended(lines)
+        self.journal.hold_data(held)
         added = self.state.add_many(keys).tolist()
         if not everything and not all(added):
             lines = list(compress(lines, added))
+            held = _ended(lines)
         try:
             if lines:
-                _write_all(self.out, b"\n".join(lines) + b"\n")
+                _write_all(self.out, held)
         except (OSError, ValueError) as exc:
             raise OutputFailed(str(exc)) from None
         self.journal.release()
