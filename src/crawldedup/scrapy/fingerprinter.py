@@ -34,6 +34,7 @@ from weakref import ref
 from crawldedup._kernel import canonicalize_url_fast as _canonical_fast
 from crawldedup._kernel import request_fingerprint_fast as _fp_fast
 from crawldedup.fingerprint import FAST_PATH, request_fingerprint
+from crawldedup.urls.request_fingerprints import included_names
 
 try:
     from scrapy.utils.request import fingerprint as _scrapy_fingerprint
@@ -73,16 +74,7 @@ def _header_names(include_headers: Optional[Iterable[Union[str, bytes]]]) -> Opt
     if isinstance(include_headers, (str, bytes)):
         raise TypeError("include_headers must be an iterable of header names, "
                         f"not a single {type(include_headers).__name__}")
-    names = []
-    for name in sorted(include_headers):
-        if isinstance(name, str):
-            names.append(name.lower().encode("utf-8"))
-        elif isinstance(name, bytes):
-            names.append(name.lower())
-        else:
-            raise TypeError(f"include_headers names must be str or bytes, "
-                            f"not {type(name).__name__}")
-    return tuple(names)
+    return tuple(included_names(include_headers))
 
 
 def _cache_for(names: Optional[HeaderNames], keep_fragments: bool) -> Tuple[Dict[Any, bytes],

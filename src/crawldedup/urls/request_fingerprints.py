@@ -109,7 +109,7 @@ def _stored_headers(headers: Any) -> Dict[bytes, List[bytes]]:
     return stored
 
 
-def _included_names(include_headers: Any) -> List[bytes]:
+def included_names(include_headers: Any) -> List[bytes]:
     """Scrapy's processing of include_headers: sorted, each lower-cased and
     UTF-8 encoded (a str is an iterable of one-letter names there too)."""
     if not include_headers:
@@ -180,7 +180,7 @@ def request_fingerprint(
         body = _body_bytes(body)
     # Checked as Scrapy's Request checks them, whether they count or not.
     stored = _stored_headers(headers) if headers is not None else {}
-    names = _included_names(include_headers)
+    names = included_names(include_headers)
     canonical = None
     if FAST_PATH:
         if not names:
