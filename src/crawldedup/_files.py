@@ -60,7 +60,6 @@ FLAGS_AT = 20
 COUNT_AT = 64
 CHECKSUM_AT = 88
 HEADER_CHECKSUM_AT = 92
-_COUNT_AT, _CHECKSUM_AT, _HEADER_CHECKSUM_AT = COUNT_AT, CHECKSUM_AT, HEADER_CHECKSUM_AT
 
 
 def header_checksum(raw: Union[bytes, bytearray, memoryview]) -> int:
@@ -69,8 +68,8 @@ def header_checksum(raw: Union[bytes, bytearray, memoryview]) -> int:
     count of a mapped file, so the header is checked even when the payload's
     checksum is not up to date (a DIRTY file)."""
     head = bytearray(raw[:HEADER_SIZE])
-    head[_COUNT_AT:_COUNT_AT + 8] = bytes(8)
-    head[_CHECKSUM_AT:_HEADER_CHECKSUM_AT + 4] = bytes(8)
+    head[COUNT_AT:COUNT_AT + 8] = bytes(8)
+    head[CHECKSUM_AT:HEADER_CHECKSUM_AT + 4] = bytes(8)
     return zlib.crc32(head) & 0xFFFFFFFF
 assert _HEADER.size == 96
 
@@ -100,7 +99,7 @@ class Header:
             HEADER_SIZE, self.flags, self.seed, self.num_bits, self.num_hashes,
             self.capacity, self.error_rate, self.insert_count, HEADER_SIZE,
             self.payload_size, self.checksum, 0)
-        struct.pack_into("<I", out, _HEADER_CHECKSUM_AT, header_checksum(out))
+        struct.pack_into("<I", out, HEADER_CHECKSUM_AT, header_checksum(out))
         return out
 
 

@@ -43,10 +43,6 @@ except ImportError:  # pragma: no cover - Windows
 
 _H = TypeVar("_H", bound="MappedHandle")
 
-_FLAGS_AT = _files.FLAGS_AT
-_CHECKSUM_AT = _files.CHECKSUM_AT
-_HEADER_CHECKSUM_AT = _files.HEADER_CHECKSUM_AT
-
 
 def _try_exclusive(fd: int) -> bool:
     """Take the file's exclusive lock if nobody else has it open."""
@@ -163,13 +159,14 @@ class MappedFile:
     def _set_flags(self, flags: int) -> None:
         """Write the flags and the header checksum that covers them."""
         head = bytearray(self.mem[:_files.HEADER_SIZE])
-        head[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        head[_files.FLAGS_AT:_files.FLAGS_AT + 4] = flags.to_bytes(4, "little")
         crc = _files.header_checksum(head)
-        self.mem[_FLAGS_AT:_FLAGS_AT + 4] = flags.to_bytes(4, "little")
-        self.mem[_HEADER_CHECKSUM_AT:_HEADER_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
+        self.mem[_files.FLAGS_AT:_files.FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        at = _files.HEADER_CHECKSUM_AT
+        self.mem[at:at + 4] = crc.to_bytes(4, "little")
 
     def _flags(self) -> int:
-        return int.from_bytes(self.mem[_FLAGS_AT:_FLAGS_AT + 4], "little")
+        return int.from_bytes(self.mem[_files.FLAGS_AT:_files.FLAGS_AT + 4], "little")
 
     def mark_dirty(self) -> None:
         self._set_flags(self._flags() | _files.FLAG_DIRTY)
@@ -235,7 +232,7 @@ class MappedFile:
     def checksum(self) -> int:
         """CRC-32 of the file as stored now, as _files.checksum computes it."""
         head = bytearray(self.mem[:_files.HEADER_SIZE])
-        head[_CHECKSUM_AT:_CHECKSUM_AT + 4] = b"\0\0\0\0"
+        head[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4] = b"\0\0\0\0"
         crc = zlib.crc32(head)
         # Read through the descriptor (the same page cache as the shared
         # mapping), not the mapping: the mapping is advised MADV_RANDOM for
@@ -263,7 +260,7 @@ class MappedFile:
         return len(chunk)
 
     def stored_checksum(self) -> int:
-        return int.from_bytes(self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4], "little")
+        return int.from_bytes(self.mem[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4], "little")
 
     def seal(self) -> None:
         """Clear DIRTY and write the checksum (the caller holds the file alone)."""
@@ -271,7 +268,7 @@ class MappedFile:
             self.before_seal()
         self._set_flags(self._flags() & ~_files.FLAG_DIRTY)
         crc = self.checksum()
-        self.mem[_CHECKSUM_AT:_CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
+        self.mem[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
 
     def flush(self) -> None:
         if not self.readonly and not self.closed:

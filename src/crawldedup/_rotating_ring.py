@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, cast
 from crawldedup import _checks, _files, _mapped
 from crawldedup import _rotating_state as _state
 from crawldedup._kernel import nbytes_for
-from crawldedup._mapped import MappedHandle
 from crawldedup.bloom import BloomFilter, check_padding, mapped_member, optimal_parameters
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup._types import Clock, PathLike
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from crawldedup.rotating import RotatingBloomFilter
 
 
-class SharedRing(MappedHandle):
+class SharedRing(_mapped.MappedHandle):
     """The mapped-file half of RotatingBloomFilter (a mixin: it uses the
     filter's schedule and generations, ``_set_params``, ``_set_schedule``,
     ``_gens``, ``_generations``)."""
