@@ -228,24 +228,9 @@ static inline void cd_fp_copy(uint64_t* dst, const uint64_t* src, size_t n) {
     }
 }
 
+/* The home slot of a key: its first word mapped onto [0, nslots). */
 static inline size_t cd_fp_home(uint64_t h, size_t nslots) {
-#if defined(__SIZEOF_INT128__)
-    return (size_t)(((unsigned __int128)h * (uint64_t)nslots) >> 64);
-#else
-    uint64_t a_lo = h & 0xffffffffULL, a_hi = h >> 32;
-    uint64_t b_lo = (uint64_t)nslots & 0xffffffffULL, b_hi = (uint64_t)nslots >> 32;
-    uint64_t lo = a_lo * b_lo, m1 = a_hi * b_lo, m2 = a_lo * b_hi, hi = a_hi * b_hi;
-    uint64_t mid = (lo >> 32) + (m1 & 0xffffffffULL) + (m2 & 0xffffffffULL);
-    return (size_t)(hi + (m1 >> 32) + (m2 >> 32) + (mid >> 32));
-#endif
-}
-
-static inline void cd_fp_prefetch(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(p, 0, 1);
-#else
-    (void)p;
-#endif
+    return (size_t)cd_mulhi64(h, (uint64_t)nslots);
 }
 
 /* Home slots for n digests in a table just grown or built: load 16/19
@@ -796,6 +781,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     const uint64_t* prev = NULL;
     cd_fptab nt;
     int has_zero = s->has_zero;
+    int rc = -1;
     if (n > SIZE_MAX / 8 / rs) return -1;
     bytes = n * rs * 8;
     a = (uint64_t*)cd_fp_alloc(bytes, &amap);
@@ -807,10 +793,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     if (!a) return -1;
     /* b holds one group of the top-bits pass: find the largest. */
     top = (size_t*)calloc(top_nb, sizeof(size_t));
-    if (!top) {
-        cd_fp_release(a, bytes, amap);
-        return -1;
-    }
+    if (!top) goto done;
     for (i = 0; i < n; i++) top[cd_fp_hash(data + i * ds, ds) >> (64 - CD_FP_TOP_BITS)]++;
     for (k = 0; k < top_nb; k++)
         if (top[k] > bbytes) bbytes = top[k];
@@ -818,14 +801,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     b = (uint64_t*)cd_fp_alloc(bbytes, &bmap);
     sub = (size_t*)malloc(((size_t)1 << 16) * sizeof(size_t));
     flag = (unsigned char*)malloc(n);
-    if (!a || !b || !top || !sub || !flag) {
-        cd_fp_release(a, bytes, amap);
-        cd_fp_release(b, bbytes, bmap);
-        free(top);
-        free(sub);
-        free(flag);
-        return -1;
-    }
+    if (!b || !sub || !flag) goto done;
     /* By the top bits of h straight into a (counting, then encoding each
      * key into its group), then each group by the next bits through b and
      * back, then the small runs left by (key, index). */
@@ -844,12 +820,8 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
         cd_fp_encode(data + i * ds, ds, enc);
         g = enc[0] >> (64 - CD_FP_TOP_BITS);
         if (top[g] >= sub[g]) { /* the caller's buffer changed under us */
-            cd_fp_release(a, bytes, amap);
-            cd_fp_release(b, bbytes, bmap);
-            free(top);
-            free(sub);
-            free(flag);
-            return -3;
+            rc = -3;
+            goto done;
         }
         r = a + (top[g]++) * rs;
         cd_fp_copy(r, enc, nk);
@@ -868,8 +840,11 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
         cd_fp_copy(a + lo * rs, b, cnt * rs);
     }
     free(top);
+    top = NULL;
     free(sub);
+    sub = NULL;
     cd_fp_release(b, bbytes, bmap);
+    b = NULL;
     /* Pass 1: which records are new (first of their digest, not in the set). */
     t = s->cur.slots;
     tend = s->cur.slots + s->cur.cap * ss;
@@ -893,11 +868,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     }
     /* Pass 2: the new table, merging the set's digests and the new ones. */
     memset(&nt, 0, sizeof(nt));
-    if (cd_fptab_init(&nt, (size_t)cd_fp_slots_for(s->nz + fresh), ss)) {
-        cd_fp_release(a, bytes, amap);
-        free(flag);
-        return -1;
-    }
+    if (cd_fptab_init(&nt, (size_t)cd_fp_slots_for(s->nz + fresh), ss)) goto done;
     t = s->cur.slots;
     i = 0;
     for (;;) {
@@ -913,9 +884,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
         while (pos >= nt.cap) {
             if (cd_fptab_extend(&nt, ss, next)) {
                 cd_fptab_free(&nt);
-                cd_fp_release(a, bytes, amap);
-                free(flag);
-                return -1;
+                goto done;
             }
         }
         if (from_table) {
@@ -928,13 +897,18 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
         cd_fp_occupy(nt.occ, pos);
         next = pos + 1;
     }
-    cd_fp_release(a, bytes, amap);
-    free(flag);
     cd_fptab_free(&s->cur);
     s->cur = nt;
     s->nz += fresh;
     s->has_zero = has_zero;
-    return 0;
+    rc = 0;
+done: /* every exit after a's allocation: what is still held is released */
+    cd_fp_release(a, bytes, amap);
+    cd_fp_release(b, bbytes, bmap);
+    free(top);
+    free(sub);
+    free(flag);
+    return rc;
 }
 
 /* Batch add or test of n keys at data (n * ds bytes); out[i] = 1 where the
@@ -958,7 +932,7 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
     gn = n < CD_FP_GROUP ? n : CD_FP_GROUP;
     for (j = 0; j < gn; j++) {
         cd_fp_encode(data + j * ds, ds, enc[0] + j * nk);
-        cd_fp_prefetch(s->cur.slots + cd_fp_home(enc[0][j * nk], s->cur.nslots) * s->ss);
+        cd_prefetch_once(s->cur.slots + cd_fp_home(enc[0][j * nk], s->cur.nslots) * s->ss);
     }
     for (g = 0; g < n; g += CD_FP_GROUP) {
         size_t cnt = n - g < CD_FP_GROUP ? n - g : CD_FP_GROUP;
@@ -967,7 +941,7 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
         for (j = 0; j < ncnt; j++) {
             uint64_t* e = enc[cur ^ 1] + j * nk;
             cd_fp_encode(data + (next + j) * ds, ds, e);
-            cd_fp_prefetch(s->cur.slots + cd_fp_home(e[0], s->cur.nslots) * s->ss);
+            cd_prefetch_once(s->cur.slots + cd_fp_home(e[0], s->cur.nslots) * s->ss);
         }
         for (j = 0; j < cnt; j++) {
             const uint64_t* e = enc[cur] + j * nk;

@@ -96,9 +96,17 @@ static inline void cd_prefetch(const void *p) {
 #endif
 }
 
-/* Little-endian 64-bit load from any address (MurmurHash3 reads its input
- * blocks as little-endian words on every platform, so the digest is the same
- * everywhere). */
+/* The same for a line read once (a fingerprint-table slot probed by a
+ * batch): a low temporal-locality hint, so the lines of a large table do not
+ * evict those still in use. */
+static inline void cd_prefetch_once(const void *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 1);
+#else
+    (void)p;
+#endif
+}
+
 /* The same, announcing a write: the line arrives in a writable state, which
  * saves the adder a second round trip when it sets a bit. */
 static inline void cd_prefetch_w(const void *p) {
@@ -111,6 +119,9 @@ static inline void cd_prefetch_w(const void *p) {
 #endif
 }
 
+/* Little-endian 64-bit load from any address (MurmurHash3 reads its input
+ * blocks as little-endian words on every platform, so the digest is the same
+ * everywhere). */
 static inline uint64_t cd_load64le(const unsigned char *p) {
     uint64_t v;
     memcpy(&v, p, 8);
