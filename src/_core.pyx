@@ -1298,21 +1298,14 @@ cdef class BloomBits:
 
     def _or_from(self, BloomBits other):
         """self |= other, bit by bit."""
-        cdef Py_ssize_t i
-        cdef uint64_t a, b
-        cdef bint locked
-        self._check_peer(other)
-        self._writable()
-        locked = self._enter()
-        for i in range(0, self._nbytes, 8):
-            memcpy(&a, self._bits + i, 8)
-            memcpy(&b, other._bits + i, 8)
-            a |= b
-            memcpy(self._bits + i, &a, 8)
-        self._leave(locked)
+        self._merge_from(other, True)
 
     def _and_from(self, BloomBits other):
         """self &= other, bit by bit."""
+        self._merge_from(other, False)
+
+    cdef int _merge_from(self, BloomBits other, bint union) except -1:
+        # One loop for both (the compiler unswitches it on union).
         cdef Py_ssize_t i
         cdef uint64_t a, b
         cdef bint locked
@@ -1322,9 +1315,13 @@ cdef class BloomBits:
         for i in range(0, self._nbytes, 8):
             memcpy(&a, self._bits + i, 8)
             memcpy(&b, other._bits + i, 8)
-            a &= b
+            if union:
+                a |= b
+            else:
+                a &= b
             memcpy(self._bits + i, &a, 8)
         self._leave(locked)
+        return 0
 
     def _bits_equal(self, BloomBits other):
         self._check_peer(other)
