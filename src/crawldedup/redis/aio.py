@@ -31,7 +31,7 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
-from crawldedup.redis.bloom import BloomLogic, _check_keys
+from crawldedup.redis._bloom_logic import BloomLogic, key_batch
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 from crawldedup.stores.base import FingerprintStore
@@ -321,10 +321,10 @@ class AsyncRedisBloomFilter(_AsyncBase):
         return self._logic.shards
 
     async def add_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return cast(np.ndarray, await self._run(self._logic.batch_op(_check_keys(keys), True)))
+        return cast(np.ndarray, await self._run(self._logic.batch_op(key_batch(keys), True)))
 
     async def contains_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return cast(np.ndarray, await self._run(self._logic.batch_op(_check_keys(keys), False)))
+        return cast(np.ndarray, await self._run(self._logic.batch_op(key_batch(keys), False)))
 
     async def add(self, key: Any) -> bool:
         return bool((await self.add_many([key]))[0])

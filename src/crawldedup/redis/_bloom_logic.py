@@ -1,0 +1,356 @@
+"""What RedisBloomFilter sends and how it reads the replies, without I/O
+(shared by the blocking filter and the asyncio one): the shard layout, the
+metadata key, the commands and their checks.  See docs/redis.md."""
+
+from __future__ import annotations
+
+import binascii
+import json
+import math
+import secrets
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from crawldedup._kernel import impl, nbytes_for
+from crawldedup import _checks
+from crawldedup.bloom import optimal_parameters
+from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
+from crawldedup.redis import _resp
+from crawldedup.redis._conn import Op, Request, check_reply
+from crawldedup.redis.store import check_name
+
+FORMAT_VERSION = 1
+#: Keys per BITFIELD command (per shard): about 250 bytes of command per key
+#: at k = 7, so a command stays near 2 MB and runs alone for a few ms.
+COMMAND_KEYS = 8192
+#: Default largest shard: Redis strings stop at 512 MB; smaller shards spread
+#: a big filter over more keys (and cluster nodes) and keep GETRANGE short.
+SHARD_BYTES = 64 << 20
+CLUSTER_SLOTS = 16384
+
+
+class RedisDataLostError(StoreUnavailableError):
+    """A Redis key of a filter lost its contents (the server restarted
+    without persistence, or the key was deleted): the filter cannot answer
+    "not seen" honestly any more.  ``clear()`` starts it afresh."""
+
+
+def key_slot(key: bytes) -> int:
+    """The Redis Cluster hash slot of a key (CRC16-XMODEM of its hash tag)."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return binascii.crc_hqx(key, 0) % CLUSTER_SLOTS
+
+
+def shard_keys(name: bytes, shards: int) -> List[bytes]:
+    """One key per shard, each with a hash tag of its own and all in
+    different cluster slots."""
+    keys: List[bytes] = []
+    used: Set[int] = set()
+    for i in range(shards):
+        j = 0
+        while True:
+            tag = b"%d" % i if j == 0 else b"%d.%d" % (i, j)
+            slot = key_slot(tag)
+            if slot not in used or len(used) >= CLUSTER_SLOTS:
+                break
+            j += 1
+        used.add(slot)
+        keys.append(name + b":bits:{" + tag + b"}")
+    return keys
+
+
+def key_batch(keys: Any) -> List[Any]:
+    """The keys as a list, every one checked before anything is sent."""
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"keys must be an iterable of keys, not a single "
+                        f"{type(keys).__name__}; use add()/`in` for one")
+    try:
+        items = keys if isinstance(keys, list) else list(keys)
+    except TypeError:
+        raise TypeError(f"keys must be an iterable, not {type(keys).__name__}") from None
+    types = set(map(type, items))
+    if not types <= {str, bytes}:
+        for key in items:
+            if not isinstance(key, (str, bytes)):
+                try:
+                    memoryview(key)
+                except TypeError:
+                    raise TypeError(f"key must be str or bytes-like, not "
+                                    f"{type(key).__name__}") from None
+    if str in types:
+        for key in items:
+            if type(key) is str and not key.isascii():
+                key.encode("utf-8")  # a lone surrogate raises here, before any I/O
+    return items
+
+
+class BloomLogic:
+    """What RedisBloomFilter sends and how it reads the replies, without I/O
+    (shared by the blocking and the asyncio filters)."""
+
+    def __init__(self, name: Any, capacity: Optional[int], error_rate: float,
+                 shards: Optional[int], layout: str, seed: int) -> None:
+        self.name = check_name(name)
+        self.meta_key = self.name + b":meta"
+        self.asked: Dict[str, Any] = {}
+        if capacity is not None:
+            self.asked["capacity"] = _checks.check_capacity(capacity)
+            self.asked["error_rate"] = _checks.check_error_rate(error_rate)
+            self.asked["layout"] = _checks.check_layout(layout)
+            self.asked["seed"] = _checks.check_seed(seed)
+            m, k = optimal_parameters(self.asked["capacity"], self.asked["error_rate"],
+                                      self.asked["layout"])
+            self.asked["num_bits"], self.asked["num_hashes"] = m, k
+        if shards is not None:
+            if isinstance(shards, bool) or not isinstance(shards, int):
+                raise TypeError(f"shards must be an int, not {type(shards).__name__}")
+            if not 1 <= shards <= 65536:
+                raise ValueError(f"shards must be between 1 and 65536, got {shards}")
+        self.asked_shards = shards
+        self.meta: Dict[str, Any] = {}
+        self.address = "Redis"
+
+    # ----------------------------------------------------------- layout
+
+    def _new_meta(self, nodes: int) -> Dict[str, Any]:
+        a = self.asked
+        m, layout = a["num_bits"], a["layout"]
+        if layout == "standard":
+            if self.asked_shards not in (None, 1):
+                raise ValueError("shards: the standard layout keeps a key's bits anywhere "
+                                 "in the filter, so it cannot be sharded; use "
+                                 "layout='blocked' (the default)")
+            shards = 1
+            if nbytes_for(m) > 512 << 20:
+                raise ValueError(f"capacity: {nbytes_for(m)} bytes do not fit in one Redis "
+                                 f"string (512 MB); use layout='blocked' to shard")
+            shard_bits = nbytes_for(m) * 8
+        else:
+            blocks = m // 512
+            shards = self.asked_shards or max(math.ceil(nbytes_for(m) / SHARD_BYTES),
+                                              4 * nodes if nodes > 1 else 1)
+            shards = min(shards, blocks)
+            per = math.ceil(blocks / shards)
+            shards = math.ceil(blocks / per)
+            shard_bits = per * 512
+            if shard_bits // 8 > 500 << 20:
+                raise ValueError(f"shards: {shards} shards of {shard_bits // 8} bytes exceed "
+                                 f"a Redis string (512 MB); ask for more shards")
+        return {"format": FORMAT_VERSION, "kind": "bloom", "capacity": a["capacity"],
+                "error_rate": a["error_rate"], "seed": a["seed"], "num_bits": m,
+                "num_hashes": a["num_hashes"], "layout": layout, "shards": shards,
+                "shard_bits": shard_bits,
+                "keys": [k.decode("utf-8", "surrogateescape")
+                         for k in shard_keys(self.name, shards)],
+                "guard": secrets.randbelow(2 ** 31 - 1) + 1}
+
+    def _adopt(self, meta: Dict[str, Any]) -> None:
+        if meta.get("format") != FORMAT_VERSION or meta.get("kind") != "bloom":
+            raise IncompatibleFilterError(
+                f"Redis key {self.meta_key.decode('utf-8', 'replace')!r} describes a "
+                f"{meta.get('kind')!r} of format {meta.get('format')!r}; this crawldedup "
+                f"reads Bloom filters of format {FORMAT_VERSION}")
+        names = ("capacity", "error_rate", "seed", "layout")
+        diff = [f"{n} {self.asked[n]!r} != {meta[n]!r}" for n in names
+                if n in self.asked and self.asked[n] != meta[n]]
+        if self.asked_shards is not None and self.asked_shards != meta["shards"]:
+            diff.append(f"shards {self.asked_shards} != {meta['shards']}")
+        if diff:
+            raise IncompatibleFilterError(
+                f"the Redis filter {self.name.decode('utf-8', 'replace')!r} has other "
+                f"parameters: {', '.join(diff)} (asked != stored)")
+        self.meta = meta
+        self.m = int(meta["num_bits"])
+        self.k = int(meta["num_hashes"])
+        self.seed = int(meta["seed"])
+        self.layout = str(meta["layout"])
+        self.shards = int(meta["shards"])
+        self.shard_bits = int(meta["shard_bits"])
+        self.keys = [k.encode("utf-8", "surrogateescape") for k in meta["keys"]]
+        self.guard = int(meta["guard"])
+        self.shard_bytes = self.shard_bits // 8
+        self._guard_op = _resp.command(b"GET", b"u32", self.shard_bits)[4:]  # no array head
+        self._guard_bytes = self.guard.to_bytes(4, "big")
+
+    def _guard_ok(self, value: Any, key: bytes) -> None:
+        if value != self.guard:
+            raise RedisDataLostError(
+                f"Redis at {self.address}: the shard key {key.decode('utf-8', 'replace')!r} "
+                f"of filter {self.name.decode('utf-8', 'replace')!r} lost its data (a server "
+                f"restarted without persistence, or the key was deleted); clear() starts "
+                f"the filter afresh")
+
+    # ---------------------------------------------------------- opening
+
+    def open_op(self, nodes: int) -> Op:
+        """Read or create the metadata key, then check the shards."""
+        get = Request(self.meta_key, _resp.command(b"GET", self.meta_key))
+        replies = yield [get]
+        raw = check_reply(replies[0][0], get, self.address)
+        if raw is None:
+            if "capacity" not in self.asked:
+                raise ValueError(f"no crawldedup filter named "
+                                 f"{self.name.decode('utf-8', 'replace')!r} at {self.address}: "
+                                 f"give capacity (and error_rate) to create one")
+            meta = self._new_meta(nodes)
+            setnx = Request(self.meta_key, _resp.command(b"SET", self.meta_key,
+                                                         json.dumps(meta), b"NX"))
+            replies = yield [setnx]
+            if check_reply(replies[0][0], setnx, self.address) is not None:
+                self._adopt(meta)
+                yield from self._init_shards()
+                return None
+            replies = yield [get]  # another process created it meanwhile
+            raw = check_reply(replies[0][0], get, self.address)
+            if raw is None:  # pragma: no cover - created and deleted between two calls
+                raise StoreUnavailableError(f"Redis at {self.address}: the filter's metadata "
+                                            f"key came and went; try again")
+        try:
+            meta = json.loads(raw)
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            raise IncompatibleFilterError(
+                f"Redis key {self.meta_key.decode('utf-8', 'replace')!r} is not crawldedup "
+                f"filter metadata ({exc})") from None
+        self._adopt(meta)
+        yield from self._check_shards()
+        return None
+
+    def _init_shards(self) -> Op:
+        # SETRANGE past the bits allocates the whole string zeroed and writes
+        # the guard that every later command reads back.
+        reqs = [Request(key, _resp.command(b"SETRANGE", key, self.shard_bytes,
+                                           self._guard_bytes)) for key in self.keys]
+        replies = yield reqs
+        for req, reply in zip(reqs, replies):
+            check_reply(reply[0], req, self.address)
+        return None
+
+    def _check_shards(self) -> Op:
+        reqs = [Request(key, _resp.command(b"BITFIELD_RO", key, b"GET", b"u32",
+                                           self.shard_bits)) for key in self.keys]
+        replies = yield reqs
+        for req, reply in zip(reqs, replies):
+            self._guard_ok(check_reply(reply[0], req, self.address)[0], req.key)
+        return None
+
+    # ------------------------------------------------------- key batches
+
+    def batch_op(self, keys: List[Any], setting: bool) -> Op:
+        """add (setting) or contains for checked keys: a numpy bool array.
+
+        One request per shard per COMMAND_KEYS keys, yielded as a stream:
+        the transport sends each as soon as it is built, so the server runs
+        a command while the next is being hashed and packed."""
+        n = len(keys)
+        out = np.zeros(n, dtype=np.bool_)
+        k = self.k
+        where: List[np.ndarray] = []
+        requests: List[Request] = []
+
+        def stream() -> Any:
+            command = b"BITFIELD" if setting else b"BITFIELD_RO"
+            per_op = 4 if setting else 3
+            for lo in range(0, n, COMMAND_KEYS):
+                hi = min(n, lo + COMMAND_KEYS)
+                ops, shard_of = impl.bloom_resp(keys[lo:hi], k, self.m, self.seed, self.layout,
+                                                self.shard_bits, self.shards, setting)
+                if self.shards == 1:
+                    groups = [(0, np.arange(lo, hi))]
+                else:
+                    order = np.argsort(shard_of, kind="stable")
+                    bounds = np.searchsorted(shard_of[order], np.arange(self.shards + 1))
+                    groups = [(s, lo + order[bounds[s]:bounds[s + 1]])
+                              for s in range(self.shards) if bounds[s + 1] > bounds[s]]
+                for s, idx in groups:
+                    key = self.keys[s]
+                    head = _resp.head(2 + 3 + per_op * k * len(idx), command, key)
+                    req = Request(key, [head, self._guard_op, ops[s]], 1)
+                    requests.append(req)
+                    where.append(idx)
+                    yield req
+
+        replies = yield stream()
+        for req, reply, idx in zip(requests, replies, where):
+            values = check_reply(reply[0], req, self.address)
+            self._guard_ok(values[0], req.key)
+            values[0] = 0  # (the guard does not fit the uint8 array of bits)
+            bits = np.array(values, dtype=np.uint8)[1:].reshape(len(idx), k)
+            if setting:
+                out[idx] = bits.min(axis=1) == 0  # a bit was unset: the key is new
+            else:
+                out[idx] = bits.min(axis=1) == 1
+        return out
+
+    # ------------------------------------------------------ whole filter
+
+    def popcount_op(self) -> Op:
+        reqs = [Request(key, _resp.command(b"BITCOUNT", key, 0, self.shard_bytes - 1))
+                for key in self.keys]
+        guards = [Request(key, _resp.command(b"BITFIELD_RO", key, b"GET", b"u32",
+                                             self.shard_bits)) for key in self.keys]
+        replies = yield reqs + guards
+        for req, reply in zip(guards, replies[len(reqs):]):
+            self._guard_ok(check_reply(reply[0], req, self.address)[0], req.key)
+        return sum(int(check_reply(r[0], q, self.address)) for q, r in zip(reqs, replies))
+
+    def clear_op(self) -> Op:
+        """Every shard zeroed and its guard written back, atomically per shard."""
+        script = (b"redis.call('DEL', KEYS[1]) "
+                  b"return redis.call('SETRANGE', KEYS[1], ARGV[1], ARGV[2])")
+        reqs = [Request(key, _resp.command(b"EVAL", script, 1, key, self.shard_bytes,
+                                           self._guard_bytes)) for key in self.keys]
+        replies = yield reqs
+        for req, reply in zip(reqs, replies):
+            check_reply(reply[0], req, self.address)
+        return None
+
+    def drop_op(self) -> Op:
+        reqs = [Request(key, _resp.command(b"DEL", key)) for key in self.keys + [self.meta_key]]
+        replies = yield reqs
+        for req, reply in zip(reqs, replies):
+            check_reply(reply[0], req, self.address)
+        return None
+
+    def read_bits_op(self) -> Op:
+        """The filter's storage bytes (the local BloomFilter's), shard by shard."""
+        reqs = [Request(key, _resp.command(b"GETRANGE", key, 0, self.shard_bytes + 3))
+                for key in self.keys]
+        replies = yield reqs
+        parts = []
+        for req, reply in zip(reqs, replies):
+            data = check_reply(reply[0], req, self.address)
+            if len(data) != self.shard_bytes + 4:
+                self._guard_ok(0, req.key)
+            self._guard_ok(int.from_bytes(data[self.shard_bytes:], "big"), req.key)
+            parts.append(data[:self.shard_bytes])
+        return b"".join(parts)[:nbytes_for(self.m)]
+
+    def write_bits_op(self, data: bytes) -> Op:
+        """Upload storage bytes (an import): each shard's bytes and guard."""
+        reqs = []
+        for s, key in enumerate(self.keys):
+            part = data[s * self.shard_bytes:(s + 1) * self.shard_bytes]
+            part = part + bytes(self.shard_bytes - len(part)) + self._guard_bytes
+            reqs.append(Request(key, _resp.command(b"SET", key, part)))
+        replies = yield reqs
+        for req, reply in zip(reqs, replies):
+            check_reply(reply[0], req, self.address)
+        return None
+
+    # -------------------------------------------------------- estimates
+
+    def params(self) -> Tuple[int, float, int, int, int, str]:
+        meta = self.meta
+        return (int(meta["capacity"]), float(meta["error_rate"]), self.seed, self.m, self.k,
+                self.layout)
+
+    def estimate(self, popcount: int) -> int:
+        x = min(popcount, self.m - 0.5)
+        return int(round(-(self.m / self.k) * math.log1p(-x / self.m)))
