@@ -1,7 +1,8 @@
 """``crawldedup near-dups``: near-duplicate documents in a stream of JSON lines.
 
 Each document is fingerprinted with :func:`crawldedup.simhash_many` (the
-default ``"auto"`` tokenizer) in batches, added to a
+default ``"auto"`` tokenizer) in batches, on a worker thread while the next
+batch is read and parsed (the kernel runs without the GIL), added to a
 :class:`crawldedup.SimhashIndex`, and looked up in it: every pair of documents
 within Hamming distance k is found exactly once, as (earlier, later).  With
 ``--index PATH`` the index is loaded first (documents of earlier runs count as
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import re
 from typing import IO, Any, BinaryIO, Dict, Hashable, Iterator, List, Optional, Tuple
@@ -182,12 +184,25 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         counts["skipped"] += 1
         err.write(f"crawldedup: skipped {problem}\n")
 
+    # A batch is fingerprinted on a worker thread (simhash_many runs without
+    # the GIL) while the next one is read and parsed; its results are taken
+    # in order, by the next flush or by drain.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-simhash")
+    pending: List[Tuple[List[Tuple[str, Any, str]], List[str], Any]] = []
+
     def flush(batch: List[Tuple[str, Any, str]]) -> None:
-        if not batch:
-            return
+        drain()
+        if batch:
+            texts = [text for _, _, text in batch]
+            pending.append((batch, texts, pool.submit(simhash_many, texts)))
+
+    def drain() -> None:
+        while pending:
+            batch, texts, future = pending.pop()
+            take(batch, texts, future.result())
+
+    def take(batch: List[Tuple[str, Any, str]], texts: List[str], fps: Any) -> None:
         ids = [ident for _, ident, _ in batch]
-        texts = [text for _, _, text in batch]
-        fps = simhash_many(texts)
         if bar is not None:
             bar.update(len(batch))
         if not args.include_featureless and not fps.all():
@@ -267,6 +282,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                     if isinstance(ident, BadLine):
                         if not args.skip_bad:
                             flush(batch)  # the documents before the bad line count
+                            drain()
                             batch = []
                         bad(ident)
                         continue
@@ -277,6 +293,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                         flush(batch)
                         batch = []
                 flush(batch)
+                drain()
             finally:
                 if source is not stdin:
                     source.close()
@@ -285,6 +302,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             bar.close()
         err.write(f"crawldedup: error: {exc} (--skip-bad skips such lines)\n")
         return 1
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if bar is not None:
         bar.close()
     if clusters is not None:
