@@ -111,22 +111,12 @@ class StateLock:
 
 
 def read_lines(source: BinaryIO, read_size: int) -> Iterator[List[bytes]]:
-    """Chunks of stripped, non-blank lines, as soon as input is available."""
-    pending = b""
-    read = getattr(source, "read1", source.read)
-    while True:
-        data = read(read_size)
-        if not data:
-            break
-        if pending:
-            data = pending + data
-        chunk, used = split_lines(data, False)
-        pending = data[used:]
+    """Chunks of stripped, non-blank lines, as soon as input is available:
+    the lines of read_blocks' blocks."""
+    for data, final in read_blocks(source, read_size):
+        chunk, _ = split_lines(data, final)
         if chunk:
             yield chunk
-    last, _ = split_lines(pending, True)
-    if last:
-        yield last
 
 
 def read_blocks(source: BinaryIO, read_size: int) -> Iterator[Tuple[bytes, bool]]:
