@@ -275,8 +275,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                     from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
                     documents = near_dups_documents(name, err, counts)
                 for where, ident, text in documents:
-                    if not isinstance(ident, BadLine) and (ident in order
-                                                           or _stored(index, ident)):
+                    if not isinstance(ident, BadLine) and (ident in order or (
+                            earlier and _stored(index, ident))):
                         ident = BadLine(f"{where}: id {_json(ident)} was already given"
                                         + ("" if ident in order else " (in the index)"))
                     if isinstance(ident, BadLine):
@@ -313,9 +313,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             out.write(json.dumps({"representative": group[0], "members": group,
                                   "size": len(group)}, ensure_ascii=False) + "\n")
     out.flush()
-    if run_ids:
-        index.add_many(run_ids, np.concatenate(run_fps))
-    if index_path:
+    if index_path:  # without --index, the index is not kept: no need to fill it
+        if run_ids:
+            index.add_many(run_ids, np.concatenate(run_fps))
         index.save(index_path)
     if clusters is not None:
         summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
