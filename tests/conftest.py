@@ -36,10 +36,11 @@ def examples(fraction):
     return max(5, int(settings.default.max_examples * fraction))
 
 IMPLEMENTATIONS = ["core", "reference"]
-# CI's pure-Python lane sets CRAWLDEDUP_TEST_KERNELS=reference: the main run
-# has already run every test over both kernels, so that lane runs the tests
-# over the twin only (and the tests that compare the two, which take the
-# ``core`` and ``reference`` fixtures, as ever).
+# CRAWLDEDUP_TEST_KERNELS (comma-separated names) narrows the kernels that
+# ``impl`` and ``api`` run over.  CI's main run takes both; its pure-Python
+# lane then runs over the twin only ("reference") and the other Pythons
+# over the compiled core only ("core").  The tests that compare the two
+# (the ``core`` and ``reference`` fixtures) run everywhere.
 _chosen = os.environ.get("CRAWLDEDUP_TEST_KERNELS", "")
 if _chosen:
     _unknown = sorted(set(_chosen.split(",")) - set(IMPLEMENTATIONS))
