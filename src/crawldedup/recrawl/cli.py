@@ -89,6 +89,8 @@ def _fetch(line: bytes, where: str) -> Dict[str, Any]:
 
 def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
                stdin: Optional[BinaryIO]) -> int:
+    from crawldedup.recrawl.fetches import parse_fetch
+
     state = _open(args)
     counts: Dict[str, int] = {}
     skipped = 0
@@ -135,7 +137,7 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
                     try:
                         fetch = _fetch(line, where)
                         try:
-                            state._parse(0, fetch, clock)  # checks it; records nothing
+                            parse_fetch(0, fetch, clock, state.key, state.canonical)  # no record
                         except (ValueError, TypeError) as exc:
                             raise _BadLine(f"{where}: {_strip(exc)}") from None
                     except _BadLine as exc:
