@@ -23,7 +23,6 @@ from which it schedules the next fetch.
 
 from __future__ import annotations
 
-import enum
 import functools
 import math
 import time
@@ -40,7 +39,6 @@ from crawldedup.recrawl.fetches import (
     hostname,
     parse_fetch,
     parse_http_date,
-    signed64,
     validators,
 )
 from crawldedup.recrawl.schedule import (
@@ -54,43 +52,33 @@ from crawldedup.recrawl.schedule import (
     marginal,
     solve_mu,
 )
+from crawldedup.recrawl.verdicts import (
+    H,
+    H_RATE,
+    P_CHANGES,
+    P_CONTENT_LENGTH,
+    P_DUE_AT,
+    P_ETAG,
+    P_FETCHES,
+    P_HOST,
+    P_INTERVAL,
+    P_LAST_FETCHED,
+    P_LAST_MODIFIED,
+    P_RATE,
+    P_SIMHASH,
+    P_T_CHANGED,
+    P_T_UNCHANGED,
+    Verdict,
+    compare,
+)
 from crawldedup.recrawl.stores import (
     HOST_FIELDS,
     HOST_RATE_FIELDS,
-    PAGE_FIELDS,
     RecrawlStore,
     open_recrawl_store,
 )
-from crawldedup.simhash import hamming, simhash_many
+from crawldedup.simhash import simhash_many
 
-_H = {name: i for i, name in enumerate(HOST_FIELDS)}
-_P = {name: i for i, name in enumerate(PAGE_FIELDS)}
-_P_CHANGES = _P["changes"]
-_P_CONTENT_LENGTH = _P["content_length"]
-_P_DIGEST = _P["digest"]
-_P_DUE_AT = _P["due_at"]
-_P_ETAG = _P["etag"]
-_P_FETCHES = _P["fetches"]
-_P_HOST = _P["host"]
-_P_INTERVAL = _P["interval"]
-_P_LAST_CHANGED = _P["last_changed"]
-_P_LAST_FETCHED = _P["last_fetched"]
-_P_LAST_MODIFIED = _P["last_modified"]
-_P_RATE = _P["rate"]
-_P_SIMHASH = _P["simhash"]
-_P_T_CHANGED = _P["t_changed"]
-_P_T_UNCHANGED = _P["t_unchanged"]
-_H_RATE = [_H[name] for name in HOST_RATE_FIELDS]
-_H_BAD_DATES = _H["bad_dates"]
-_H_BAD_LENGTHS = _H["bad_lengths"]
-_H_ETAG_CHECKS = _H["etag_checks"]
-_H_ETAG_LIES = _H["etag_lies"]
-_H_LM_CHECKS = _H["lm_checks"]
-_H_LM_LIES = _H["lm_lies"]
-_H_CHANGES = _H["changes"]
-_H_INTERVALS = _H["intervals"]
-_H_T_CHANGED = _H["t_changed"]
-_H_T_UNCHANGED = _H["t_unchanged"]
 
 #: A host's validator is ignored once it lied at least LIE_MIN times and in at
 #: least LIE_SHARE of the fetches that could check it.
@@ -100,23 +88,6 @@ LIE_SHARE = 0.5
 #: before reading the host's sums again, and how many hosts it keeps.
 HOST_RATE_TTL = 10.0
 HOST_RATE_CACHE_SIZE = 1 << 20
-
-
-class Verdict(str, enum.Enum):
-    """What a fetch found, compared with the page's previous version."""
-
-    NEW = "new"                        #: first fetch of this URL
-    NOT_MODIFIED = "not_modified"      #: a 304 answer to a conditional request
-    UNCHANGED = "unchanged"            #: same digest as before
-    NEAR_DUPLICATE = "near_duplicate"  #: SimHash within k bits: a counter, an ad, a date
-    CHANGED = "changed"                #: different content
-
-    def __str__(self) -> str:
-        return self.value
-
-
-_NEW, _NOT_MODIFIED, _UNCHANGED, _NEAR_DUPLICATE, _CHANGED = (
-    Verdict.NEW, Verdict.NOT_MODIFIED, Verdict.UNCHANGED, Verdict.NEAR_DUPLICATE, Verdict.CHANGED)
 
 
 class PageState(NamedTuple):
@@ -233,8 +204,8 @@ class RecrawlState:
     @staticmethod
     def _page_state(row: Sequence[Any]) -> PageState:
         values = list(row)
-        if values[_P_SIMHASH] is not None:
-            values[_P_SIMHASH] &= (1 << 64) - 1
+        if values[P_SIMHASH] is not None:
+            values[P_SIMHASH] &= (1 << 64) - 1
         return PageState(*values)
 
     def host_stats(self, host: str) -> Dict[str, Any]:
@@ -249,8 +220,8 @@ class RecrawlState:
 
     @staticmethod
     def _trusted(stats: Sequence[float], which: str) -> bool:
-        lies = stats[_H[f"{which}_lies"]]
-        checks = stats[_H[f"{which}_checks"]]
+        lies = stats[H[f"{which}_lies"]]
+        checks = stats[H[f"{which}_checks"]]
         return not (lies >= LIE_MIN and lies >= LIE_SHARE * checks)
 
     def _host_rates(self, stats: Any) -> np.ndarray:
@@ -276,10 +247,10 @@ class RecrawlState:
         row = self.store.get_pages([key]).get(key)
         if row is None:
             return {}
-        etag, lm = row[_P_ETAG], row[_P_LAST_MODIFIED]
+        etag, lm = row[P_ETAG], row[P_LAST_MODIFIED]
         if not etag and not lm:
             return {}
-        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
+        host = self.store.get_hosts([row[P_HOST]]).get(row[P_HOST])
         if etag and (host is None or self._trusted(host, "etag")):
             return {"If-None-Match": etag}
         if lm and (host is None or self._trusted(host, "lm")):
@@ -296,15 +267,15 @@ class RecrawlState:
         row = self.store.get_pages([key]).get(key)
         if row is None:
             return False
-        host = self.store.get_hosts([row[_P_HOST]]).get(row[_P_HOST])
-        old_etag, old_lm = row[_P_ETAG], row[_P_LAST_MODIFIED]
+        host = self.store.get_hosts([row[P_HOST]]).get(row[P_HOST])
+        old_etag, old_lm = row[P_ETAG], row[P_LAST_MODIFIED]
         if old_etag and found.get("etag") and (host is None or self._trusted(host, "etag")):
             return bool(found["etag"] == old_etag)
         if old_lm and found.get("last_modified") and (host is None
                                                       or self._trusted(host, "lm")):
             return bool(found["last_modified"] == old_lm)
         length = found.get("content_length", "")
-        old_length = row[_P_CONTENT_LENGTH]
+        old_length = row[P_CONTENT_LENGTH]
         if length.isdigit() and old_length is not None:
             return cast(bool, int(length) == old_length)
         return False
@@ -356,128 +327,42 @@ class RecrawlState:
         simhashes = [next(sims) if f.text is not None else None for f in parsed]
         hosts = list(dict.fromkeys(f.host for f in parsed))
         host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
-        deltas: Dict[str, List[float]] = {h: [0.0] * len(HOST_FIELDS) for h in hosts}
         hist: Dict[int, int] = {}
-        rows: Dict[str, List[Any]] = {}
-        old_rates: Dict[str, float] = {}
-        verdicts: List[Verdict] = []
         nutch = isinstance(self.policy, NutchPolicy)
-        nutch_rows: Dict[str, Tuple[Optional[float], Optional[bool], float, Optional[str]]] = {}
-        k = self.k
-        for (f_key, f_host, f_status, f_etag, f_last_modified, f_content_length, f_digest,
-             _text, f_at, f_bad_date, f_bad_length), sim in zip(parsed, simhashes):
-            delta = deltas[f_host]
-            if f_bad_date:
-                delta[_H_BAD_DATES] += 1
-                self.stats["bad_dates"] += 1
-            if f_bad_length:
-                delta[_H_BAD_LENGTHS] += 1
-                self.stats["bad_lengths"] += 1
-            row = rows.get(f_key)
-            if row is None and f_key in stored:
-                row = list(stored[f_key])
-                rows[f_key] = row
-                old_rates[f_key] = row[_P_RATE]
-            if row is None:
-                verdict = _NEW
-                row = [f_key, f_host, f_etag, f_last_modified, f_content_length, f_digest,
-                       None if sim is None else signed64(sim), f_at, f_at, f_at, 1, 0,
-                       0.0, 0.0, 0.0, 0.0, f_at]
-                rows[f_key] = row
-                if nutch:
-                    nutch_rows[f_key] = (None, None, f_at, f_last_modified)
-                verdicts.append(verdict)
-                continue
-            old_digest = row[_P_DIGEST]
-            if f_status == 304:
-                verdict = _NOT_MODIFIED
-                if f_etag is not None:
-                    row[_P_ETAG] = f_etag
-                if f_last_modified is not None:
-                    row[_P_LAST_MODIFIED] = f_last_modified
-            else:
-                old_sim = row[_P_SIMHASH]
-                if old_digest is not None and f_digest == old_digest:
-                    verdict = _UNCHANGED
-                elif (old_sim is not None and sim is not None
-                      and hamming(old_sim & ((1 << 64) - 1), sim) <= k):
-                    verdict = _NEAR_DUPLICATE
-                else:
-                    verdict = _CHANGED
-                same = verdict is _UNCHANGED
-                moved = verdict is _CHANGED
-                if old_digest is not None:
-                    for field, new, checks, lies, name in (
-                            (_P_LAST_MODIFIED, f_last_modified, _H_LM_CHECKS, _H_LM_LIES,
-                             "lm_lies"),
-                            (_P_ETAG, f_etag, _H_ETAG_CHECKS, _H_ETAG_LIES, "etag_lies")):
-                        old = row[field]
-                        if old is not None and new is not None:
-                            delta[checks] += 1
-                            if (new != old and same) or (new == old and moved):
-                                delta[lies] += 1
-                                self.stats[name] += 1
-                row[_P_ETAG] = f_etag
-                row[_P_LAST_MODIFIED] = f_last_modified
-                row[_P_CONTENT_LENGTH] = f_content_length
-                row[_P_DIGEST] = f_digest
-                if sim is not None and (old_sim is None or verdict is _CHANGED
-                                        or (verdict is _NEAR_DUPLICATE
-                                            and self.near_duplicate_is_change)):
-                    row[_P_SIMHASH] = signed64(sim)
-            changed = verdict is _CHANGED or (
-                verdict is _NEAR_DUPLICATE and self.near_duplicate_is_change)
-            interval = f_at - row[_P_LAST_FETCHED]
-            if interval > 0:
-                if changed:
-                    row[_P_CHANGES] += 1
-                    row[_P_T_CHANGED] += interval
-                    delta[_H_CHANGES] += 1
-                    delta[_H_T_CHANGED] += interval
-                else:
-                    row[_P_T_UNCHANGED] += interval
-                    delta[_H_T_UNCHANGED] += interval
-                delta[_H_INTERVALS] += 1
-            elif changed:
-                row[_P_CHANGES] += 1
-            if changed:
-                row[_P_LAST_CHANGED] = f_at
-            if nutch:
-                nutch_rows[f_key] = (row[_P_INTERVAL] or None, changed, f_at,
-                                     row[_P_LAST_MODIFIED])
-            row[_P_LAST_FETCHED] = max(row[_P_LAST_FETCHED], f_at)
-            row[_P_FETCHES] += 1
-            verdicts.append(verdict)
+        rows, deltas, old_rates, verdicts, nutch_rows = compare(
+            parsed, simhashes, stored, hosts, k=self.k,
+            near_duplicate_is_change=self.near_duplicate_is_change, nutch=nutch,
+            stats=self.stats)
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
         none = [0.0] * len(HOST_RATE_FIELDS)
         host_rates = dict(zip(hosts, self._host_rates(
             np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
-            + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, _H_RATE]).tolist()))
+            + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, H_RATE]).tolist()))
         final = sorted(rows.values())  # in key order: the URL index is walked left to right
-        prior = np.array([host_rates[r[_P_HOST]] for r in final])
+        prior = np.array([host_rates[r[P_HOST]] for r in final])
         columns = list(zip(*final))
-        rates = estimate_rate(np.array(columns[_P_CHANGES], dtype=np.float64),
-                              np.array(columns[_P_T_CHANGED], dtype=np.float64),
-                              np.array(columns[_P_T_UNCHANGED], dtype=np.float64),
-                              np.array(columns[_P_FETCHES], dtype=np.float64), prior,
+        rates = estimate_rate(np.array(columns[P_CHANGES], dtype=np.float64),
+                              np.array(columns[P_T_CHANGED], dtype=np.float64),
+                              np.array(columns[P_T_UNCHANGED], dtype=np.float64),
+                              np.array(columns[P_FETCHES], dtype=np.float64), prior,
                               getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
             for r in final:
                 old_interval, was_changed, at, lm = nutch_rows[r[0]]
                 modified = parse_http_date(lm) if (was_changed and lm) else None
-                r[_P_INTERVAL], r[_P_DUE_AT] = self.policy.next(
+                r[P_INTERVAL], r[P_DUE_AT] = self.policy.next(
                     old_interval, was_changed, at, modified)
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
             intervals = self.policy.intervals(rates, self._mu)
-            due = np.array(columns[_P_LAST_FETCHED], dtype=np.float64) + intervals
+            due = np.array(columns[P_LAST_FETCHED], dtype=np.float64) + intervals
             for r, iv, d in zip(final, intervals.tolist(), due.tolist()):
-                r[_P_INTERVAL], r[_P_DUE_AT] = iv, d
+                r[P_INTERVAL], r[P_DUE_AT] = iv, d
         new_bins = hist_bin(rates).tolist()
         for r, rate, b in zip(final, rates.tolist(), new_bins):
-            r[_P_RATE] = rate
+            r[P_RATE] = rate
             hist[b] = hist.get(b, 0) + 1
         if old_rates:
             for b in hist_bin(np.array(list(old_rates.values()))).tolist():
