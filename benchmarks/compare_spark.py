@@ -46,7 +46,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def spark_session(partitions: int, ui_port: int):
+# The driver JVM's options in part 2 (--java-options): by default its JIT stops at C1,
+# the quick compiler.  A job of seconds on two cores spends much of its time
+# in code the JVM runs once or a few times, and the optimizing C2 compiler's
+# threads take cores from the job meanwhile: docs/spark.md measures it.
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def spark_session(partitions: int, ui_port: int, java_options: str = JAVA_OPTIONS):
     from pyspark.sql import SparkSession
 
     import crawldedup
@@ -65,6 +72,7 @@ def spark_session(partitions: int, ui_port: int):
              .config("spark.sql.shuffle.partitions", str(partitions))
              .config("spark.sql.adaptive.enabled", "false")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config("spark.driver.extraJavaOptions", java_options)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -180,7 +188,8 @@ def overhead(args, tmp: str) -> None:
     del index
 
     t = time.perf_counter()
-    spark = spark_session(args.partitions, args.ui_port)
+    # a long job: the JVM's default JIT (C2 pays off over minutes)
+    spark = spark_session(args.partitions, args.ui_port, "")
     start = time.perf_counter() - t
     df = spark.read.parquet(path)
     before = stages(spark)
@@ -251,7 +260,7 @@ def spark_child(args) -> None:
     from crawldedup.spark import clusters as spark_clusters
     from crawldedup.spark import near_duplicates, simhash_column, simhash_jsonl
     t = time.perf_counter()
-    spark = spark_session(args.partitions_e2e, args.ui_port)
+    spark = spark_session(args.partitions_e2e, args.ui_port, args.java_options)
     start = time.perf_counter() - t
     t = time.perf_counter()
     spark.range(10).collect()  # the first job starts the executor's machinery
@@ -305,7 +314,7 @@ def startup_child(args) -> None:
     """What a fresh JVM pays once: the first job, the first job with Python
     workers, the first job with Arrow batches (each timed twice)."""
     t = time.perf_counter()
-    spark = spark_session(args.partitions_e2e, args.ui_port)
+    spark = spark_session(args.partitions_e2e, args.ui_port, args.java_options)
     out = {"session start": time.perf_counter() - t, "load": os.getloadavg()[0]}
     sc = spark.sparkContext
     steps = [("trivial job", lambda: spark.range(10).collect()),
@@ -324,7 +333,8 @@ def startup_child(args) -> None:
 
 def run_spark_child(args, path: str, mode: str) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--spark-child", mode, "--path", path,
-           "--partitions-e2e", str(args.partitions_e2e), "--ui-port", str(args.ui_port)]
+           "--partitions-e2e", str(args.partitions_e2e), "--ui-port", str(args.ui_port),
+           f"--java-options={args.java_options}"]
     if args.spark_json_reader:
         cmd.append("--spark-json-reader")
     run = subprocess.run(cmd, capture_output=True)
@@ -378,6 +388,7 @@ def end_to_end(args, tmp: str) -> None:
     # Spark, each in a fresh process and JVM: fingerprints and pairs, then
     # fingerprints, pairs and clusters
     startup = run_spark_child(args, path, "startup")
+    print(f"  Spark's driver JVM options: {args.java_options or '(the JVM defaults)'}")
     print(f"  Spark's one-time costs in a fresh JVM (load {startup.pop('load'):.1f}): " +
           ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
     pairs_child = run_spark_child(args, path, "pairs")
@@ -457,6 +468,10 @@ def main() -> None:
     parser.add_argument("--textdedup-python", default=(
         "/work/venv-textdedup/bin/python" if os.path.exists("/work/venv-textdedup/bin/python")
         else None))
+    parser.add_argument("--java-options", default=JAVA_OPTIONS,
+                        help="part 2: the driver JVM's options (spark.driver.extraJavaOptions; "
+                             f"default {JAVA_OPTIONS!r}: --java-options= gives the JVM's "
+                             "defaults)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--spark-json-reader", action="store_true",

@@ -48,7 +48,9 @@ def spark():
                .config("spark.default.parallelism", "2")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.driver.memory", "1g")
-               .config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
+               # C1 only: see JAVA_OPTIONS in benchmarks/compare_spark.py
+               .config("spark.driver.extraJavaOptions",
+                       "-Dlog4j.rootLogger=ERROR -XX:TieredStopAtLevel=1")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     session.range(1).collect()  # the first job starts the executors' machinery
