@@ -4,7 +4,7 @@
 # wraps it).  The data structure and its search live in _cd_index.h; this is
 # the Python face: argument checks needed for memory safety, numpy in and out,
 # the GIL released for batch queries and the self-join.  The pure-Python twin
-# is HammingIndex in crawldedup/_reference.py.
+# is HammingIndex in crawldedup/_reference/index.py.
 
 from libc.stdint cimport int64_t
 

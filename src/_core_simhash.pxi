@@ -5,7 +5,7 @@
 # fingerprints for crawldedup.compat.simhash.  Texts are lower-cased exactly
 # as str.lower() does (per code point in C, or by str.lower() itself for the
 # two code points whose lowercase depends on more than themselves).  The
-# twins are in _reference.py, section "simhash".
+# twins are in crawldedup/_reference/simhash.py.
 
 from libc.stdint cimport int64_t
 
