@@ -414,16 +414,3 @@ def test_rates_stay_finite(make_state):
     page = state.get("https://z.example/")
     assert math.isfinite(page.rate) and page.rate > 0 and math.isfinite(page.due_at)
     assert page.fetches == 3 and page.last_fetched == T0
-
-
-@pytest.mark.parametrize("name", ["crawldedup.recrawl.state", "crawldedup.recrawl.schedule"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-    module = importlib.import_module(name)
-    tests = doctest.DocTestFinder(exclude_empty=True).find(module, name)
-    assert sum(len(t.examples) for t in tests) > 0
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    for test in tests:
-        runner.run(test)
-    assert runner.failures == 0

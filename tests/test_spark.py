@@ -525,11 +525,3 @@ def test_read_warc_gives_the_local_documents(spark, tmp_path):  # noqa: F811
     assert {(r["uri"], r["text"]) for r in rows if not r["error"]} == local_docs
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_warc(spark, [str(tmp_path / "missing.warc.gz")])
-
-
-def test_docstring_examples():
-    import doctest
-
-    from crawldedup.spark import _near
-    failures, tried = doctest.testmod(_near)
-    assert tried > 0 and failures == 0

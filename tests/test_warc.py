@@ -151,14 +151,6 @@ def test_html_to_text_and_names():
     assert not is_warc_path("docs.jsonl")
 
 
-def test_docstring_examples():
-    import doctest
-
-    import crawldedup.warc
-    failures, tried = doctest.testmod(crawldedup.warc, optionflags=doctest.ELLIPSIS)
-    assert tried > 0 and failures == 0
-
-
 def test_near_dups_command_reads_warc_files(tmp_path, capsys):
     from crawldedup import simhash
     from crawldedup.cli import main
