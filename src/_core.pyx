@@ -464,6 +464,8 @@ cdef inline bint _probe_test(const uint8_t* bits, const uint64_t* idx, int k) no
     return True
 
 
+@cython.linetrace(False)
+@cython.profile(False)
 cdef inline void _prefetch_group(const uint8_t* bits, const uint64_t* idx, Py_ssize_t count,
                                  int k, bint all_positions, bint adding,
                                  bint one_line) noexcept nogil:
@@ -588,21 +590,44 @@ cdef inline bint _probe_test_all(const uint8_t* bits, const uint64_t* idx, int k
     return acc & 1
 
 
+# What a batch call needs of the filter while it runs (BloomBits._plan).
+ctypedef struct BatchPlan:
+    uint8_t* bits
+    uint64_t m, unit
+    int k, layout, stride
+    bint adding, atomic, blocked, branchless, prefetch, touch, lines
+    uint64_t fresh            # keys the call added
+    uint64_t sink             # see _touch_sink
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef inline void _key_slot(const BatchPlan* p, uint64_t h1, uint64_t h2,
+                           uint64_t* at) noexcept nogil:
+    """Write a key's slot (its positions, or its line for a blocked lookup)
+    from its hashes, and fetch its bits while the next keys are hashed: by
+    the time the chunk is probed they are in cache."""
+    if p.lines:
+        _line_of(h1, h2, p.m, at)
+    else:
+        _positions(p.layout, h1, h2, p.k, p.m, p.unit, at)
+    if p.prefetch:
+        _prefetch_group(p.bits, at, 1, p.stride, p.branchless, p.adding, p.blocked)
+
+
 # Everything the lookup threads run is compiled without line tracing and
 # profiling hooks (the decorators on it and on the helpers it calls): in a
 # debug build those hooks take the GIL, which the calling thread holds while
 # it waits for the threads.
 ctypedef struct LookupJob:
-    PyObject** items          # the batch's keys (kept alive by the caller)
+    PyObject** items          # the batch's keys (kept alive by the caller), or
+    const uint64_t* hashes    # their (h1, h2) hashes, two words a key
     Py_ssize_t start, stop    # this job's slice
     uint8_t* res              # 1 / 0, or 2 for a key left to the caller
-    const uint8_t* bits
-    uint64_t m, unit
-    uint64_t* idx             # CHUNK * stride words of scratch
-    int k, layout, stride
+    uint64_t* idx             # CHUNK * plan.stride words of scratch
+    BatchPlan plan            # the caller's, without prefetches
     uint32_t seed
-    bint touch, branchless, blocked
-    uint64_t sink
+    bint started              # runs on a thread of its own
     PyThread_type_lock done   # released when the job is finished
 
 
@@ -612,7 +637,7 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
     """contains_many over a slice of keys without the GIL: the keys that are
     ASCII str or bytes (immutable, their bytes read in place) are hashed and
     probed chunk by chunk, as _batch does; any other key is marked 2 for the
-    caller to look up with the GIL."""
+    caller to look up with the GIL.  With hashes, contains_hashed's slice."""
     cdef Py_ssize_t c0, c1, j
     cdef PyObject* obj
     cdef const unsigned char* data
@@ -620,57 +645,54 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
     cdef Py_ssize_t size, size2
     cdef uint64_t h1, h2, g1, g2
     cdef uint64_t* at
-    cdef int stride = job.stride
+    cdef const BatchPlan* p = &job.plan
+    cdef int stride = p.stride
     c0 = job.start
     while c0 < job.stop:
         c1 = min(c0 + CHUNK, job.stop)
         j = c0
         while j < c1:
+            at = &job.idx[(j - c0) * stride]
+            job.res[j] = 0
+            if job.hashes != NULL:
+                _key_slot(p, job.hashes[2 * j], job.hashes[2 * j + 1], at)
+                j += 1
+                continue
             if j + PREFETCH_KEYS + 1 < c1:
                 cd_prefetch(job.items[j + PREFETCH_KEYS])
                 cd_prefetch(<char*>job.items[j + PREFETCH_KEYS] + 64)
                 cd_prefetch(job.items[j + PREFETCH_KEYS + 1])
                 cd_prefetch(<char*>job.items[j + PREFETCH_KEYS + 1] + 64)
             obj = job.items[j]
-            at = &job.idx[(j - c0) * stride]
             if _plain_key(obj, &data, &size):
                 if j + 1 < c1 and _plain_key(job.items[j + 1], &data2, &size2):
                     # two keys at once, as _batch hashes them
                     cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, job.seed,
                                           &h1, &h2, &g1, &g2)
-                    if job.blocked:
-                        _line_of(h1, h2, job.m, at)
-                        _line_of(g1, g2, job.m, at + stride)
-                    else:
-                        _positions(job.layout, h1, h2, job.k, job.m, job.unit, at)
-                        _positions(job.layout, g1, g2, job.k, job.m, job.unit, at + stride)
-                    job.res[j] = 0
+                    _key_slot(p, h1, h2, at)
+                    _key_slot(p, g1, g2, at + stride)
                     job.res[j + 1] = 0
                     j += 2
                     continue
                 cd_murmur3_x64_128(data, <size_t>size, job.seed, &h1, &h2)
-                if job.blocked:
-                    _line_of(h1, h2, job.m, at)
-                else:
-                    _positions(job.layout, h1, h2, job.k, job.m, job.unit, at)
-                job.res[j] = 0
+                _key_slot(p, h1, h2, at)
             else:
                 job.res[j] = 2   # no positions: skipped below
             j += 1
-        if job.touch:
+        if p.touch:
             for j in range(c0, c1):
                 if job.res[j] != 2:
-                    job.sink += cd_load8(job.bits + (job.idx[(j - c0) * stride] >> 3))
+                    job.plan.sink += cd_load8(p.bits + (job.idx[(j - c0) * stride] >> 3))
         for j in range(c0, c1):
             if job.res[j] == 2:
                 continue
             at = &job.idx[(j - c0) * stride]
-            if job.blocked:
-                job.res[j] = _probe_test_line(job.bits, at, job.k)
-            elif job.branchless:
-                job.res[j] = _probe_test_all(job.bits, at, job.k)
+            if p.lines:
+                job.res[j] = _probe_test_line(p.bits, at, p.k)
+            elif p.branchless:
+                job.res[j] = _probe_test_all(p.bits, at, p.k)
             else:
-                job.res[j] = _probe_test(job.bits, at, job.k)
+                job.res[j] = _probe_test(p.bits, at, p.k)
         c0 = c1
 
 
@@ -707,6 +729,15 @@ cdef int _usable_cpus_cached():
         except (AttributeError, OSError):
             _cpus = os.cpu_count() or 1
     return _cpus
+
+
+cdef const uint64_t[:, ::1] _check_hashes(object hashes) except *:
+    """hashes as a C-contiguous (n, 2) uint64 view, or TypeError."""
+    if not isinstance(hashes, _np.ndarray) or hashes.dtype != _np.uint64 \
+            or hashes.ndim != 2 or hashes.shape[1] != 2:
+        raise TypeError("hashes must be a uint64 numpy array of shape (n, 2), one (h1, h2) "
+                        "row a key")
+    return _np.ascontiguousarray(hashes)
 
 
 @cython.no_gc_clear
@@ -982,19 +1013,161 @@ cdef class BloomBits:
         """A numpy bool array, True where the key is (probably) present."""
         return self._batch(keys, False)
 
+    def add_hashed(self, hashes):
+        """add_many for keys given by their hashes: ``hashes`` is a uint64
+        numpy array of shape (n, 2), one row (h1, h2) a key, where h1 and h2
+        are the low and high 64 bits of ``hash128(key, seed)`` (the filter's
+        seed).  Sets the same bits and gives the same answers as
+        ``add_many(keys)``."""
+        return self._batch_hashed(hashes, True)
+
+    def contains_hashed(self, hashes):
+        """contains_many for keys given by their hashes (see add_hashed)."""
+        return self._batch_hashed(hashes, False)
+
+    cdef int _plan(self, BatchPlan* p, bint adding) except -1:
+        """What a batch call needs of the filter, for _key_slot and
+        _probe_chunk (after _writable for an adding call)."""
+        p.bits = self._bits
+        p.m = self._m
+        p.unit = self._unit
+        p.k = self._k
+        p.layout = self._layout
+        p.adding = adding
+        p.atomic = self._atomic
+        p.blocked = self._layout == LAYOUT_BLOCKED
+        # See _prefetch_group.
+        p.branchless = adding or p.blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
+        p.prefetch = _prefetching
+        p.touch = p.prefetch and self._nbytes > TOUCH_MIN_BYTES
+        # Lookups in the blocked layout keep a key's line and generator state
+        # (see _line_of) instead of its k positions.
+        p.lines = p.blocked and not adding
+        # idx holds stride words a key: its k positions, or its line (2 words).
+        p.stride = 2 if p.lines and p.k < 2 else p.k
+        p.fresh = 0
+        p.sink = 0
+        return 0
+
+    cdef int _probe_chunk(self, BatchPlan* p, const uint64_t* idx, Py_ssize_t cnt,
+                          uint8_t* res) except -1:
+        """Probe (or set) the bits of cnt keys whose slots (_key_slot) are in
+        idx, without the GIL: res[j] is the answer for key j."""
+        cdef Py_ssize_t j, g, gcnt
+        cdef int stride = p.stride, k = p.k
+        cdef const uint8_t* bits = p.bits
+        cdef bint adding = p.adding, atomic = p.atomic, hit
+        cdef uint64_t sink = 0, fresh = 0
+        if adding and not atomic:
+            self._nogil_writers += 1
+        self._active += 1
+        with nogil:
+            if adding and not atomic:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+            # Touch each key's first line in a loop of a few instructions per
+            # key, so the processor has many misses in flight at once (the
+            # probes below take tens of instructions a key, which bounds how
+            # far out-of-order execution reaches ahead); software prefetches
+            # alone left most of the latency exposed.
+            if p.touch:
+                for j in range(cnt):
+                    sink += cd_load8(bits + (idx[j * stride] >> 3))
+            g = 0
+            while g < cnt:
+                gcnt = cnt - g
+                if gcnt > GROUP:
+                    gcnt = GROUP
+                for j in range(g, g + gcnt):
+                    if adding:
+                        if atomic:
+                            hit = _probe_add(p.bits, &idx[j * stride], k)
+                        else:
+                            hit = _probe_add_excl(p.bits, &idx[j * stride], k)
+                        fresh += hit
+                    else:
+                        if p.lines:
+                            hit = _probe_test_line(bits, &idx[j * stride], k)
+                        elif p.branchless:
+                            hit = _probe_test_all(bits, &idx[j * stride], k)
+                        else:
+                            hit = _probe_test(bits, &idx[j * stride], k)
+                    res[j] = hit
+                g += gcnt
+            if adding and not atomic:
+                PyThread_release_lock(self._lock)
+        if adding and not atomic:
+            self._nogil_writers -= 1
+        self._active -= 1
+        p.sink += sink
+        p.fresh += fresh
+        return 0
+
+    cdef int _finish(self, BatchPlan* p) noexcept:
+        """Account for a batch call's probes (also after an error)."""
+        global _touch_sink
+        _touch_sink += p.sink
+        if p.fresh:
+            self._count_add(p.fresh)
+        p.sink = 0
+        p.fresh = 0
+        return 0
+
+    cdef object _batch_hashed(self, object hashes, bint adding):
+        # _batch with the keys' hashes given: each chunk's slots come from
+        # the rows of hashes, then the same probes.
+        cdef BatchPlan p
+        cdef const uint64_t[:, ::1] v
+        cdef uint64_t* idx
+        cdef Py_ssize_t n, start, cnt, j
+        cdef uint8_t* res
+        cdef int threads
+        self._ready()
+        if adding and self._readonly:
+            raise ValueError("the filter is open read-only")
+        v = _check_hashes(hashes)
+        n = v.shape[0]
+        out = _np.empty(n, dtype=_np.bool_)
+        if n == 0:
+            return out
+        cdef uint8_t[::1] outv = out.view(_np.uint8)
+        res = &outv[0]
+        if adding:
+            self._writable()
+        self._plan(&p, adding)
+        if not adding:
+            threads = _lookup_threads(n)
+            if threads > 1:
+                self._lookup_on_threads(None, None, n, res, threads, &p, &v[0, 0])
+                return out
+        idx = <uint64_t*>PyMem_Malloc(CHUNK * p.stride * sizeof(uint64_t))
+        if idx == NULL:
+            raise MemoryError()
+        start = 0
+        try:
+            while start < n:
+                cnt = min(n - start, CHUNK)
+                for j in range(cnt):
+                    _key_slot(&p, v[start + j, 0], v[start + j, 1], &idx[j * p.stride])
+                self._probe_chunk(&p, idx, cnt, res + start)
+                start += cnt
+        finally:
+            PyMem_Free(idx)
+            self._finish(&p)
+        return out
+
     cdef object _batch(self, object keys, bint adding, bint may_thread=True):
         # Chunk by chunk: with the GIL, walk the keys (borrowed references,
         # key objects prefetched ahead: freshly built strings are rarely in
-        # cache), hash them and compute their bit positions; then, without the
-        # GIL, probe, prefetching the positions of the next group of keys while
-        # probing the current one, so the cache misses of a large filter
-        # overlap.  Key bytes are only read while the GIL is held, so no other
-        # thread can free or resize a key under us.
-        global _touch_sink
+        # cache), hash them and compute their bit positions (_key_slot); then,
+        # without the GIL, probe (_probe_chunk), prefetching the positions of
+        # the next group of keys while probing the current one, so the cache
+        # misses of a large filter overlap.  Key bytes are only read while
+        # the GIL is held, so no other thread can free or resize a key under us.
+        cdef BatchPlan p
         cdef object seq
         cdef KeyView kv
         cdef uint64_t* idx
-        cdef Py_ssize_t n, start, cnt, j, g, gcnt, gnext
+        cdef Py_ssize_t n, start, cnt, j
         cdef bint is_list
         cdef PyObject* obj
         cdef PyObject* obj2
@@ -1004,34 +1177,11 @@ cdef class BloomBits:
         cdef Py_ssize_t size, size2
         cdef uint8_t* res
         cdef uint64_t h1, h2, g1, g2
-        cdef uint64_t fresh_count = 0
-        cdef int k = self._k, t
-        cdef uint64_t m = self._m
-        cdef uint64_t unit = self._unit
         cdef uint32_t seed = self._seed
-        cdef uint8_t* bits = self._bits
-        cdef bint hit
-        cdef bint atomic = self._atomic
-        cdef bint counted = False
-        # See _prefetch_group.
-        cdef int layout = self._layout
-        cdef bint blocked = layout == LAYOUT_BLOCKED
-        cdef bint branchless = adding or blocked or self._nbytes <= BRANCHLESS_MAX_BYTES
-        cdef bint prefetch = _prefetching
-        cdef bint touch = prefetch and self._nbytes > TOUCH_MIN_BYTES
-        # Lookups in the blocked layout keep a key's line and generator state
-        # (see _line_of) instead of its k positions.
-        cdef bint lines = blocked and not adding
-        # idx holds stride words a key: its k positions, or its line (2 words).
-        cdef int stride = 2 if lines and k < 2 else k
-        cdef int threads
-        cdef uint64_t sink = 0
-        if adding:
-            self._ready()
-            if self._readonly:
-                raise ValueError("the filter is open read-only")
-        else:
-            self._ready()
+        cdef int stride, threads
+        self._ready()
+        if adding and self._readonly:
+            raise ValueError("the filter is open read-only")
         if isinstance(keys, (str, bytes, bytearray, memoryview)):
             raise TypeError(
                 f"keys must be an iterable of keys, not a single {type(keys).__name__}; "
@@ -1050,7 +1200,8 @@ cdef class BloomBits:
         if adding:
             _check_batch_keys(seq, n, is_list)
             self._writable()
-            bits = self._bits
+        self._plan(&p, adding)
+        stride = p.stride
         if not adding and may_thread:
             threads = _lookup_threads(n)
             # The threads read ASCII str and bytes keys only (the rest is
@@ -1063,7 +1214,7 @@ cdef class BloomBits:
                     threads = 1
                 j += 1
             if threads > 1:
-                self._lookup_on_threads(seq, keys, n, res, threads, stride, branchless, touch)
+                self._lookup_on_threads(seq, keys, n, res, threads, &p, NULL)
                 return out
         idx = <uint64_t*>PyMem_Malloc(CHUNK * stride * sizeof(uint64_t))
         if idx == NULL:
@@ -1099,15 +1250,8 @@ cdef class BloomBits:
                         if _plain_key(obj2, &data2, &size2):
                             cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, seed,
                                                   &h1, &h2, &g1, &g2)
-                            if lines:
-                                _line_of(h1, h2, m, &idx[j * stride])
-                                _line_of(g1, g2, m, &idx[(j + 1) * stride])
-                            else:
-                                _positions(layout, h1, h2, k, m, unit, &idx[j * stride])
-                                _positions(layout, g1, g2, k, m, unit, &idx[(j + 1) * stride])
-                            if prefetch:
-                                _prefetch_group(bits, &idx[j * stride], 2, stride, branchless,
-                                                adding, blocked)
+                            _key_slot(&p, h1, h2, &idx[j * stride])
+                            _key_slot(&p, g1, g2, &idx[(j + 1) * stride])
                             j += 2
                             continue
                     if _is_str(obj):
@@ -1123,84 +1267,34 @@ cdef class BloomBits:
                         _batch_key_open(<object>obj, start + j, &kv)
                         cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
                         _key_close(&kv)
-                    if lines:
-                        _line_of(h1, h2, m, &idx[j * stride])
-                    else:
-                        _positions(layout, h1, h2, k, m, unit, &idx[j * stride])
-                    # Fetch the key's bits while the next keys are hashed: by
-                    # the time the chunk is probed they are in cache.
-                    if prefetch:
-                        _prefetch_group(bits, &idx[j * stride], 1, stride, branchless, adding, blocked)
+                    _key_slot(&p, h1, h2, &idx[j * stride])
                     j += 1
-                if adding and not atomic:
-                    self._nogil_writers += 1
-                self._active += 1
-                counted = True
-                with nogil:
-                    if adding and not atomic:
-                        PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    # Touch each key's first line in a loop of a few
-                    # instructions per key, so the processor has many
-                    # misses in flight at once (the probes below take tens
-                    # of instructions a key, which bounds how far out-of-
-                    # order execution reaches ahead); software prefetches
-                    # alone left most of the latency exposed.
-                    if touch:
-                        for j in range(cnt):
-                            sink += cd_load8(bits + (idx[j * stride] >> 3))
-                    g = 0
-                    while g < cnt:
-                        gcnt = cnt - g
-                        if gcnt > GROUP:
-                            gcnt = GROUP
-                        for j in range(g, g + gcnt):
-                            if adding:
-                                if atomic:
-                                    hit = _probe_add(bits, &idx[j * stride], k)
-                                else:
-                                    hit = _probe_add_excl(bits, &idx[j * stride], k)
-                                fresh_count += hit
-                            else:
-                                if lines:
-                                    hit = _probe_test_line(bits, &idx[j * stride], k)
-                                elif branchless:
-                                    hit = _probe_test_all(bits, &idx[j * stride], k)
-                                else:
-                                    hit = _probe_test(bits, &idx[j * stride], k)
-                            res[start + j] = hit
-                        g += gcnt
-                    if adding and not atomic:
-                        PyThread_release_lock(self._lock)
-                if adding and not atomic:
-                    self._nogil_writers -= 1
-                self._active -= 1
-                counted = False
+                self._probe_chunk(&p, idx, cnt, res + start)
                 start += cnt
         finally:
-            if counted:  # pragma: no cover - the nogil block cannot raise
-                self._active -= 1
             PyMem_Free(idx)
-            _touch_sink += sink
-            if fresh_count:
-                self._count_add(fresh_count)
+            self._finish(&p)
         return out
 
     cdef int _lookup_on_threads(self, object seq, object keys, Py_ssize_t n, uint8_t* res,
-                                int threads, int stride, bint branchless,
-                                bint touch) except -1:
+                                int threads, const BatchPlan* plan,
+                                const uint64_t* hashes) except -1:
         """contains_many of a large batch: slices of it looked up at once on
         threads threads (the calling one included), then the keys that are
-        neither ASCII str nor bytes.  The calling thread keeps the GIL
-        throughout, so no Python code can change the keys while the other
-        threads read them (a copy of the list, with a new reference to every
-        key, would make the other threads read lines this one just wrote)."""
+        neither ASCII str nor bytes (with hashes, contains_hashed's: no keys
+        left).  The calling thread keeps the GIL throughout, so no Python
+        code can change the keys while the other threads read them (a copy of
+        the list, with a new reference to every key, would make the other
+        threads read lines this one just wrote)."""
         cdef object held = seq
-        cdef PyObject** items
+        cdef PyObject** items = NULL
         cdef LookupJob* jobs
         cdef Py_ssize_t i, per, at = 0
         cdef int r
         global _touch_sink
-        if type(held) is list:
+        if hashes != NULL:
+            pass
+        elif type(held) is list:
             items = cd_list_items(held)
         else:
             items = cd_tuple_items(held)
@@ -1212,21 +1306,16 @@ cdef class BloomBits:
             per = n // threads
             for r in range(threads):
                 jobs[r].items = items
+                jobs[r].hashes = hashes
                 jobs[r].start = at
                 jobs[r].stop = n if r == threads - 1 else at + per
                 at = jobs[r].stop
                 jobs[r].res = res
-                jobs[r].bits = self._bits
-                jobs[r].m = self._m
-                jobs[r].unit = self._unit
-                jobs[r].k = self._k
-                jobs[r].layout = self._layout
-                jobs[r].stride = stride
+                jobs[r].plan = plan[0]
+                jobs[r].plan.prefetch = False
+                jobs[r].plan.sink = 0
                 jobs[r].seed = self._seed
-                jobs[r].touch = touch
-                jobs[r].branchless = branchless
-                jobs[r].blocked = self._layout == LAYOUT_BLOCKED
-                jobs[r].idx = <uint64_t*>malloc(CHUNK * stride * sizeof(uint64_t))
+                jobs[r].idx = <uint64_t*>malloc(CHUNK * plan.stride * sizeof(uint64_t))
                 jobs[r].done = PyThread_allocate_lock()
                 if jobs[r].idx == NULL or jobs[r].done == NULL:
                     raise MemoryError()
@@ -1235,13 +1324,13 @@ cdef class BloomBits:
                 for r in range(1, threads):
                     # held until the job is finished (it releases it)
                     PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
-                    if PyThread_start_new_thread(_lookup_job, &jobs[r]) == -1:
+                    jobs[r].started = True
+                    if PyThread_start_new_thread(_lookup_job, &jobs[r]) == <unsigned long>-1:
                         PyThread_release_lock(jobs[r].done)
-                        jobs[r].stride = 0   # no thread: run it here below
+                        jobs[r].started = False
                 _lookup_slice(&jobs[0])
                 for r in range(1, threads):
-                    if jobs[r].stride == 0:
-                        jobs[r].stride = stride
+                    if not jobs[r].started:   # no thread: run it here
                         _lookup_slice(&jobs[r])
                     else:   # wait, the GIL held (see above)
                         PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
@@ -1249,7 +1338,7 @@ cdef class BloomBits:
             finally:
                 self._active -= 1
             for r in range(threads):
-                _touch_sink += jobs[r].sink
+                _touch_sink += jobs[r].plan.sink
             # The keys the threads left (non-ASCII str, buffers...): one
             # batch on this thread; a bad key is named by its own position.
             left = [i for i in range(n) if res[i] == 2]

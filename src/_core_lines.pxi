@@ -166,11 +166,9 @@ cdef const int64_t[:, ::1] _cdl_spans(object data, object spans) except *:
     return v
 
 
-def span_digests(data, spans, bint canonical=False):
-    """url_digests_packed([data[a:b] for a, b in spans], canonical), without
-    an object per line: (the 16-byte digests end to end, the indexes left to
-    the wrapper)."""
-    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+cdef object _cdl_span_batch(object data, const int64_t[:, ::1] v, int what, uint32_t seed):
+    """_cdu_execute's packed answer for the lines data[a:b] of the rows of v
+    (canonical forms: keep_fragments False, keep_blank_values True)."""
     cdef Py_ssize_t n = v.shape[0], i
     cdef const char* base = PyBytes_AS_STRING(data)
     cdef const char** ptrs = NULL
@@ -183,11 +181,45 @@ def span_digests(data, spans, bint canonical=False):
         for i in range(n):
             ptrs[i] = base + v[i, 0]
             lens[i] = <Py_ssize_t>(v[i, 1] - v[i, 0])
-        return _cdu_execute(ptrs, lens, n, False, True,
-                            _CDU_B_URL_MD5 if canonical else _CDU_B_RAW_MD5, None, True)
+        return _cdu_execute(ptrs, lens, n, False, True, what, None, True, seed)
     finally:
         PyMem_Free(ptrs)
         PyMem_Free(lens)
+
+
+def span_digests(data, spans, bint canonical=False):
+    """url_digests_packed([data[a:b] for a, b in spans], canonical), without
+    an object per line: (the 16-byte digests end to end, the indexes left to
+    the wrapper)."""
+    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+    return _cdl_span_batch(data, v, _CDU_B_URL_MD5 if canonical else _CDU_B_RAW_MD5, 0)
+
+
+def span_key_hashes(data, spans, seed=0, bint canonical=False):
+    """(hashes, missing): the MurmurHash3 x64 128 (h1, h2) with seed of each
+    line data[a:b] of the rows of spans, as a uint64 array of shape (n, 2)
+    (what a BloomFilter with that seed computes for the line as a key: its
+    contains_hashed / add_hashed take them).  With canonical, of the line's
+    canonical form (canonicalize_urls_fast(lines, as_bytes=True)), in the
+    compiled pass without the GIL, on several threads for big blocks; the
+    indexes of the lines it leaves to the wrapper are in missing (their rows
+    zeros).  Without canonical missing is empty."""
+    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+    cdef uint32_t s = _check_seed(seed)
+    cdef Py_ssize_t n = v.shape[0], i
+    cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef uint64_t[:, ::1] o
+    if canonical:
+        blob, missing = _cdl_span_batch(data, v, _CDU_B_URL_MURMUR, s)
+        return _np.frombuffer(blob, dtype=_np.uint64).reshape(n, 2), missing
+    out = _np.empty((n, 2), dtype=_np.uint64)
+    if n:
+        o = out
+        with nogil:
+            for i in range(n):
+                cd_murmur3_x64_128(base + v[i, 0], <size_t>(v[i, 1] - v[i, 0]), s,
+                                   &o[i, 0], &o[i, 1])
+    return out, []
 
 
 def gather_spans(data, spans):

@@ -176,12 +176,14 @@ cdef enum:
     _CDU_B_URL_MD5 = 2       # MD5 of the canonical URL
     _CDU_B_REQUEST_SHA1 = 3  # Scrapy's fingerprint, empty body, no headers
     _CDU_B_RAW_MD5 = 4       # MD5 of the URL's own UTF-8 bytes (no canonicalization)
+    _CDU_B_URL_MURMUR = 5    # MurmurHash3 x64 128 (seed) of the canonical URL: h1, h2
 
 ctypedef struct CduJob:
     const char** ptrs           # UTF-8 bytes of each URL, NULL: not ours
     Py_ssize_t* lens
     Py_ssize_t start, stop      # this job's slice
     int what, keep_fragments, keep_blank_values
+    uint32_t seed               # _CDU_B_URL_MURMUR
     const char* method
     Py_ssize_t mlen
     unsigned char* done         # 1 where the slot holds the answer
@@ -205,6 +207,7 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
     cdef unsigned char* grown
     cdef const unsigned char* canon
     cdef size_t need
+    cdef uint64_t h1, h2
     for i in range(job.start, job.stop):
         if job.ptrs[i] != NULL and job.lens[i] > maxlen:
             maxlen = job.lens[i]
@@ -248,6 +251,10 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
             job.arena_used += <size_t>length
         elif job.what == _CDU_B_URL_MD5:
             cd_md5(canon, <size_t>length, job.digests + 20 * i)
+        elif job.what == _CDU_B_URL_MURMUR:
+            cd_murmur3_x64_128(canon, <size_t>length, job.seed, &h1, &h2)
+            memcpy(job.digests + 20 * i, &h1, 8)   # native order: a uint64 array
+            memcpy(job.digests + 20 * i + 8, &h2, 8)
         else:
             p = json
             memcpy(p, _CDU_J1, 10); p += 10
@@ -326,11 +333,12 @@ cdef object _cdu_batch(object urls, bint keep_fragments, bint keep_blank_values,
 
 cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
                          bint keep_fragments, bint keep_blank_values, int what, object method,
-                         bint packed):
+                         bint packed, uint32_t seed=0):
     """Run a batch kernel over n URLs given as UTF-8 pointers and lengths
-    (NULL: not ours), which the caller keeps alive; answers as _cdu_batch."""
+    (NULL: not ours), which the caller keeps alive; answers as _cdu_batch
+    (seed: _CDU_B_URL_MURMUR's)."""
     cdef Py_ssize_t i, mlen = 0, per, at = 0
-    cdef Py_ssize_t width = 16 if what == _CDU_B_URL_MD5 or what == _CDU_B_RAW_MD5 else 20
+    cdef Py_ssize_t width = 20 if what == _CDU_B_REQUEST_SHA1 else 16
     cdef bint canonical = what == _CDU_B_CANONICAL or what == _CDU_B_CANONICAL_BYTES
     cdef Py_ssize_t* offs = NULL
     cdef Py_ssize_t* outlens = NULL
@@ -367,6 +375,7 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
             jobs[r].stop = n if r == threads - 1 else at + per
             at = jobs[r].stop
             jobs[r].what = what
+            jobs[r].seed = seed
             jobs[r].keep_fragments = keep_fragments
             jobs[r].keep_blank_values = keep_blank_values
             jobs[r].method = m

@@ -97,7 +97,8 @@ line_spans = impl.line_spans
 span_digests = impl.span_digests
 gather_spans = impl.gather_spans
 span_hashes = impl.span_hashes
+span_key_hashes = impl.span_key_hashes
 __all__ += ["split_lines", "line_hashes", "line_spans", "span_digests", "gather_spans",
-            "span_hashes"]
+            "span_hashes", "span_key_hashes"]
 # The chosen module itself, for kernels only one wrapper uses (redis.bloom).
 __all__ += ["impl"]

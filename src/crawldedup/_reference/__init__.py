@@ -31,7 +31,7 @@ from crawldedup._reference.bloom import (MAX_NUM_HASHES, MAX_SEED, BloomBits,
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex
 from crawldedup._reference.lines import (gather_spans, line_hashes, line_spans, span_digests,
-                                         span_hashes, split_lines)
+                                         span_hashes, span_key_hashes, split_lines)
 from crawldedup._reference.resp import bloom_resp
 from crawldedup._reference.simhash import (MAX_NGRAM, TOKENIZER_AUTO, TOKENIZER_CHARS,
                                            TOKENIZER_WORDS, hamming_many, leonsim_features,
@@ -63,5 +63,5 @@ __all__ = [
     "FingerprintTable", "fp_hash", "FP_MAX_DIGEST_SIZE",
     # resp, lines
     "bloom_resp", "split_lines", "line_hashes", "line_spans", "span_digests", "gather_spans",
-    "span_hashes",
+    "span_hashes", "span_key_hashes",
 ]

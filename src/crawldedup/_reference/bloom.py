@@ -420,11 +420,20 @@ class BloomBits:
                 raise TypeError(f"keys[{i}]: {exc}") from None
         return out
 
-    def add_many(self, keys: Iterable[Key]) -> np.ndarray:
-        """Add every key in order; a numpy bool array, True where the key was new."""
+    def _hashed(self, hashes: object) -> List[List[int]]:
+        """The positions of the keys whose (h1, h2) are the rows of hashes."""
+        if not isinstance(hashes, np.ndarray) or hashes.dtype != np.uint64 \
+                or hashes.ndim != 2 or hashes.shape[1] != 2:
+            raise TypeError("hashes must be a uint64 numpy array of shape (n, 2), one (h1, h2) "
+                            "row a key")
+        return [_positions(self._layout, h1, h2, self._k, self._m)
+                for h1, h2 in hashes.tolist()]
+
+    def _adding(self) -> None:
         if self._ready() is not None and self._readonly:
             raise ValueError("the filter is open read-only")
-        all_positions = self._gather(keys)  # every key checked before any change
+
+    def _add_all(self, all_positions: List[List[int]]) -> np.ndarray:
         out = np.zeros(len(all_positions), dtype=np.bool_)
         if all_positions:
             self._writable()
@@ -435,11 +444,30 @@ class BloomBits:
             self._count_add(int(out.sum()))
         return out
 
+    def _test_all(self, all_positions: List[List[int]]) -> np.ndarray:
+        return np.array([self._probe_test(p) for p in all_positions], dtype=np.bool_)
+
+    def add_many(self, keys: Iterable[Key]) -> np.ndarray:
+        """Add every key in order; a numpy bool array, True where the key was new."""
+        self._adding()
+        return self._add_all(self._gather(keys))  # every key checked before any change
+
     def contains_many(self, keys: Iterable[Key]) -> np.ndarray:
         """A numpy bool array, True where the key is (probably) present."""
         self._ready()
-        all_positions = self._gather(keys)
-        return np.array([self._probe_test(p) for p in all_positions], dtype=np.bool_)
+        return self._test_all(self._gather(keys))
+
+    def add_hashed(self, hashes: np.ndarray) -> np.ndarray:
+        """add_many for keys given by their hashes: a uint64 array of shape
+        (n, 2), one row (h1, h2) a key, the low and high 64 bits of
+        ``hash128(key, seed)`` (the filter's seed)."""
+        self._adding()
+        return self._add_all(self._hashed(hashes))
+
+    def contains_hashed(self, hashes: np.ndarray) -> np.ndarray:
+        """contains_many for keys given by their hashes (see add_hashed)."""
+        self._ready()
+        return self._test_all(self._hashed(hashes))
 
     def _popcount(self) -> int:
         return bin(int.from_bytes(self._ready(), "little")).count("1")

@@ -6,8 +6,8 @@ from typing import List, Tuple
 
 import numpy as np
 
-from crawldedup._reference.bloom import murmur3_x64_128
-from crawldedup._reference.url import url_digests_packed
+from crawldedup._reference.bloom import _check_seed, murmur3_x64_128
+from crawldedup._reference.url import canonicalize_urls_fast, url_digests_packed
 
 
 def split_lines(data: bytes, final: bool) -> Tuple[List[bytes], int]:
@@ -89,3 +89,26 @@ def span_hashes(data: object, spans: object) -> bytes:
     rows = _spans(data, spans)
     assert isinstance(data, bytes)
     return line_hashes([data[a:b] for a, b in rows])
+
+
+def span_key_hashes(data: object, spans: object, seed: int = 0,
+                    canonical: bool = False) -> Tuple[np.ndarray, List[int]]:
+    """(hashes, missing): murmur3_x64_128(key, seed) of each line data[a:b]
+    (with canonical, of canonicalize_urls_fast(lines, as_bytes=True)'s form)
+    as the rows of a uint64 array (n, 2); missing: the lines without a
+    compiled canonical form, whose rows are zeros."""
+    rows = _spans(data, spans)
+    s = _check_seed(seed)
+    assert isinstance(data, bytes)
+    lines = [data[a:b] for a, b in rows]
+    keys: List[object] = list(canonicalize_urls_fast(lines, False, True, True)) if canonical \
+        else list(lines)
+    out = np.zeros((len(keys), 2), dtype=np.uint64)
+    missing = []
+    for i, key in enumerate(keys):
+        if key is None:
+            missing.append(i)
+        else:
+            assert isinstance(key, bytes)
+            out[i] = murmur3_x64_128(key, s)
+    return out, missing

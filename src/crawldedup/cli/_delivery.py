@@ -286,7 +286,11 @@ class Canonical:
 
     def slow_digests(self, lines: List[bytes]) -> List[bytes]:
         """The MD5s of the keys of lines outside the compiled fast path."""
-        return [hashlib.md5(self._slow(line)).digest() for line in lines]
+        return [hashlib.md5(key).digest() for key in self.slow_keys(lines)]
+
+    def slow_keys(self, lines: List[bytes]) -> List[bytes]:
+        """The keys of lines outside the compiled fast path."""
+        return [self._slow(line) for line in lines]
 
     def count_raw_repeats(self, lines: List[bytes]) -> None:
         """Count the repeats of lines counted in raw (skipped without a
@@ -402,8 +406,10 @@ class Deliverer:
         return self.state.canonical_keys(self.canonical, lines)
 
     def computes_keys(self) -> bool:
-        """Whether the keys cost a pass of their own (not the lines as read)."""
-        return self.canonical is not None or type(self.state).keys is not UrlState.keys
+        """Whether the keys cost a pass of their own (not the lines as read,
+        or hashes of the lines of a block)."""
+        return (self.canonical is not None or type(self.state).keys is not UrlState.keys
+                or self.uses_blocks())
 
     def chunk_keys(self, lines: List[bytes]) -> Tuple[List[bytes], Any]:
         """(the lines of a chunk of input that may be new, their keys): with
@@ -449,9 +455,10 @@ class Deliverer:
 
     def uses_blocks(self) -> bool:
         """Whether the state takes a chunk as one block and its lines' spans
-        (an exact state: its keys are MD5s, computed from the block; with
-        --canonical, in the compiled canonicalization's pass, which
-        --strip-tracking leaves to Python)."""
+        (an exact state: its keys are MD5s, computed from the block; a Bloom
+        filter that does not rotate: the lines' hashes; with --canonical, in
+        the compiled canonicalization's pass, which --strip-tracking leaves
+        to Python)."""
         return (hasattr(self.state, "span_keys") and not self.state.refresh
                 and (self.canonical is None or self.canonical.fast()))
 

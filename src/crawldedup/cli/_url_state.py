@@ -32,7 +32,10 @@ from typing import Any, Callable, List
 
 import numpy as np
 
+from crawldedup._kernel import hash128, span_key_hashes
+
 LOCAL_READ_SIZE = 1 << 16
+_LOW64 = (1 << 64) - 1
 
 
 class UrlState:
@@ -72,14 +75,49 @@ def estimated_urls(bf: Any) -> int:
 
 
 class BloomState(UrlState):
-    """A BloomFilter or RotatingBloomFilter used in place in its file."""
+    """A BloomFilter or RotatingBloomFilter used in place in its file.
+
+    A BloomFilter also takes a block of input as spans (``span_keys``, for
+    the command's block mode): its keys are then the lines' 128-bit hashes
+    with the filter's seed, an (n, 2) uint64 array, which ``contains_many``
+    and ``add_many`` hand to the filter's ``contains_hashed`` and
+    ``add_hashed``: the same bits as the lines themselves as keys."""
 
     def __init__(self, bf: Any) -> None:
         self.bf = bf
         self.rotating = hasattr(bf, "generations")
         self.refresh = self.rotating
-        self.contains_many = bf.contains_many
-        self.add_many = bf.add_many
+        if self.rotating:
+            self.contains_many = bf.contains_many
+            self.add_many = bf.add_many
+        else:
+            self.contains_many = self._contains_many
+            self.add_many = self._add_many
+
+    def _contains_many(self, keys: Any) -> np.ndarray:
+        if isinstance(keys, np.ndarray):
+            return self.bf.contains_hashed(keys)  # type: ignore[no-any-return]
+        return self.bf.contains_many(keys)  # type: ignore[no-any-return]
+
+    def _add_many(self, keys: Any) -> np.ndarray:
+        if isinstance(keys, np.ndarray):
+            return self.bf.add_hashed(keys)  # type: ignore[no-any-return]
+        return self.bf.add_many(keys)  # type: ignore[no-any-return]
+
+    def span_keys(self, canonical: Any, data: bytes, spans: np.ndarray) -> np.ndarray:
+        """The hashes (the filter's seed) of the lines ``data[a:b]`` for each
+        row (a, b) of spans, of their canonical forms with a canonicalizer
+        (the command's, whose slow path gives the forms of the lines the
+        compiled one declines), in one compiled pass: no object per line."""
+        seed = self.bf.seed
+        hashes, missing = span_key_hashes(data, spans, seed, canonical is not None)
+        if missing:
+            hashes = hashes.copy()
+            lines = [data[int(spans[i, 0]):int(spans[i, 1])] for i in missing]
+            for i, key in zip(missing, canonical.slow_keys(lines)):
+                h = hash128(key, seed)
+                hashes[i] = (h & _LOW64, h >> 64)
+        return hashes  # type: ignore[no-any-return]
 
     def describe(self) -> str:
         return f"fill ratio {self.bf.fill_ratio:.4g}"
