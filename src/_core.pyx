@@ -731,6 +731,67 @@ cdef int _usable_cpus_cached():
     return _cpus
 
 
+cdef int _walk_keys(const BatchPlan* p, object seq, bint is_list, Py_ssize_t start,
+                    Py_ssize_t cnt, uint32_t seed, uint64_t* idx) except -1:
+    """The slots (_key_slot) of the cnt keys of seq from start, with the GIL:
+    borrowed references, key objects prefetched ahead (freshly built strings
+    are rarely in cache)."""
+    cdef KeyView kv
+    cdef Py_ssize_t j
+    cdef PyObject* obj
+    cdef PyObject* obj2
+    cdef PyObject* obj3
+    cdef const unsigned char* data
+    cdef const unsigned char* data2
+    cdef Py_ssize_t size, size2
+    cdef uint64_t h1, h2, g1, g2
+    cdef int stride = p.stride
+    if is_list and _list_size(seq) < start + cnt:
+        raise RuntimeError("the list of keys changed size during the call")
+    j = 0
+    while j < cnt:
+        if j + PREFETCH_KEYS < cnt:
+            obj = _list_item(seq, start + j + PREFETCH_KEYS) if is_list else \
+                _tuple_item(seq, start + j + PREFETCH_KEYS)
+            cd_prefetch(obj)
+            cd_prefetch(<char*>obj + 64)
+            cd_prefetch(<char*>obj + 128)
+        obj = _list_item(seq, start + j) if is_list else _tuple_item(seq, start + j)
+        # Two ASCII str or bytes keys in a row (the common case): hashed
+        # together, see cd_murmur3_x64_128_x2.
+        if j + 1 < cnt and _plain_key(obj, &data, &size):
+            obj2 = _list_item(seq, start + j + 1) if is_list else _tuple_item(seq, start + j + 1)
+            if j + 1 + PREFETCH_KEYS < cnt:
+                obj3 = _list_item(seq, start + j + 1 + PREFETCH_KEYS) if is_list \
+                    else _tuple_item(seq, start + j + 1 + PREFETCH_KEYS)
+                cd_prefetch(obj3)
+                cd_prefetch(<char*>obj3 + 64)
+                cd_prefetch(<char*>obj3 + 128)
+            if _plain_key(obj2, &data2, &size2):
+                cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, seed,
+                                      &h1, &h2, &g1, &g2)
+                _key_slot(p, h1, h2, &idx[j * stride])
+                _key_slot(p, g1, g2, &idx[(j + 1) * stride])
+                j += 2
+                continue
+        if _is_str(obj):
+            kv.has_buffer = False
+            kv.heap = NULL
+            _str_open(obj, &kv)
+            cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
+            _key_close(&kv)
+        elif _is_bytes(obj):
+            cd_murmur3_x64_128(<const unsigned char*>_bytes_data(obj),
+                               <size_t>_bytes_size(obj), seed, &h1, &h2)
+        else:
+            _batch_key_open(<object>obj, start + j, &kv)
+            cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
+            _key_close(&kv)
+        _key_slot(p, h1, h2, &idx[j * stride])
+        j += 1
+    return 0
+
+
 cdef const uint64_t[:, ::1] _check_hashes(object hashes) except *:
     """hashes as a C-contiguous (n, 2) uint64 view, or TypeError."""
     if not isinstance(hashes, _np.ndarray) or hashes.dtype != _np.uint64 \
@@ -1053,10 +1114,12 @@ cdef class BloomBits:
                           uint8_t* res) except -1:
         """Probe (or set) the bits of cnt keys whose slots (_key_slot) are in
         idx, without the GIL: res[j] is the answer for key j."""
+        # Everything in locals: res may alias anything, p included.
         cdef Py_ssize_t j, g, gcnt
         cdef int stride = p.stride, k = p.k
-        cdef const uint8_t* bits = p.bits
+        cdef uint8_t* bits = p.bits
         cdef bint adding = p.adding, atomic = p.atomic, hit
+        cdef bint lines = p.lines, branchless = p.branchless, touch = p.touch
         cdef uint64_t sink = 0, fresh = 0
         if adding and not atomic:
             self._nogil_writers += 1
@@ -1069,7 +1132,7 @@ cdef class BloomBits:
             # probes below take tens of instructions a key, which bounds how
             # far out-of-order execution reaches ahead); software prefetches
             # alone left most of the latency exposed.
-            if p.touch:
+            if touch:
                 for j in range(cnt):
                     sink += cd_load8(bits + (idx[j * stride] >> 3))
             g = 0
@@ -1080,14 +1143,14 @@ cdef class BloomBits:
                 for j in range(g, g + gcnt):
                     if adding:
                         if atomic:
-                            hit = _probe_add(p.bits, &idx[j * stride], k)
+                            hit = _probe_add(bits, &idx[j * stride], k)
                         else:
-                            hit = _probe_add_excl(p.bits, &idx[j * stride], k)
+                            hit = _probe_add_excl(bits, &idx[j * stride], k)
                         fresh += hit
                     else:
-                        if p.lines:
+                        if lines:
                             hit = _probe_test_line(bits, &idx[j * stride], k)
-                        elif p.branchless:
+                        elif branchless:
                             hit = _probe_test_all(bits, &idx[j * stride], k)
                         else:
                             hit = _probe_test(bits, &idx[j * stride], k)
@@ -1113,72 +1176,15 @@ cdef class BloomBits:
         return 0
 
     cdef object _batch_hashed(self, object hashes, bint adding):
-        # _batch with the keys' hashes given: each chunk's slots come from
-        # the rows of hashes, then the same probes.
-        cdef BatchPlan p
         cdef const uint64_t[:, ::1] v
-        cdef uint64_t* idx
-        cdef Py_ssize_t n, start, cnt, j
-        cdef uint8_t* res
-        cdef int threads
         self._ready()
         if adding and self._readonly:
             raise ValueError("the filter is open read-only")
         v = _check_hashes(hashes)
-        n = v.shape[0]
-        out = _np.empty(n, dtype=_np.bool_)
-        if n == 0:
-            return out
-        cdef uint8_t[::1] outv = out.view(_np.uint8)
-        res = &outv[0]
-        if adding:
-            self._writable()
-        self._plan(&p, adding)
-        if not adding:
-            threads = _lookup_threads(n)
-            if threads > 1:
-                self._lookup_on_threads(None, None, n, res, threads, &p, &v[0, 0])
-                return out
-        idx = <uint64_t*>PyMem_Malloc(CHUNK * p.stride * sizeof(uint64_t))
-        if idx == NULL:
-            raise MemoryError()
-        start = 0
-        try:
-            while start < n:
-                cnt = min(n - start, CHUNK)
-                for j in range(cnt):
-                    _key_slot(&p, v[start + j, 0], v[start + j, 1], &idx[j * p.stride])
-                self._probe_chunk(&p, idx, cnt, res + start)
-                start += cnt
-        finally:
-            PyMem_Free(idx)
-            self._finish(&p)
-        return out
+        return self._run(None, False, v, v.shape[0], adding, True)
 
     cdef object _batch(self, object keys, bint adding, bint may_thread=True):
-        # Chunk by chunk: with the GIL, walk the keys (borrowed references,
-        # key objects prefetched ahead: freshly built strings are rarely in
-        # cache), hash them and compute their bit positions (_key_slot); then,
-        # without the GIL, probe (_probe_chunk), prefetching the positions of
-        # the next group of keys while probing the current one, so the cache
-        # misses of a large filter overlap.  Key bytes are only read while
-        # the GIL is held, so no other thread can free or resize a key under us.
-        cdef BatchPlan p
         cdef object seq
-        cdef KeyView kv
-        cdef uint64_t* idx
-        cdef Py_ssize_t n, start, cnt, j
-        cdef bint is_list
-        cdef PyObject* obj
-        cdef PyObject* obj2
-        cdef PyObject* obj3
-        cdef const unsigned char* data
-        cdef const unsigned char* data2
-        cdef Py_ssize_t size, size2
-        cdef uint8_t* res
-        cdef uint64_t h1, h2, g1, g2
-        cdef uint32_t seed = self._seed
-        cdef int stride, threads
         self._ready()
         if adding and self._readonly:
             raise ValueError("the filter is open read-only")
@@ -1190,85 +1196,64 @@ cdef class BloomBits:
             seq = keys
         else:
             seq = list(keys)
-        is_list = type(seq) is list
-        n = len(seq)
+        return self._run(seq, type(seq) is list, None, len(seq), adding, may_thread)
+
+    cdef object _run(self, object seq, bint is_list, const uint64_t[:, ::1] hashes,
+                     Py_ssize_t n, bint adding, bint may_thread):
+        # The batch calls, over n keys given as a list or tuple seq, or by
+        # their hashes (the rows of hashes).  Chunk by chunk: with the GIL,
+        # compute each key's bit positions (_walk_keys, or from its row) and
+        # start fetching them (_key_slot); then, without the GIL, probe
+        # (_probe_chunk), so the cache misses of a large filter overlap.
+        # Key bytes are only read while the GIL is held, so no other thread
+        # can free or resize a key under us.
+        cdef BatchPlan p
+        cdef uint64_t* idx
+        cdef Py_ssize_t start, cnt, j
+        cdef const unsigned char* data
+        cdef Py_ssize_t size
+        cdef uint8_t* res
+        cdef int threads
+        cdef const uint64_t* rows = NULL
         out = _np.empty(n, dtype=_np.bool_)
         if n == 0:
             return out
         cdef uint8_t[::1] outv = out.view(_np.uint8)
         res = &outv[0]
         if adding:
-            _check_batch_keys(seq, n, is_list)
+            if seq is not None:
+                _check_batch_keys(seq, n, is_list)
             self._writable()
         self._plan(&p, adding)
-        stride = p.stride
         if not adding and may_thread:
             threads = _lookup_threads(n)
             # The threads read ASCII str and bytes keys only (the rest is
             # left to this thread): a batch with other keys among 64
             # spread samples stays on this thread.
             j = 0
-            while threads > 1 and j < 64:
+            while seq is not None and threads > 1 and j < 64:
                 if not _plain_key(_list_item(seq, j * (n // 64)) if is_list
                                   else _tuple_item(seq, j * (n // 64)), &data, &size):
                     threads = 1
                 j += 1
             if threads > 1:
-                self._lookup_on_threads(seq, keys, n, res, threads, &p, NULL)
+                if seq is None:
+                    rows = &hashes[0, 0]
+                self._lookup_on_threads(seq, n, res, threads, &p, rows)
                 return out
-        idx = <uint64_t*>PyMem_Malloc(CHUNK * stride * sizeof(uint64_t))
+        idx = <uint64_t*>PyMem_Malloc(CHUNK * p.stride * sizeof(uint64_t))
         if idx == NULL:
             raise MemoryError()
         start = 0
         try:
             while start < n:
-                cnt = n - start
-                if cnt > CHUNK:
-                    cnt = CHUNK
-                if is_list and _list_size(seq) < start + cnt:
-                    raise RuntimeError("the list of keys changed size during the call")
-                j = 0
-                while j < cnt:
-                    if j + PREFETCH_KEYS < cnt:
-                        obj = _list_item(seq, start + j + PREFETCH_KEYS) if is_list else \
-                            _tuple_item(seq, start + j + PREFETCH_KEYS)
-                        cd_prefetch(obj)
-                        cd_prefetch(<char*>obj + 64)
-                        cd_prefetch(<char*>obj + 128)
-                    obj = _list_item(seq, start + j) if is_list else _tuple_item(seq, start + j)
-                    # Two ASCII str or bytes keys in a row (the common case):
-                    # hashed together, see cd_murmur3_x64_128_x2.
-                    if j + 1 < cnt and _plain_key(obj, &data, &size):
-                        obj2 = _list_item(seq, start + j + 1) if is_list else \
-                            _tuple_item(seq, start + j + 1)
-                        if j + 1 + PREFETCH_KEYS < cnt:
-                            obj3 = _list_item(seq, start + j + 1 + PREFETCH_KEYS) if is_list \
-                                else _tuple_item(seq, start + j + 1 + PREFETCH_KEYS)
-                            cd_prefetch(obj3)
-                            cd_prefetch(<char*>obj3 + 64)
-                            cd_prefetch(<char*>obj3 + 128)
-                        if _plain_key(obj2, &data2, &size2):
-                            cd_murmur3_x64_128_x2(data, <size_t>size, data2, <size_t>size2, seed,
-                                                  &h1, &h2, &g1, &g2)
-                            _key_slot(&p, h1, h2, &idx[j * stride])
-                            _key_slot(&p, g1, g2, &idx[(j + 1) * stride])
-                            j += 2
-                            continue
-                    if _is_str(obj):
-                        kv.has_buffer = False
-                        kv.heap = NULL
-                        _str_open(obj, &kv)
-                        cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
-                        _key_close(&kv)
-                    elif _is_bytes(obj):
-                        cd_murmur3_x64_128(<const unsigned char*>_bytes_data(obj),
-                                           <size_t>_bytes_size(obj), seed, &h1, &h2)
-                    else:
-                        _batch_key_open(<object>obj, start + j, &kv)
-                        cd_murmur3_x64_128(kv.data, <size_t>kv.size, seed, &h1, &h2)
-                        _key_close(&kv)
-                    _key_slot(&p, h1, h2, &idx[j * stride])
-                    j += 1
+                cnt = min(n - start, CHUNK)
+                if seq is None:
+                    for j in range(cnt):
+                        _key_slot(&p, hashes[start + j, 0], hashes[start + j, 1],
+                                  &idx[j * p.stride])
+                else:
+                    _walk_keys(&p, seq, is_list, start, cnt, self._seed, idx)
                 self._probe_chunk(&p, idx, cnt, res + start)
                 start += cnt
         finally:
@@ -1276,7 +1261,7 @@ cdef class BloomBits:
             self._finish(&p)
         return out
 
-    cdef int _lookup_on_threads(self, object seq, object keys, Py_ssize_t n, uint8_t* res,
+    cdef int _lookup_on_threads(self, object seq, Py_ssize_t n, uint8_t* res,
                                 int threads, const BatchPlan* plan,
                                 const uint64_t* hashes) except -1:
         """contains_many of a large batch: slices of it looked up at once on

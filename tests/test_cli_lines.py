@@ -126,3 +126,49 @@ def test_span_hashes_equal_line_hashes(core, reference, impl, data):
     got = impl.span_hashes(data, spans)
     assert got == impl.line_hashes([data[a:b] for a, b in spans.tolist()])
     assert got == (core if impl is reference else reference).span_hashes(data, spans)
+
+
+# span_key_hashes: the (h1, h2) halves of hash128(key, seed) of each line, or
+# of its canonical form (the Bloom block mode of `crawldedup urls`)
+
+def _halves(impl, key, seed):
+    h = impl.hash128(key, seed)
+    return [h & ((1 << 64) - 1), h >> 64]
+
+
+@given(URLISH, st.integers(0, 2 ** 32 - 1))
+def test_span_key_hashes_are_hash128_of_the_lines(core, reference, impl, data, seed):
+    spans, _ = impl.line_spans(data, True)
+    hashes, missing = impl.span_key_hashes(data, spans, seed)
+    assert hashes.dtype == np.uint64 and hashes.shape == (len(spans), 2) and missing == []
+    assert hashes.tolist() == [_halves(impl, data[a:b], seed) for a, b in spans.tolist()]
+    other = (core if impl is reference else reference).span_key_hashes(data, spans, seed)
+    assert other[0].tolist() == hashes.tolist() and other[1] == []
+
+
+@given(URLISH, st.integers(0, 2 ** 32 - 1))
+def test_span_key_hashes_of_canonical_forms(core, reference, impl, data, seed):
+    spans, _ = impl.line_spans(data, True)
+    lines = [data[a:b] for a, b in spans.tolist()]
+    forms = impl.canonicalize_urls_fast(lines, False, True, True)
+    hashes, missing = impl.span_key_hashes(data, spans, seed, True)
+    assert missing == [i for i, form in enumerate(forms) if form is None]
+    assert hashes.tolist() == [[0, 0] if form is None else _halves(impl, form, seed)
+                               for form in forms]
+    other = (core if impl is reference else reference).span_key_hashes(data, spans, seed, True)
+    assert other[0].tolist() == hashes.tolist() and other[1] == missing
+
+
+def test_span_key_hashes_bad_input(impl):
+    good = np.array([[0, 1]], dtype=np.int64)
+    for canonical in (False, True):
+        with pytest.raises(TypeError, match="data must be bytes"):
+            impl.span_key_hashes("ab", good, 0, canonical)
+        with pytest.raises(TypeError, match=r"int64 numpy array of shape \(n, 2\)"):
+            impl.span_key_hashes(b"ab", np.array([[0, 1]], dtype=np.uint64), 0, canonical)
+        with pytest.raises(ValueError, match=r"spans\[1\] = \[1, 5\) is not within the 2 bytes"):
+            impl.span_key_hashes(b"ab", np.array([[0, 1], [1, 5]], dtype=np.int64), 0, canonical)
+        with pytest.raises(ValueError, match="seed"):
+            impl.span_key_hashes(b"ab", good, -1, canonical)
+        with pytest.raises(TypeError, match="seed"):
+            impl.span_key_hashes(b"ab", good, "0", canonical)

@@ -117,7 +117,7 @@ class BloomState(UrlState):
             for i, key in zip(missing, canonical.slow_keys(lines)):
                 h = hash128(key, seed)
                 hashes[i] = (h & _LOW64, h >> 64)
-        return hashes  # type: ignore[no-any-return]
+        return hashes
 
     def describe(self) -> str:
         return f"fill ratio {self.bf.fill_ratio:.4g}"
