@@ -397,8 +397,10 @@ class Deliverer:
         self.out = out
         # Canonical forms cost 20 times a line's hash: a line met before in
         # this run is a duplicate without one (not for a state that refreshes
-        # the keys it meets again).
-        self.repeats = Repeats() if canonical is not None and not state.refresh else None
+        # the keys it meets again, nor in the block mode of a state that says
+        # the skip costs more than it saves there: see UrlState.block_repeats).
+        self.repeats = Repeats() if (canonical is not None and not state.refresh and (
+            getattr(state, "block_repeats", True) or not self.uses_blocks())) else None
 
     def keys(self, lines: List[bytes]) -> Any:
         if self.canonical is None:
