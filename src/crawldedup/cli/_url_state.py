@@ -13,6 +13,11 @@ The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
   ``add_many`` is the store's atomic insert-if-absent, which alone decides
   what is new, and ``contains_many`` may answer from what this process knows
   the store holds (a local cache that saves the round trips for repeats);
+* optionally ``span_keys(canonical, data, spans)``: the keys of the lines
+  ``data[a:b]`` of a block, one row (a, b) of spans a line, as a numpy array
+  that ``contains_many`` / ``add_many`` take too (the command's block mode,
+  no object per line; see ``Deliverer.uses_blocks``), and ``block_repeats``
+  (whether that mode skips the lines met before with --canonical);
 * ``refresh``: True when keys met again are added again so that they stay
   remembered (a rotating filter);
 * ``read_size``: how many bytes of input the command reads per chunk (a
