@@ -360,6 +360,12 @@ def _take(keys: Any, mask: np.ndarray, as_list: List[bool]) -> Any:
     return list(compress(keys, as_list))
 
 
+def _rows(array: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """array[mask] for a 2-D array: take() is 15 times faster than numpy's
+    indexing of rows by a mask or by indexes (15,000 rows: 72 us, not 1.1 ms)."""
+    return array.take(np.flatnonzero(mask), axis=0)
+
+
 class Repeats:
     """The lines met in this run, as 128-bit hashes (``line_hashes``) in a
     fingerprint set: 19 bytes of memory a distinct line, emptied past
@@ -478,12 +484,13 @@ class Deliverer:
         if self.repeats is not None and n:
             fresh = self.repeats.fresh_hashes(span_hashes(data, spans))
             if not fresh.all():
-                keys = self.state.span_keys(self.canonical, data, spans[fresh])
+                kept = _rows(spans, fresh)
+                keys = self.state.span_keys(self.canonical, data, kept)
                 if self.canonical is not None and self.canonical.raw_lines:
                     # known once the kept ones have keys
                     self.canonical.count_raw_repeats(
                         [data[a:b] for a, b in spans[~fresh].tolist()])
-                return n, spans[fresh], keys
+                return n, kept, keys
         return n, spans, self.state.span_keys(self.canonical, data, spans)
 
     def block(self, block: Tuple[bytes, bool],
@@ -498,14 +505,14 @@ class Deliverer:
         if not len(absent):
             return n, 0
         if len(absent) < n:
-            spans, keys = spans[absent], keys[absent]
+            spans, keys = spans.take(absent, axis=0), keys.take(absent, axis=0)
         held = gather_spans(data, spans)
         self.journal.hold_data(held)
         added = self.state.add_many(keys)
         if added.all():
             out, printed = held, len(spans)
         else:
-            out, printed = gather_spans(data, spans[added]), int(added.sum())
+            out, printed = gather_spans(data, _rows(spans, added)), int(added.sum())
         try:
             if printed:
                 _write_all(self.out, out)
