@@ -38,6 +38,8 @@
 #include <string.h>
 #include <stdint.h>
 
+#include "_cd_support.h"
+
 #define CDU_FALLBACK (-1)
 /* A port of more digits goes to w3lib, whose int(port) raises ValueError
  * beyond Python's digit limit (4300 by default) or maps it to 0..65535. */
@@ -85,7 +87,12 @@ static inline unsigned char cdu_lower(unsigned char c) {
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
 }
 
-typedef struct { const unsigned char *k; size_t kl; const unsigned char *v; size_t vl; } cdu_field;
+/* A query field: its key and value (decoded, or in the input when plain);
+ * plain: output as it is in the input (bare: then "="). */
+typedef struct {
+    const unsigned char *k; size_t kl; const unsigned char *v; size_t vl;
+    unsigned char plain, bare;
+} cdu_field;
 typedef struct { size_t off; size_t len; } cdu_seg;
 
 /* Scratch bytes cd_url_canonicalize needs for an input of n bytes: the
@@ -135,9 +142,9 @@ static inline size_t cdu_unquote_plus(const unsigned char *s, size_t n, unsigned
 }
 
 static inline int cdu_bytes_cmp(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
-    size_t m = al < bl ? al : bl;
-    int c = m ? memcmp(a, b, m) : 0;
-    if (c) return c;
+    size_t m = al < bl ? al : bl, j;
+    for (j = 0; j < m; j++)  /* keys are short and differ early: no memcmp call */
+        if (a[j] != b[j]) return (int)a[j] - (int)b[j];
     return al < bl ? -1 : (al > bl ? 1 : 0);
 }
 
@@ -308,29 +315,98 @@ static unsigned char *cdu_put_userinfo(unsigned char *o, const unsigned char *s,
     return o;
 }
 
-/* Canonicalize s[0:n] (UTF-8).  Writes the canonical URL (ASCII) into work
- * (cd_url_work_size(n) bytes, aligned for pointers), at cd_url_output(work,
- * n), and returns its length, or CDU_FALLBACK outside the fast path. */
-static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep_fragments,
-                                      int keep_blank_values, void *work) {
-    cdu_field *fields = (cdu_field *)work;
-    cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
-    unsigned char *out = (unsigned char *)(segs + (n + 2));
-    unsigned char *dec = out + (4 * n + 64);
-    unsigned char *stripped = dec + (n + 8);
-    unsigned char *o = out;
-    size_t i, a, at, host, host_end, auth_end, path_end, q_end, semi, port_start;
-    size_t nfields = 0;
-    const char *scheme;
-    size_t scheme_len;
-    unsigned int groups[8];
-    int ipv6 = 0;
+/* Word-at-a-time helpers.  A word is 8 input bytes read as a little-endian
+ * integer (byte j of the input in bits 8j..8j+7 on every platform); the
+ * masks below hold 0x80 in each byte they pick.  Every test first clears
+ * the high bit of each byte (t = w & 0x7F..), so no addition carries from
+ * one byte into the next and every byte's answer is exact; bytes >= 0x80
+ * are added back from w itself. */
+#define CDU_HIGH CDU_BYTES(0x80)
+#define CDU_LOW7 CDU_BYTES(0x7F)
+/* "https://", "http://" and "ftp://" as little-endian words. */
+#define CDU_WORD_HTTPS 0x2F2F3A7370747468ULL
+#define CDU_WORD_HTTP 0x2F2F3A70747468ULL
+#define CDU_WORD_FTP 0x2F2F3A707466ULL
 
-    cdu_init();
-    /* Bytes below 0x21, DEL and backslashes call for cdu_strip first (it
-     * copies the URL).  Eight bytes at a time: each test below is nonzero
-     * exactly when some byte of the word is below 0x21 / equals 0x7F /
-     * equals "\\" (bytes >= 0x80 never count). */
+/* Bytes t (high bits clear) equal to c. */
+static inline uint64_t cdu_eq(uint64_t t, unsigned char c) {
+    uint64_t z = t ^ CDU_BYTES(c);
+    return ~((z + CDU_LOW7) | z) & CDU_HIGH;
+}
+
+/* Bytes t (high bits clear) in [lo, hi]: t + (0x80 - lo) reaches 0x80 when
+ * t >= lo, t + (0x7F - hi) when t > hi, and neither carries. */
+#define CDU_IN(t, lo, hi) (((t) + CDU_BYTES(0x80 - (lo))) & ~((t) + CDU_BYTES(0x7F - (hi))))
+
+/* The bytes of w that the path's word loop does not copy as they are: all
+ * but A-Z a-z 0-9 - . / _ (so "%", ";", "?", "#", quoted bytes, the rarer
+ * _PATH_SAFE_CHARS, controls, DEL, "\\" and bytes >= 0x80). */
+static inline uint64_t cdu_path_stops(uint64_t w) {
+    uint64_t t = w & CDU_LOW7, y = t | CDU_BYTES(0x20);
+    uint64_t keep = CDU_IN(t, 0x2D, 0x39) | CDU_IN(y, 0x61, 0x7A) | cdu_eq(t, '_');
+    return (~keep | w) & CDU_HIGH;
+}
+
+/* The bytes of w that are not unreserved (A-Z a-z 0-9 - . _; "~" is left to
+ * the byte loop): what the query loop looks at one by one. */
+static inline uint64_t cdu_query_stops(uint64_t w) {
+    uint64_t t = w & CDU_LOW7, y = t | CDU_BYTES(0x20);
+    uint64_t keep = CDU_IN(t, 0x30, 0x39) | CDU_IN(t, 0x2D, 0x2E) | CDU_IN(y, 0x61, 0x7A)
+        | cdu_eq(t, '_');
+    return (~keep | w) & CDU_HIGH;
+}
+
+/* Index of the lowest set bit of x (x != 0). */
+static inline unsigned cdu_ctz64(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctzll(x);
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64) || defined(_M_ARM64))
+    unsigned long r;
+    _BitScanForward64(&r, x);
+    return (unsigned)r;
+#else
+    unsigned r = 0;
+    while (!(x & 1)) { x >>= 1; r++; }
+    return r;
+#endif
+}
+
+/* The word at s + i when fewer than 8 bytes are left (0 < n - i < 8): the
+ * n - i bytes, then zero bytes (which every loop stops at, and then sees
+ * that i reached n).  Reads only s[0:n]. */
+static inline uint64_t cdu_tail(const unsigned char *s, size_t i, size_t n) {
+    size_t r = n - i, j;
+    uint64_t w = 0;
+    if (n >= 8) return cd_load64le(s + n - 8) >> (8 * (8 - r));
+    for (j = 0; j < r; j++) w |= (uint64_t)s[i + j] << (8 * j);
+    return w;
+}
+
+/* Store the word w (as cd_load64le read it) at o: 8 bytes. */
+static inline void cdu_store(unsigned char *o, uint64_t w) {
+#if defined(__BYTE_ORDER__) && (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+    w = __builtin_bswap64(w);
+#endif
+    memcpy(o, &w, 8);
+}
+
+/* Copy p[0:len] to o.  Whole words while 8 bytes remain before end (the
+ * end of the input), which may write up to 7 bytes past o + len (the
+ * output has room, see cd_url_work_size); memcpy for the rest. */
+static inline unsigned char *cdu_copy(unsigned char *o, const unsigned char *p, size_t len,
+                                      const unsigned char *end) {
+    size_t j = 0;
+    for (; j < len && (size_t)(end - p) - j >= 8; j += 8) memcpy(o + j, p + j, 8);
+    if (j < len) memcpy(o + j, p + j, len - j);
+    return o + len;
+}
+
+/* Whether cdu_strip would change s[0:n] (or reject it): a byte below 0x21,
+ * DEL or "\\" anywhere.  Eight bytes at a time: each test below is nonzero
+ * exactly when some byte of the word is below 0x21 / equals 0x7F / equals
+ * "\\" (bytes >= 0x80 never count). */
+static int cdu_strip_needed(const unsigned char *s, size_t n) {
+    size_t i;
     for (i = 0; i + 8 <= n; i += 8) {
         uint64_t w, x, y;
         memcpy(&w, s + i, 8);
@@ -339,98 +415,143 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
         if (((w - CDU_BYTES(0x21)) & ~w & CDU_BYTES(0x80))
             | ((x - CDU_BYTES(0x01)) & ~x & CDU_BYTES(0x80))
             | ((y - CDU_BYTES(0x01)) & ~y & CDU_BYTES(0x80)))
-            break;
+            return 1;
     }
-    if (i + 8 > n) {
-        for (; i < n; i++) {
-            unsigned char b = s[i];
-            if (b <= 0x20 || b == 0x7F || b == '\\') break;
-        }
+    for (; i < n; i++) {
+        unsigned char b = s[i];
+        if (b <= 0x20 || b == 0x7F || b == '\\') return 1;
     }
-    if (i < n) {
-        Py_ssize_t m = cdu_strip(s, n, stripped);
-        if (m < 0) return CDU_FALLBACK;
-        s = stripped;
-        n = (size_t)m;
+    return 0;
+}
+
+/* One field of the query, s[f0:f1] with its first "=" at eq (0: none), as
+ * a cdu_field: pointing into s when it is plain (only unreserved bytes and
+ * that "="), which unquote_plus and quote_plus leave as they are; else
+ * decoded into *d. */
+static inline void cdu_add_field(cdu_field *f, const unsigned char *s, size_t f0, size_t f1,
+                                 size_t eq, int plain, unsigned char **d) {
+    size_t e = eq ? eq : f1;
+    f->plain = (unsigned char)plain;
+    f->bare = (unsigned char)!eq;
+    if (plain) {
+        f->k = s + f0; f->kl = e - f0;
+        f->v = s + e + !!eq; f->vl = eq ? f1 - eq - 1 : 0;
+    } else {
+        f->k = *d; f->kl = cdu_unquote_plus(s + f0, e - f0, *d); *d += f->kl;
+        f->v = *d; f->vl = eq ? cdu_unquote_plus(s + eq + 1, f1 - eq - 1, *d) : 0; *d += f->vl;
     }
-    /* Scheme: http, https or ftp, any case, followed by "://". */
-    i = 0;
-    while (i < n && i < 6 && s[i] != ':') i++;
-    if (i == 4 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't' && cdu_lower(s[2]) == 't'
-        && cdu_lower(s[3]) == 'p') {
-        scheme = "http";
-    } else if (i == 5 && cdu_lower(s[0]) == 'h' && cdu_lower(s[1]) == 't'
-               && cdu_lower(s[2]) == 't' && cdu_lower(s[3]) == 'p' && cdu_lower(s[4]) == 's') {
-        scheme = "https";
-    } else if (i == 3 && cdu_lower(s[0]) == 'f' && cdu_lower(s[1]) == 't'
-               && cdu_lower(s[2]) == 'p') {
-        scheme = "ftp";
+}
+
+/* One pass of the fast path over s[0:n], into out; CDU_FALLBACK outside it
+ * and wherever cdu_strip would change s (see cd_url_canonicalize). */
+static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
+                           int keep_blank_values, cdu_field *fields, cdu_seg *segs,
+                           unsigned char *out, unsigned char *dec) {
+    unsigned char *o = out;
+    const unsigned char *end = s + n;
+    size_t i, a, at, host, host_end, auth_end, q_end, port_start, scheme_len;
+    size_t nfields = 0;
+    unsigned int groups[8];
+    int ipv6 = 0;
+    uint64_t w;
+
+    /* Ends that cdu_strip would trim; bytes inside are checked where read. */
+    if (n == 0 || s[n - 1] <= 0x20) return CDU_FALLBACK;
+    /* Scheme: http, https or ftp, any case, then "://"; out gets it in lower
+     * case (one word: "https://" is 8 bytes, the others leave slack). */
+    if (n >= 8) {
+        w = cd_load64le(s);
+    } else {
+        unsigned char head[8] = {0};
+        memcpy(head, s, n);
+        w = cd_load64le(head);
+    }
+    if ((w | 0x2020202020ULL) == CDU_WORD_HTTPS) {
+        scheme_len = 5;
+        cdu_store(o, CDU_WORD_HTTPS);
+    } else if (((w | 0x20202020ULL) & 0x00FFFFFFFFFFFFFFULL) == CDU_WORD_HTTP) {
+        scheme_len = 4;
+        cdu_store(o, CDU_WORD_HTTP);
+    } else if (((w | 0x202020ULL) & 0x0000FFFFFFFFFFFFULL) == CDU_WORD_FTP) {
+        scheme_len = 3;
+        cdu_store(o, CDU_WORD_FTP);
     } else {
         return CDU_FALLBACK;
     }
-    scheme_len = i;
-    i++;
-    if (i + 2 > n || s[i] != '/' || s[i + 1] != '/') return CDU_FALLBACK;
-    a = i + 2;
-    /* Authority: up to the first "/", "?" or "#"; userinfo up to its last
-     * "@"; then a host of unreserved characters or "[IPv6]", and an
-     * optional ":digits". */
-    for (auth_end = a; auth_end < n && s[auth_end] != '/' && s[auth_end] != '?'
-         && s[auth_end] != '#'; auth_end++) {}
-    at = auth_end;
-    for (i = auth_end; i > a; i--) {
-        if (s[i - 1] == '@') { at = i - 1; break; }
-    }
-    host = at < auth_end ? at + 1 : a;
-    if (at < auth_end) {
-        for (i = a; i < at; i++)
-            if (s[i] == '[' || s[i] == ']') return CDU_FALLBACK;
-    }
-    if (host < auth_end && s[host] == '[') {
-        for (i = host + 1; i < auth_end && s[i] != ']'; i++) {
-            unsigned char b = s[i];
-            if (b != ':' && cdu_hexval(b) < 0) return CDU_FALLBACK;  /* scope, dotted, IPvFuture */
-        }
-        if (i == auth_end) return CDU_FALLBACK;
-        if (cdu_ipv6_parse(s + host + 1, i - host - 1, groups)) return CDU_FALLBACK;
-        /* IPv4-mapped: Python 3.13 writes these ::ffff:a.b.c.d, older ones not. */
-        if (!groups[0] && !groups[1] && !groups[2] && !groups[3] && !groups[4]
-            && groups[5] == 0xFFFF)
-            return CDU_FALLBACK;
-        ipv6 = 1;
-        host_end = ++i;
-    } else {
-        for (i = host; i < auth_end && (cdu_class[s[i]] & CDU_UNRESERVED); i++) {}
-        host_end = i;
-        if (host_end == host) return CDU_FALLBACK;
-    }
+    a = scheme_len + 3;
+    o += a;
+    /* Authority.  The common case in one loop: a host of unreserved bytes
+     * (lower-cased as it is copied), an optional ":digits", then "/", "?",
+     * "#" or the end. */
+    for (i = a; i < n && (cdu_class[s[i]] & CDU_UNRESERVED); i++) *o++ = cdu_lower(s[i]);
+    host_end = i;
     port_start = 0;
-    if (i < auth_end && s[i] == ':') {
+    if (i < n && s[i] == ':') {
         port_start = ++i;
-        for (; i < auth_end && s[i] >= '0' && s[i] <= '9'; i++) {}
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {}
     }
-    if (i != auth_end) return CDU_FALLBACK;
-
-    memcpy(o, scheme, scheme_len);
-    o += scheme_len;
-    memcpy(o, "://", 3);
-    o += 3;
-    if (at < auth_end) {
-        size_t colon;
-        for (colon = a; colon < at && s[colon] != ':'; colon++) {}
-        o = cdu_put_userinfo(o, s + a, colon - a);
-        if (colon < at) {
-            *o++ = ':';
-            o = cdu_put_userinfo(o, s + colon + 1, at - colon - 1);
-        }
-        *o++ = '@';
-    }
-    if (ipv6) {
-        *o++ = '[';
-        o = cdu_ipv6_put(o, groups);
-        *o++ = ']';
+    if (host_end > a && (i == n || s[i] == '/' || s[i] == '?' || s[i] == '#')) {
+        auth_end = i;
     } else {
-        for (i = host; i < host_end; i++) *o++ = cdu_lower(s[i]);
+        /* Anything else: up to the first "/", "?" or "#"; userinfo up to its
+         * last "@"; then a host of unreserved characters or "[IPv6]", and an
+         * optional ":digits". */
+        o = out + a;
+        for (auth_end = a; auth_end < n && s[auth_end] != '/' && s[auth_end] != '?'
+             && s[auth_end] != '#'; auth_end++) {
+            unsigned char b = s[auth_end];
+            if (b < 0x20 || b == 0x7F || b == '\\') return CDU_FALLBACK;
+        }
+        at = auth_end;
+        for (i = auth_end; i > a; i--) {
+            if (s[i - 1] == '@') { at = i - 1; break; }
+        }
+        host = at < auth_end ? at + 1 : a;
+        if (at < auth_end) {
+            for (i = a; i < at; i++)
+                if (s[i] == '[' || s[i] == ']') return CDU_FALLBACK;
+        }
+        if (host < auth_end && s[host] == '[') {
+            for (i = host + 1; i < auth_end && s[i] != ']'; i++) {
+                unsigned char b = s[i];
+                if (b != ':' && cdu_hexval(b) < 0) return CDU_FALLBACK;  /* scope, dotted, IPvFuture */
+            }
+            if (i == auth_end) return CDU_FALLBACK;
+            if (cdu_ipv6_parse(s + host + 1, i - host - 1, groups)) return CDU_FALLBACK;
+            /* IPv4-mapped: Python 3.13 writes these ::ffff:a.b.c.d, older ones not. */
+            if (!groups[0] && !groups[1] && !groups[2] && !groups[3] && !groups[4]
+                && groups[5] == 0xFFFF)
+                return CDU_FALLBACK;
+            ipv6 = 1;
+            host_end = ++i;
+        } else {
+            for (i = host; i < auth_end && (cdu_class[s[i]] & CDU_UNRESERVED); i++) {}
+            host_end = i;
+            if (host_end == host) return CDU_FALLBACK;
+        }
+        port_start = 0;
+        if (i < auth_end && s[i] == ':') {
+            port_start = ++i;
+            for (; i < auth_end && s[i] >= '0' && s[i] <= '9'; i++) {}
+        }
+        if (i != auth_end) return CDU_FALLBACK;
+        if (at < auth_end) {
+            size_t colon;
+            for (colon = a; colon < at && s[colon] != ':'; colon++) {}
+            o = cdu_put_userinfo(o, s + a, colon - a);
+            if (colon < at) {
+                *o++ = ':';
+                o = cdu_put_userinfo(o, s + colon + 1, at - colon - 1);
+            }
+            *o++ = '@';
+        }
+        if (ipv6) {
+            *o++ = '[';
+            o = cdu_ipv6_put(o, groups);
+            *o++ = ']';
+        } else {
+            for (i = host; i < host_end; i++) *o++ = cdu_lower(s[i]);
+        }
     }
     if (port_start && auth_end > port_start) {
         /* int(port): leading zeros dropped, 0..65535 else w3lib raises. */
@@ -447,64 +568,116 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
         while (digits) *o++ = tmp[--digits];
     }
 
-    /* Path: up to the first "?" or "#". */
-    for (i = auth_end; i < n && s[i] != '?' && s[i] != '#'; i++) {}
-    path_end = i;
-    if (path_end == auth_end) {
+    /* Path: from auth_end up to the first "?" or "#", in one pass.  Runs of
+     * A-Z a-z 0-9 - . / _ are copied a word at a time (the word is stored
+     * whole, then o moves past the bytes before the first other byte);
+     * every other byte is handled alone.  Along the way: where ";params"
+     * would start (the first ";" after the last "/": semi_in, and semi_out
+     * in out) and whether out may hold a dot segment (a "/" then "."). */
+    i = auth_end;
+    if (i == n || s[i] != '/') {
         *o++ = '/';
-        semi = path_end;
     } else {
-        unsigned char *ps = o;
-        size_t last_slash = auth_end;
-        for (i = auth_end; i < path_end; i++) if (s[i] == '/') last_slash = i;
-        for (semi = last_slash; semi < path_end && s[semi] != ';'; semi++) {}
-        for (i = auth_end; i < semi;) {
-            unsigned char b = s[i];
-            if (b == '%' && i + 2 < semi) {
-                int h = cdu_hexval(s[i + 1]), l = cdu_hexval(s[i + 2]);
-                if (h >= 0 && l >= 0) {
+        unsigned char *ps = o, *semi_out = NULL;
+        size_t semi_in = 0;
+        int dots = 0;
+        for (;;) {
+            uint64_t stops, before, d;
+            unsigned char b;
+            if (i + 8 <= n) w = cd_load64le(s + i);
+            else if (i < n) w = cdu_tail(s, i, n);
+            else break;
+            stops = cdu_path_stops(w);
+            before = (stops & (0 - stops)) - 1;  /* the bits of the bytes copied */
+            cdu_store(o, w);
+            d = cdu_eq(w & CDU_LOW7, '.') & before;
+            if (d && (((cdu_eq(w & CDU_LOW7, '/') << 8) & d) || ((d & 0x80) && o[-1] == '/')))
+                dots = 1;
+            if (semi_out && (cdu_eq(w & CDU_LOW7, '/') & before)) semi_out = NULL;
+            if (!stops) { o += 8; i += 8; continue; }
+            {
+                unsigned k = cdu_ctz64(stops) >> 3;
+                o += k; i += k;
+            }
+            if (i >= n) break;
+            b = s[i];
+            if (b == '?' || b == '#') break;
+            if (b == '%') {
+                int h = i + 2 < n ? cdu_hexval(s[i + 1]) : -1, l = h >= 0 ? cdu_hexval(s[i + 2]) : -1;
+                if (l >= 0) {
                     unsigned char v = (unsigned char)(h * 16 + l);
                     if (v == 0x25 || v == 0x2F || v == 0x3B || v == 0x3F) {
                         *o++ = '%'; *o++ = (unsigned char)cdu_hex[h]; *o++ = (unsigned char)cdu_hex[l];
                     } else {
+                        if (v == '.') dots = 1;
                         o = cdu_put(o, v, CDU_PATH_SAFE);
                     }
                     i += 3;
                     continue;
                 }
+                *o++ = '%';
+            } else if (b == ';') {
+                if (!semi_out) { semi_in = i; semi_out = o; }
+                *o++ = ';';
+            } else if (b < 0x20 || b == 0x7F || b == '\\') {
+                return CDU_FALLBACK;  /* cdu_strip's to handle */
+            } else {
+                o = cdu_put(o, b, CDU_PATH_SAFE);
             }
-            o = cdu_put(o, b, CDU_PATH_SAFE);
             i++;
         }
-        if (o == ps) *o++ = '/';  /* cannot happen: the path starts with "/" */
-        o = ps + cdu_dot_segments(ps, (size_t)(o - ps), segs);
-        if (semi < path_end && semi + 1 < path_end) {
+        /* The path before ";params": dot segments resolved; then the params,
+         * only quoted with _PATH_SAFEST_CHARS. */
+        if (semi_out) o = semi_out;
+        if (dots) o = ps + cdu_dot_segments(ps, (size_t)(o - ps), segs);
+        if (semi_out && semi_in + 1 < i) {
+            size_t j;
             *o++ = ';';
-            for (i = semi + 1; i < path_end; i++) o = cdu_put(o, s[i], CDU_SAFEST);
+            for (j = semi_in + 1; j < i; j++) o = cdu_put(o, s[j], CDU_SAFEST);
         }
     }
 
-    /* Query: between "?" and "#". */
-    q_end = path_end;
-    if (path_end < n && s[path_end] == '?') {
-        size_t qs = path_end + 1, f0;
+    /* Query: between "?" and "#".  Words of unreserved bytes are skipped;
+     * each other byte is looked at alone ("&" ends a field, the first "="
+     * splits it, any other makes it need decoding). */
+    q_end = i;
+    if (i < n && s[i] == '?') {
+        size_t f0 = i + 1, eq = 0;
+        int plain = 1;
         unsigned char *d = dec;
-        for (q_end = qs; q_end < n && s[q_end] != '#'; q_end++) {}
-        for (f0 = qs; f0 < q_end;) {
-            size_t f1, eq;
-            for (f1 = f0; f1 < q_end && s[f1] != '&'; f1++) {}
-            if (f1 > f0) {
-                for (eq = f0; eq < f1 && s[eq] != '='; eq++) {}
-                if (keep_blank_values || (eq < f1 && eq + 1 < f1)) {
-                    cdu_field *f = &fields[nfields++];
-                    f->k = d; f->kl = cdu_unquote_plus(s + f0, eq - f0, d); d += f->kl;
-                    f->v = d;
-                    f->vl = eq < f1 ? cdu_unquote_plus(s + eq + 1, f1 - eq - 1, d) : 0;
-                    d += f->vl;
+        i = f0;
+        for (;;) {
+            uint64_t stops;
+            if (i + 8 <= n) w = cd_load64le(s + i);
+            else if (i < n) w = cdu_tail(s, i, n);
+            else break;
+            stops = cdu_query_stops(w);
+            while (stops) {
+                size_t j = i + (cdu_ctz64(stops) >> 3);
+                unsigned char b;
+                stops &= stops - 1;
+                if (j >= n) break;
+                b = s[j];
+                if (b == '&' || b == '#') {
+                    if (j > f0 && (keep_blank_values || (eq && eq + 1 < j)))
+                        cdu_add_field(&fields[nfields++], s, f0, j, eq, plain, &d);
+                    if (b == '#') { i = j; goto query_done; }
+                    f0 = j + 1; eq = 0; plain = 1;
+                } else if (b == '=' && !eq) {
+                    eq = j;
+                } else if (b < 0x20 || b == 0x7F) {
+                    return CDU_FALLBACK;
+                } else {
+                    plain = 0;
                 }
             }
-            f0 = f1 + 1;
+            i += 8;
         }
+        i = n;
+        if (n > f0 && (keep_blank_values || (eq && eq + 1 < n)))
+            cdu_add_field(&fields[nfields++], s, f0, n, eq, plain, &d);
+    query_done:
+        q_end = i;
         if (nfields) {
             if (nfields > 1) {
                 if (nfields <= 16) {  /* insertion sort: few fields is the norm */
@@ -521,20 +694,59 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
             }
             *o++ = '?';
             for (i = 0; i < nfields; i++) {
+                const cdu_field *f = &fields[i];
                 if (i) *o++ = '&';
-                o = cdu_put_plus(o, fields[i].k, fields[i].kl);
-                *o++ = '=';
-                o = cdu_put_plus(o, fields[i].v, fields[i].vl);
+                if (f->plain) {
+                    /* key "=" value, as in s */
+                    o = cdu_copy(o, f->k, f->kl + (f->bare ? 0 : 1 + f->vl), end);
+                    if (f->bare) *o++ = '=';
+                } else {
+                    o = cdu_put_plus(o, f->k, f->kl);
+                    *o++ = '=';
+                    o = cdu_put_plus(o, f->v, f->vl);
+                }
             }
         }
     }
 
-    /* Fragment. */
-    if (keep_fragments && q_end < n && s[q_end] == '#' && q_end + 1 < n) {
+    /* Fragment: dropped, or kept quoted with _FRAGMENT_SAFEST_CHARS. */
+    if (q_end < n) {
+        unsigned char *fs = o;
         *o++ = '#';
-        for (i = q_end + 1; i < n; i++) o = cdu_put(o, s[i], CDU_SAFEST);
+        for (i = q_end + 1; i < n; i++) {
+            unsigned char b = s[i];
+            if (b < 0x20 || b == 0x7F) return CDU_FALLBACK;
+            o = cdu_put(o, b, CDU_SAFEST);
+        }
+        if (!keep_fragments || q_end + 1 == n) o = fs;
     }
     return (Py_ssize_t)(o - out);
+}
+
+/* Canonicalize s[0:n] (UTF-8).  Writes the canonical URL (ASCII) into work
+ * (cd_url_work_size(n) bytes, aligned for pointers), at cd_url_output(work,
+ * n), and returns its length, or CDU_FALLBACK outside the fast path.
+ *
+ * The pass reads s as it is and gives up (CDU_FALLBACK) at any byte that
+ * cdu_strip would change: a control byte or DEL anywhere, "\\" before the
+ * query, whitespace at the end.  Only then is s checked, stripped into the
+ * scratch and passed over again. */
+static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep_fragments,
+                                      int keep_blank_values, void *work) {
+    cdu_field *fields = (cdu_field *)work;
+    cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
+    unsigned char *out = (unsigned char *)(segs + (n + 2));
+    unsigned char *dec = out + (4 * n + 64);
+    unsigned char *stripped = dec + (n + 8);
+    Py_ssize_t r, m;
+
+    cdu_init();
+    r = cdu_pass(s, n, keep_fragments, keep_blank_values, fields, segs, out, dec);
+    if (r != CDU_FALLBACK || !cdu_strip_needed(s, n)) return r;
+    m = cdu_strip(s, n, stripped);
+    if (m < 0) return CDU_FALLBACK;
+    return cdu_pass(stripped, (size_t)m, keep_fragments, keep_blank_values, fields, segs, out,
+                    dec);
 }
 
 /* Where cd_url_canonicalize put its output. */
