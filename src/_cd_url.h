@@ -156,6 +156,13 @@ static int cdu_field_cmp(const void *pa, const void *pb) {
     return cdu_bytes_cmp(a->v, a->vl, b->v, b->vl);
 }
 
+/* cdu_field_cmp(a, b) < 0, inline for the insertion sort. */
+static inline int cdu_field_less(const cdu_field *a, const cdu_field *b) {
+    int c = cdu_bytes_cmp(a->k, a->kl, b->k, b->kl);
+    if (c) return c < 0;
+    return cdu_bytes_cmp(a->v, a->vl, b->v, b->vl) < 0;
+}
+
 /* Resolve dot segments of out[0:len] (which starts with "/") in place, as
  * w3lib's _remove_dot_segments; returns the new length. */
 static size_t cdu_dot_segments(unsigned char *p, size_t len, cdu_seg *segs) {
@@ -334,7 +341,8 @@ static inline uint64_t cdu_eq(uint64_t t, unsigned char c) {
     return ~((z + CDU_LOW7) | z) & CDU_HIGH;
 }
 
-/* Bytes t (high bits clear) in [lo, hi]: t + (0x80 - lo) reaches 0x80 when
+/* Bytes t (high bits clear) in [lo, hi], in the high bits (the others are
+ * noise: mask with CDU_HIGH): t + (0x80 - lo) reaches 0x80 when
  * t >= lo, t + (0x7F - hi) when t > hi, and neither carries. */
 #define CDU_IN(t, lo, hi) (((t) + CDU_BYTES(0x80 - (lo))) & ~((t) + CDU_BYTES(0x7F - (hi))))
 
@@ -480,10 +488,26 @@ static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
     }
     a = scheme_len + 3;
     o += a;
-    /* Authority.  The common case in one loop: a host of unreserved bytes
-     * (lower-cased as it is copied), an optional ":digits", then "/", "?",
-     * "#" or the end. */
-    for (i = a; i < n && (cdu_class[s[i]] & CDU_UNRESERVED); i++) *o++ = cdu_lower(s[i]);
+    /* Authority.  The common case first: a host of unreserved bytes, copied
+     * a word at a time and lower-cased on the way (0x20 added to the bytes
+     * A-Z), an optional ":digits", then "/", "?", "#" or the end. */
+    i = a;
+    for (;;) {
+        uint64_t stops, before;
+        if (i + 8 <= n) w = cd_load64le(s + i);
+        else if (i < n) w = cdu_tail(s, i, n);
+        else break;
+        stops = cdu_query_stops(w);
+        before = (stops & (0 - stops)) - 1;
+        cdu_store(o, w | ((CDU_IN(w & CDU_LOW7, 0x41, 0x5A) & before & CDU_HIGH) >> 2));
+        if (!stops) { o += 8; i += 8; continue; }
+        {
+            unsigned k = cdu_ctz64(stops) >> 3;
+            o += k; i += k;
+        }
+        if (i < n && s[i] == '~') { *o++ = '~'; i++; continue; }
+        break;
+    }
     host_end = i;
     port_start = 0;
     if (i < n && s[i] == ':') {
@@ -684,7 +708,7 @@ static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
                     size_t x, y;
                     for (x = 1; x < nfields; x++) {
                         cdu_field t = fields[x];
-                        for (y = x; y > 0 && cdu_field_cmp(&fields[y - 1], &t) > 0; y--)
+                        for (y = x; y > 0 && cdu_field_less(&t, &fields[y - 1]); y--)
                             fields[y] = fields[y - 1];
                         fields[y] = t;
                     }
@@ -741,12 +765,14 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
     Py_ssize_t r, m;
 
     cdu_init();
-    r = cdu_pass(s, n, keep_fragments, keep_blank_values, fields, segs, out, dec);
-    if (r != CDU_FALLBACK || !cdu_strip_needed(s, n)) return r;
-    m = cdu_strip(s, n, stripped);
-    if (m < 0) return CDU_FALLBACK;
-    return cdu_pass(stripped, (size_t)m, keep_fragments, keep_blank_values, fields, segs, out,
-                    dec);
+    for (;;) {  /* one call site: the compiler inlines cdu_pass */
+        r = cdu_pass(s, n, keep_fragments, keep_blank_values, fields, segs, out, dec);
+        if (r != CDU_FALLBACK || s == stripped || !cdu_strip_needed(s, n)) return r;
+        m = cdu_strip(s, n, stripped);
+        if (m < 0) return CDU_FALLBACK;
+        s = stripped;
+        n = (size_t)m;
+    }
 }
 
 /* Where cd_url_canonicalize put its output. */
