@@ -213,6 +213,94 @@ def test_long_url_uses_the_heap(impl):
                    else _reference.canonicalize_url_fast(url, True, True))
 
 
+# ------------------------------------------------------------------ word edges
+
+# The core reads the host, the path and the query 8 bytes at a time and the
+# other bytes one by one.  Runs of plain bytes of every length from 0 to 17
+# put each special byte (and each "%HH", whole or cut short) at every offset
+# of a word and across two words, and the URL's end anywhere in its last word.
+EDGE_PATH_TOKENS = ["%", "%2", "%2e", "%2E", "%2f", "%2F", "%3B", "%3f", "%25", "%41", "%7E",
+                    "%zz", "%e4%b8%ad", "%00", ";", ";p=1", ";;", "/", "//", "/.", "/..",
+                    "/./", "/../", ".", "..", " ", "é", "中", "\U0001F600", "~", "^", "{", "}",
+                    "'", "=", ",", "|", "[", "]", ":", "@", "+", "_", "\"", "`", "<", "\\", "\t",
+                    "\n", "\x7f", "\x00", "\x1f", "?", "#"]
+EDGE_QUERY_TOKENS = ["&", "=", "==", "&&", "+", "%", "%2", "%20", "%2B", "%3d", "%41", "%7e",
+                     "%e4%b8%ad", "%ff", "~", "/", "é", "中", " ", ";", "?", ":", "'", "_", "-",
+                     ".", "\\", "\t", "\x7f", "\x01", "#"]
+EDGE_KEYS = ["a", "A", "b", "aa", "ab", "a_b", "a.b", "utm_source", "utm_source_x", "id",
+             "a%41", "a+b", "a b", "é", "k"]
+
+
+def edge_runs(alphabet, tokens, max_runs):
+    return st.lists(st.tuples(st.text(alphabet, max_size=17), st.sampled_from(tokens)
+                              | st.just("")), max_size=max_runs).map(
+        lambda parts: "".join(run + token for run, token in parts))
+
+
+@st.composite
+def edge_query_fields(draw):
+    key = draw(st.sampled_from(EDGE_KEYS) | edge_runs("aZ09-._", EDGE_QUERY_TOKENS, 2))
+    if draw(st.integers(0, 4)) == 0:
+        return key
+    return key + "=" + draw(edge_runs("aZ09-._", EDGE_QUERY_TOKENS, 3))
+
+
+@st.composite
+def word_edge_urls(draw):
+    scheme = draw(st.sampled_from(["http", "https", "HTTPS", "hTtP", "ftp", "FTP"]))
+    host = draw(st.text(alphabet="abzAMZ09-._~", min_size=1, max_size=20))
+    port = draw(st.sampled_from(["", "", "", ":8080", ":0", ":", ":00443"]))
+    url = f"{scheme}://{host}{port}"
+    path = draw(edge_runs("azAZ09-._/", EDGE_PATH_TOKENS, 6))
+    if path or draw(st.booleans()):
+        url += "/" + path
+    if draw(st.booleans()):
+        # up to 40 fields: the insertion sort (16 or fewer) and qsort
+        url += "?" + "&".join(draw(st.lists(edge_query_fields(), max_size=40)))
+    if draw(st.integers(0, 3)) == 0:
+        url += "#" + draw(edge_runs("aZ09-._/?", ["%", "%41", " ", "é", "#", "\t", "\x7f"], 3))
+    return url + draw(st.sampled_from(["", "", "", "", " ", "\n", "\x00"]))
+
+
+@st.composite
+def word_edge_bytes(draw):
+    """A word-edge URL as bytes with raw bytes >= 0x80 (not always UTF-8) put in."""
+    data = bytearray(draw(word_edge_urls()).encode("utf-8"))
+    for _ in range(draw(st.integers(0, 4))):
+        data.insert(draw(st.integers(0, len(data))), draw(st.integers(0x80, 0xFF)))
+    return bytes(data)
+
+
+@given(url=word_edge_urls() | word_edge_bytes(), keep_fragments=st.booleans(),
+       keep_blank_values=st.booleans())
+@example(url="http://a.com/abcdefgh/.ijklmnop/../%2e%2E/q", keep_fragments=False,
+         keep_blank_values=True)
+@example(url="https://ABCDEFGHIJKLMNOPQ.COM:080/a;b/c;d;e?x=1&y&&z=%41+#f g",
+         keep_fragments=True, keep_blank_values=False)
+def test_word_edges_core_matches_reference(core, reference, url, keep_fragments,
+                                           keep_blank_values):
+    got = core.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    assert got == reference.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+
+
+@given(url=word_edge_urls() | word_edge_bytes(), keep_fragments=st.booleans(),
+       keep_blank_values=st.booleans())
+def test_word_edges_equal_w3lib(impl, url, keep_fragments, keep_blank_values):
+    if not W3LIB_25:
+        assert twin_agrees(impl, url, keep_fragments, keep_blank_values)
+        return
+    got = impl.canonicalize_url_fast(url, keep_fragments, keep_blank_values)
+    if got is not None:
+        assert got == w3lib_canonicalize_url(url, keep_fragments=keep_fragments,
+                                             keep_blank_values=keep_blank_values)
+
+
+@given(urls=st.lists(word_edge_urls() | word_edge_bytes(), max_size=20))
+def test_word_edges_batch_equals_one_by_one(core, urls):
+    assert core.canonicalize_urls_fast(urls, False, True) == \
+        [core.canonicalize_url_fast(u, False, True) for u in urls]
+
+
 # ------------------------------------------------------------------ wrapper = w3lib
 
 @given(url=urls() | fast_urls() | st.text(max_size=30), keep_fragments=st.booleans(),
