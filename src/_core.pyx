@@ -1249,9 +1249,12 @@ cdef class BloomBits:
             while start < n:
                 cnt = min(n - start, CHUNK)
                 if seq is None:
-                    for j in range(cnt):
-                        _key_slot(&p, hashes[start + j, 0], hashes[start + j, 1],
-                                  &idx[j * p.stride])
+                    # without the GIL: the other thread of the command
+                    # (KeysAhead) runs meanwhile
+                    rows = &hashes[start, 0]
+                    with nogil:
+                        for j in range(cnt):
+                            _key_slot(&p, rows[2 * j], rows[2 * j + 1], &idx[j * p.stride])
                 else:
                     _walk_keys(&p, seq, is_list, start, cnt, self._seed, idx)
                 self._probe_chunk(&p, idx, cnt, res + start)

@@ -233,11 +233,12 @@ def gather_spans(data, spans):
         total += <Py_ssize_t>(v[i, 1] - v[i, 0]) + 1
     blob = _cdu_bytes(NULL, total)
     o = PyBytes_AS_STRING(blob)
-    for i in range(n):
-        length = <Py_ssize_t>(v[i, 1] - v[i, 0])
-        memcpy(o, base + v[i, 0], <size_t>length)
-        o[length] = 10
-        o += length + 1
+    with nogil:
+        for i in range(n):
+            length = <Py_ssize_t>(v[i, 1] - v[i, 0])
+            memcpy(o, base + v[i, 0], <size_t>length)
+            o[length] = 10
+            o += length + 1
     return blob
 
 

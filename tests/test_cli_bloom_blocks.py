@@ -106,3 +106,35 @@ def test_state_files_shared_by_the_modes(tmp_path, monkeypatch, flags):
         assert run(tmp_path, "1.txt", first, state, flags, blocks, monkeypatch)[0] == 0
         status, out, _ = run(tmp_path, "2.txt", second, state, flags, not blocks, monkeypatch)
         assert status == 0 and out == expect
+
+
+def test_keys_looked_up_ahead_are_looked_up_again_when_not_found(tmp_path):
+    """The worker thread looks a block's keys up while the block before is
+    recorded: a key it did not find may have been added since, and is looked
+    up again; one it found stays found (a Bloom filter's bits stay set)."""
+    import numpy as np
+
+    from crawldedup import BloomFilter
+    from crawldedup.cli._delivery import Canonical, Journal
+
+    bf = BloomFilter(1000, 0.01, seed=3)
+    state = BloomState(bf)
+    assert state.lookup_ahead
+    out = io.BytesIO()
+    deliver = Deliverer(state, Journal(str(tmp_path / "s.pending")), None, out)
+    data = b"a\nb\nc\nd\n"
+    n, spans, keys, seen = deliver.block_keys((data, True))
+    assert n == 4 and seen is not None and not seen.any()
+    bf.add_many([b"b", b"d"])  # recorded by the block before, after the lookup
+    assert deliver.block((data, True), (n, spans, keys, seen)) == (4, 2)
+    assert out.getvalue() == b"a\nc\n"
+    # found ahead: not looked up again (this claim is taken as it is)
+    claimed = np.array([True, False, False, False])
+    assert deliver.block((b"e\nf\ng\nh\n", True), (4, *deliver.block_keys(
+        (b"e\nf\ng\nh\n", True))[1:3], claimed)) == (4, 3)
+    assert out.getvalue() == b"a\nc\nf\ng\nh\n"
+    deliver.journal.close()
+    # not ahead with --canonical (the worker is the busier thread there)
+    canonical = Deliverer(state, Journal(str(tmp_path / "t.pending")), Canonical(False), out)
+    assert canonical.block_keys((data, True))[3] is None
+    canonical.journal.close()

@@ -475,9 +475,11 @@ class Deliverer:
         """(lines read, lines printed) of chunk(lines, prepared)."""
         return len(lines), self.chunk(lines, prepared)
 
-    def block_keys(self, block: Tuple[bytes, bool]) -> Tuple[int, np.ndarray, np.ndarray]:
+    def block_keys(self, block: Tuple[bytes, bool]) -> Tuple[int, np.ndarray, np.ndarray,
+                                                             Optional[np.ndarray]]:
         """(how many lines the block has, the spans of those that may be new
-        (not repeats of a line met before, with --canonical), their keys)."""
+        (not repeats of a line met before, with --canonical), their keys,
+        which of them the state holds already or None: see _seen_ahead)."""
         data, final = block
         spans, _ = line_spans(data, final)
         n = len(spans)
@@ -490,18 +492,36 @@ class Deliverer:
                     # known once the kept ones have keys
                     self.canonical.count_raw_repeats(
                         [data[a:b] for a, b in spans[~fresh].tolist()])
-                return n, kept, keys
-        return n, spans, self.state.span_keys(self.canonical, data, spans)
+                return n, kept, keys, None
+        keys = self.state.span_keys(self.canonical, data, spans)
+        return n, spans, keys, self._seen_ahead(keys)
+
+    def _seen_ahead(self, keys: np.ndarray) -> Optional[np.ndarray]:
+        """The keys that the state holds already, looked up on the worker
+        thread while the chunk before is recorded (block() looks up again
+        only those not found), for a state whose keys stay once added (a
+        Bloom filter that does not rotate, ``UrlState.lookup_ahead``) and
+        when the worker has time to spare (not with --canonical, whose
+        canonical forms keep it busier than the recording thread).  None
+        otherwise."""
+        if self.canonical is not None or not self.state.lookup_ahead or not len(keys):
+            return None
+        return self.state.contains_many(keys)  # type: ignore[no-any-return]
 
     def block(self, block: Tuple[bytes, bool],
-              prepared: Tuple[int, np.ndarray, np.ndarray]) -> Tuple[int, int]:
+              prepared: Tuple[int, np.ndarray, np.ndarray, Optional[np.ndarray]]
+              ) -> Tuple[int, int]:
         """Deliver the new lines of a block given block_keys(block), in the
         order of chunk(); (lines read, lines printed)."""
         data = block[0]
-        n, spans, keys = prepared
+        n, spans, keys, seen = prepared
         if not len(spans):
             return n, 0
-        absent = np.flatnonzero(~self.state.contains_many(keys))
+        if seen is None:
+            absent = np.flatnonzero(~self.state.contains_many(keys))
+        else:  # found then, found now: only the others are looked up again
+            absent = np.flatnonzero(~seen)
+            absent = absent[~self.state.contains_many(keys.take(absent, axis=0))]
         if not len(absent):
             return n, 0
         if len(absent) < n:

@@ -53,6 +53,10 @@ class UrlState:
     #: skips the lines met before in the run before computing keys: a
     #: 128-bit hash and a set insert per line, worth it when a key costs more.
     block_repeats = True
+    #: Whether a key found stays found until the command ends (keys are
+    #: only ever added), so that a block's keys may be looked up ahead, on
+    #: the worker thread (``Deliverer._seen_ahead``).
+    lookup_ahead = False
 
     # Given by every subclass.
     contains_many: Callable[[Any], np.ndarray]
@@ -104,6 +108,7 @@ class BloomState(UrlState):
         self.bf = bf
         self.rotating = hasattr(bf, "generations")
         self.refresh = self.rotating
+        self.lookup_ahead = not self.rotating  # bits are only ever set
         if self.rotating:
             self.contains_many = bf.contains_many
             self.add_many = bf.add_many
