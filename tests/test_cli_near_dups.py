@@ -353,3 +353,94 @@ def test_clusters_with_an_index_of_earlier_runs(tmp_path):
         sorted(sorted(g) for g in groups.values())
     assert any(len(c["members"]) >= 30 for c in clusters)
     assert len(crawldedup.SimhashIndex.load(index)) == len(first) + len(second)
+
+
+def _documents_line_by_line(name, source, args, first_number):
+    """The reading of near-dups' input as it was before blocks: one line of
+    the binary file at a time, json.loads on each (the specification of
+    _documents)."""
+    from crawldedup._near_dups import _json, _json_type
+    for number, raw in enumerate(source, 1):
+        where = f"{name}:{number}"
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield where, f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})"
+            continue
+        if args.lines:
+            yield where, first_number + number, text
+            continue
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            yield where, f"{where}: not a JSON document ({exc})"
+            continue
+        if not isinstance(doc, dict):
+            yield where, f"{where}: a JSON {type(doc).__name__}, not an object"
+            continue
+        if "text" not in doc:
+            yield where, f"{where}: no 'text' field"
+            continue
+        text = doc["text"]
+        if not isinstance(text, str):
+            yield where, f"{where}: field 'text' is a JSON {_json_type(text)}, not a string"
+            continue
+        if "id" not in doc:
+            yield where, f"{where}: no 'id' field (or give --id-field)"
+            continue
+        ident = doc["id"]
+        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+            yield where, (f"{where}: id {_json(ident)} is a JSON {_json_type(ident)}; "
+                          f"ids must be strings or integers")
+            continue
+        yield where, ident, text
+
+
+_LINE_PIECES = [
+    b'{"id": 1, "text": "a b"}', b'{"id": "x", "text": "\\u00e9t\\u00e9 \xe5\xa4\x8f"}',
+    b' {"id": 2, "text": "lead"}', b'{"id": 3, "text": "trail"} ', b"\t", b"  ", b"\x0b\x0c",
+    b"\xe3\x80\x80", b"\r", b"\xff\xfe", b"[1, 2]", b'{"id": 1.5, "text": "f"}',
+    b'{"text": "no id"}', b'{"id": 4}', b'{"id": 5, "text": 7}', b"\xef\xbb\xbf{}", b"NaN",
+    b'{"id": 6, "text": "x"}{"id": 7}', b'{"id": 8, "text": "un', b"", "一二三 四".encode(),
+    b'{"id": true, "text": "b"}', b'"\\ud800"']
+
+
+@pytest.mark.parametrize("lines", [False, True])
+def test_reading_by_blocks_equals_reading_line_by_line(lines, monkeypatch):
+    """near-dups reads its input in blocks, decodes each at once and parses
+    each line with one scanner call: the same documents, ids, line numbers
+    and errors as reading, decoding and json.loads-ing a line at a time,
+    whatever the block size, with CRLF, blank lines, lines cut by a block,
+    bytes that are not UTF-8 and a last line without its newline."""
+    import argparse
+    import io
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from crawldedup import _near_dups
+
+    args = argparse.Namespace(lines=lines, text_field="text", id_field="id")
+    line = st.lists(st.sampled_from(_LINE_PIECES), max_size=3).map(b"".join)
+    ending = st.sampled_from([b"\n", b"\r\n", b"\r\r\n"])
+
+    def normal(items):
+        return [(w, str(x)) if isinstance(x, _near_dups.BadLine) else (w, x, t)
+                for w, x, t in items]
+
+    @given(st.lists(st.tuples(line, ending), max_size=12), st.booleans(),
+           st.integers(1, 40), st.integers(0, 5))
+    def check(rows, cut_last, size, first):
+        data = b"".join(a + b for a, b in rows)
+        if cut_last and rows:
+            data = data[:len(data) - len(rows[-1][1])]
+        monkeypatch.setattr(_near_dups, "READ_SIZE", size)
+        got = normal(_near_dups._documents("in", io.BytesIO(data), args, first))
+        want = [x if len(x) == 3 else (x[0], x[1])
+                for x in _documents_line_by_line("in", io.BytesIO(data), args, first)]
+        assert got == want
+
+    check()

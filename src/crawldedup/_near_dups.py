@@ -34,7 +34,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 import os
 import re
-from typing import IO, Any, BinaryIO, Dict, Hashable, Iterator, List, Optional, Tuple
+from typing import IO, Any, BinaryIO, Callable, Dict, Hashable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -54,48 +54,108 @@ class Stop(Exception):
     """A bad line without --skip-bad: stop with exit status 1."""
 
 
+# Input is read in blocks of this many bytes, each decoded and split at once.
+READ_SIZE = 1 << 20
+# bytes.strip()'s whitespace: a line of these alone is blank.
+_BLANK = " \t\n\r\x0b\x0c"
+_scan_json: Callable[[str, int], Tuple[Any, int]] = \
+    json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _blocks(source: BinaryIO) -> Iterator[bytes]:
+    """source in blocks of whole lines (the last one may lack its newline)."""
+    read = getattr(source, "read1", None) or source.read
+    rest: List[bytes] = []
+    while True:
+        chunk = read(READ_SIZE)
+        if not chunk:
+            if rest:
+                yield b"".join(rest)
+            return
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            rest.append(chunk)
+            continue
+        rest.append(chunk[:cut])
+        yield b"".join(rest)
+        rest = [chunk[cut:]] if cut < len(chunk) else []
+
+
+def _loads(text: str) -> Any:
+    """json.loads(text): in one call of the scanner when the text is one
+    value from its first character to its last (a document line), else by
+    json.loads itself, with its errors."""
+    if text[0] not in " \t\n\r":
+        try:
+            value, end = _scan_json(text, 0)
+        except (StopIteration, ValueError):
+            end = -1
+        if end == len(text):
+            return value
+    return json.loads(text)
+
+
 def _documents(name: str, source: BinaryIO, args: argparse.Namespace,
                first_number: int) -> Iterator[Tuple[str, Any, Any]]:
     """(where, id, text) for each line of source; BadLine objects instead of
-    ids for lines that are not documents."""
-    for number, raw in enumerate(source, 1):
-        where = f"{name}:{number}"
-        line = raw.rstrip(b"\r\n")
-        if not line.strip():
-            continue
+    ids for lines that are not documents.  A block of lines is decoded and
+    split at once; a block with bytes that are not UTF-8 line by line, to
+    name the line."""
+    number = 0
+    for block in _blocks(source):
+        lines: List[Any]
         try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield where, BadLine(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})"), None
-            continue
-        if args.lines:
-            yield where, first_number + number, text
-            continue
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            yield where, BadLine(f"{where}: not a JSON document ({exc})"), None
-            continue
-        if not isinstance(doc, dict):
-            yield where, BadLine(f"{where}: a JSON {type(doc).__name__}, not an object"), None
-            continue
-        if args.text_field not in doc:
-            yield where, BadLine(f"{where}: no {args.text_field!r} field"), None
-            continue
-        text = doc[args.text_field]
-        if not isinstance(text, str):
-            yield where, BadLine(f"{where}: field {args.text_field!r} is a JSON "
-                                 f"{_json_type(text)}, not a string"), None
-            continue
-        if args.id_field not in doc:
-            yield where, BadLine(f"{where}: no {args.id_field!r} field (or give --id-field)"), None
-            continue
-        ident = doc[args.id_field]
-        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
-            yield where, BadLine(f"{where}: id {_json(ident)} is a JSON {_json_type(ident)}; "
-                                 f"ids must be strings or integers"), None
-            continue
-        yield where, ident, text
+            lines = block.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = block.split(b"\n")
+        if block.endswith(b"\n"):
+            lines.pop()  # the empty string after the last newline
+        for line in lines:
+            number += 1
+            text: str
+            if isinstance(line, str):
+                text = line.rstrip("\r\n")
+                if not text.strip(_BLANK):
+                    continue
+            else:
+                raw = line.rstrip(b"\r\n")
+                if not raw.strip():
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    where = f"{name}:{number}"
+                    yield where, BadLine(f"{where}: not UTF-8 ({exc.reason} at byte "
+                                         f"{exc.start})"), None
+                    continue
+            yield _document(f"{name}:{number}", text, args, first_number + number)
+
+
+def _document(where: str, text: str, args: argparse.Namespace,
+              number: int) -> Tuple[str, Any, Any]:
+    """(where, id, text) of one line that is not blank (number: its id with
+    --lines)."""
+    if args.lines:
+        return where, number, text
+    try:
+        doc = _loads(text)
+    except ValueError as exc:
+        return where, BadLine(f"{where}: not a JSON document ({exc})"), None
+    if not isinstance(doc, dict):
+        return where, BadLine(f"{where}: a JSON {type(doc).__name__}, not an object"), None
+    if args.text_field not in doc:
+        return where, BadLine(f"{where}: no {args.text_field!r} field"), None
+    text = doc[args.text_field]
+    if not isinstance(text, str):
+        return where, BadLine(f"{where}: field {args.text_field!r} is a JSON "
+                              f"{_json_type(text)}, not a string"), None
+    if args.id_field not in doc:
+        return where, BadLine(f"{where}: no {args.id_field!r} field (or give --id-field)"), None
+    ident = doc[args.id_field]
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+        return where, BadLine(f"{where}: id {_json(ident)} is a JSON {_json_type(ident)}; "
+                              f"ids must be strings or integers"), None
+    return where, ident, text
 
 
 def _json(value: Any) -> str:
