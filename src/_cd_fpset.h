@@ -638,6 +638,29 @@ static int cd_fpset_grow(cd_fpset* s, int incremental) {
     return 0;
 }
 
+/* Room for n digests in all: the table is made as large as a growth to n
+ * digests would leave it (load 16/19), so adding up to n grows it no more.
+ * A table already that large is left as it is.  0, or -1 out of memory
+ * (the set unchanged). */
+static int cd_fpset_reserve(cd_fpset* s, uint64_t n) {
+    cd_fptab fresh;
+    uint64_t want;
+    if (n > SIZE_MAX / 8) return -1;
+    if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
+    want = cd_fp_slots_for(n);
+    if (want <= s->cur.nslots) return 0;
+    if (want > SIZE_MAX / 4) return -1;
+    memset(&fresh, 0, sizeof(fresh));
+    if (cd_fptab_init(&fresh, (size_t)want, s->ss)) return -1;
+    if (cd_fptab_append_all(&fresh, &s->cur, s->ss)) {
+        cd_fptab_free(&fresh);
+        return -1;
+    }
+    cd_fptab_free(&s->cur);
+    s->cur = fresh;
+    return 0;
+}
+
 /* Add a digest in key form.  1 when new, 0 when present, -1 out of
  * memory (not added). */
 static int cd_fpset_add_enc(cd_fpset* s, const uint64_t* key, int incremental) {
@@ -923,7 +946,11 @@ static int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int 
     int cur = 0;
     *done = 0;
     if (s->old.slots && cd_fpset_migrate(s, SIZE_MAX)) return -1;
-    if (adding && n >= CD_FP_MERGE_MIN && (uint64_t)n * 4 >= s->nz) {
+    /* A batch large next to the set is merged into a new table, unless the
+     * table has room for it already (cd_fpset_reserve): adding it in place
+     * then grows nothing, and a merge would rebuild all that room. */
+    if (adding && n >= CD_FP_MERGE_MIN && (uint64_t)n * 4 >= s->nz
+            && s->cur.nslots <= cd_fp_slots_for(s->nz + n)) {
         int r = cd_fpset_merge_batch(s, data, n, out);
         if (r) return r;
         *done = n;

@@ -11,6 +11,7 @@ cdef extern from "_cd_fpset.h" nogil:
     void cd_fpset_free(cd_fpset* s)
     size_t cd_fpset_nbytes(const cd_fpset* s)
     int cd_fpset_migrate(cd_fpset* s, size_t steps)
+    int cd_fpset_reserve(cd_fpset* s, uint64_t n)
     int cd_fpset_add(cd_fpset* s, const unsigned char* key, int incremental)
     int cd_fpset_has(const cd_fpset* s, const unsigned char* key)
     int cd_fpset_batch(cd_fpset* s, const unsigned char* data, size_t n, int adding,
@@ -143,6 +144,29 @@ cdef class FingerprintTable:
     def __len__(self):
         self._check()
         return self._s.nz + self._s.has_zero
+
+    def reserve(self, n):
+        """Make room for n digests in all, so that adding up to n grows the
+        table no more: a caller that knows how many are coming saves the
+        growths on the way (each moves every digest).  The memory is taken
+        now; a table already that large is left as it is."""
+        cdef bint locked
+        cdef int r
+        self._check()
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be an int, not {type(n).__name__}")
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        if n >= 1 << 62:
+            raise MemoryError(f"no room for {n} digests")
+        locked = self._lock_if_shared()
+        try:
+            r = cd_fpset_reserve(&self._s, <uint64_t>n)
+        finally:
+            if locked:
+                PyThread_release_lock(self._lock)
+        if r != 0:
+            raise MemoryError(f"no room for {n} digests")
 
     def add(self, key):
         """Add one digest; True when it was new."""

@@ -262,3 +262,55 @@ def test_canonical_rotating_state_refreshes_repeats(tmp_path):
     assert lines(first.stdout) == ["https://a.example/?b=1&a=2", "https://b.example/"]
     again = crawldedup("urls", "--state", state, "--canonical", stdin=feed)
     assert again.returncode == 0 and again.stdout == b"", again.stderr
+
+
+def test_expected_lines_reads_nothing_and_knows_only_files(tmp_path):
+    """The estimate of the input's lines that --exact and --canonical make
+    room for: the files' bytes over the mean line length of the first
+    64 KiB, from where each file stands, without moving it; nothing for a
+    pipe or an empty file."""
+    from crawldedup.cli._urls import expected_lines
+
+    lines = [f"https://example.com/{i}?q={'x' * (i % 40)}\n".encode() for i in range(20_000)]
+    a, b, empty = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "empty.txt"
+    a.write_bytes(b"".join(lines))
+    b.write_bytes(b"".join(lines[:5_000]))
+    empty.write_bytes(b"")
+    with open(a, "rb") as fa, open(b, "rb") as fb, open(empty, "rb") as fe:
+        fa.read(100)  # counted from here
+        guess = expected_lines([fa, fb, fe])
+        assert fa.tell() == 100 and fb.tell() == 0
+        assert 0.9 * 25_000 <= guess <= 1.1 * 25_000
+        assert expected_lines([fe]) == 0
+    r, w = os.pipe()
+    try:
+        with os.fdopen(r, "rb") as pipe:
+            os.write(w, b"https://example.com/\n")
+            assert expected_lines([pipe]) == 0
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize("flags", [["--exact"], ["--exact", "--canonical"]])
+def test_room_made_ahead_changes_no_output_nor_state(tmp_path, flags, monkeypatch,
+                                                     capfdbinary):
+    """With room made for the input ahead (FingerprintSet.reserve) and
+    without it, the same URLs printed and the same state file."""
+    from crawldedup.cli import _delivery, _exact_state, main
+
+    urls = [f"https://example.com/{i % 7_000}?b=2&a={i % 3}\n".encode() for i in range(30_000)]
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"".join(urls))
+
+    def run(state):
+        capfdbinary.readouterr()
+        assert main(["urls", str(src), "--state", str(tmp_path / state), *flags]) == 0
+        return capfdbinary.readouterr().out, (tmp_path / state).read_bytes()
+
+    reserved = run("reserved.fps")
+    assert reserved[0].count(b"\n") == 21_000  # (i % 7,000, i % 3): 21,000 distinct
+    seen = []
+    monkeypatch.setattr(FingerprintSet, "reserve", lambda self, n: seen.append(n))
+    assert run("grown.fps") == reserved
+    assert seen and max(seen) >= 28_000  # room was asked for the file's lines
+    assert _exact_state.RESERVE_LIMIT and _delivery.REPEATS_LIMIT

@@ -297,3 +297,46 @@ def test_large_batches_sort_and_merge_like_the_twin(core, reference, ds, seed, d
         single = [pool[i] for i in rng.integers(0, len(pool), 50)]
         assert [a.add(k) for k in single] == [b.add(k) for k in single]
     assert a.contains_many(pool).tolist() == b.contains_many(pool).tolist()
+
+
+@given(digest_lists(), st.data())
+def test_reserve_changes_nothing_but_the_room(core, reference, case, data):
+    """reserve(n) at any point (below, at or above what the table holds):
+    the same answers and contents as the twin without it, and the room
+    taken stays (adding up to n grows the table no more)."""
+    ds, keys = case
+    a, b = core.FingerprintTable(ds), reference.FingerprintTable(ds)
+    cut = data.draw(st.integers(0, len(keys)))
+    n = data.draw(st.integers(0, 2 * len(keys) + 70_000))
+    assert a.add_many(keys[:cut]).tolist() == b.add_many(keys[:cut]).tolist()
+    a.reserve(n)
+    b.reserve(n)
+    room = a.nbytes
+    assert a.to_bytes() == b.to_bytes() and len(a) == len(b)
+    assert [a.add(k) for k in keys[cut:]] == [b.add(k) for k in keys[cut:]]
+    assert a.to_bytes() == b.to_bytes() and len(a) == len(b)
+    assert a.contains_many(keys).all()
+    if len(a) <= n:
+        assert a.nbytes == room  # no growth up to n
+
+
+def test_reserve_takes_the_room_once(impl):
+    table = impl.FingerprintTable(16)
+    rng = np.random.default_rng(3)
+    keys = [rng.bytes(16) for _ in range(5_000)]
+    table.add_many(keys[:100])
+    table.reserve(200_000)
+    if impl.IMPLEMENTATION == "core":
+        room = table.nbytes
+        assert room >= 200_000 * 16  # one table for them all
+        table.add_many(keys)
+        table.reserve(1_000)  # smaller: nothing changes
+        assert table.nbytes == room
+    else:
+        table.add_many(keys)
+    assert len(table) == 5_000 and table.contains_many(keys).all()
+    for bad, exc in ((-1, ValueError), (1.5, TypeError), (True, TypeError), ("9", TypeError),
+                     (1 << 62, MemoryError)):
+        with pytest.raises(exc):
+            table.reserve(bad)
+    assert len(table) == 5_000 and table.to_bytes() == canonical(keys)

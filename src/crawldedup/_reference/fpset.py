@@ -70,6 +70,16 @@ class FingerprintTable:
         bytes) at its largest load, 19/20."""
         return len(self._keys) * max(self._ds, 8) * 20 // 19
 
+    def reserve(self, n: int) -> None:
+        """The core makes room for n digests; a set needs none: only the
+        checks."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be an int, not {type(n).__name__}")
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        if n >= 1 << 62:
+            raise MemoryError(f"no room for {n} digests")
+
     def __len__(self) -> int:
         return len(self._keys)
 

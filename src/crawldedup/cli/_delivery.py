@@ -382,6 +382,11 @@ class Repeats:
         counting as not met), which is then met."""
         return self.fresh_hashes(line_hashes(lines))
 
+    def expect(self, lines: int) -> None:
+        """Room for this many lines (at most REPEATS_LIMIT) taken at once."""
+        if lines > 0:
+            self.seen.reserve(min(lines, REPEATS_LIMIT))
+
     def fresh_hashes(self, hashes: bytes) -> np.ndarray:
         """fresh, given the lines' line_hashes."""
         if len(self.seen) > REPEATS_LIMIT:
@@ -407,6 +412,13 @@ class Deliverer:
         # the skip costs more than it saves there: see UrlState.block_repeats).
         self.repeats = Repeats() if (canonical is not None and not state.refresh and (
             getattr(state, "block_repeats", True) or not self.uses_blocks())) else None
+
+    def expect(self, lines: int) -> None:
+        """About this many lines of input are coming: the state and the
+        repeats set make room for them."""
+        self.state.expect(lines)
+        if self.repeats is not None:
+            self.repeats.expect(lines)
 
     def keys(self, lines: List[bytes]) -> Any:
         if self.canonical is None:

@@ -70,6 +70,10 @@ class UrlState:
         canonicalizer, which gives the canonical forms as UTF-8 bytes)."""
         return self.keys(canonical(lines))
 
+    def expect(self, lines: int) -> None:
+        """About this many lines of input are coming (an estimate from the
+        input files' sizes): a state may make room for them."""
+
     def describe(self) -> str:
         return ""
 
