@@ -71,6 +71,14 @@ def flag_list(names: List[str]) -> str:
 class ExactState(UrlState):
     """Exact URL state for the command line (see the module docstring)."""
 
+    # In block mode, the compiled canonical form and MD5 of a line (on two
+    # threads) cost about what remembering the line does (a 128-bit hash and
+    # an insert in a set of millions): 3,000,000 lines, 35% repeats,
+    # --canonical --exact, 4 alternated runs: 2.37-2.70 s without the skip,
+    # 2.49-2.87 s with it, and 57 MB less memory.  The output and the state
+    # are the same.
+    block_repeats = False
+
     def __init__(self, path: str, args: argparse.Namespace, err: IO[str]) -> None:
         self.path = path
         self.db: Optional[str] = getattr(args, "db", None)
