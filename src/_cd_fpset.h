@@ -614,11 +614,11 @@ static int cd_fpset_put_cur(cd_fpset* s, const uint64_t* key, size_t pos) {
     return 0;
 }
 
-static int cd_fpset_grow(cd_fpset* s, int incremental) {
+/* Move the set to a new table of `want` home slots, at once or (incremental)
+ * over the next adds, CD_FP_MIGRATE_STEP slots each.  No migration may be
+ * under way.  0, or -1 out of memory (the set unchanged). */
+static int cd_fpset_resize(cd_fpset* s, uint64_t want, int incremental) {
     cd_fptab fresh;
-    uint64_t want;
-    if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
-    want = cd_fp_slots_for(s->nz);
     if (want > SIZE_MAX / 4) return -1;
     memset(&fresh, 0, sizeof(fresh));
     if (cd_fptab_init(&fresh, (size_t)want, s->ss)) return -1;
@@ -638,27 +638,22 @@ static int cd_fpset_grow(cd_fpset* s, int incremental) {
     return 0;
 }
 
+static int cd_fpset_grow(cd_fpset* s, int incremental) {
+    if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
+    return cd_fpset_resize(s, cd_fp_slots_for(s->nz), incremental);
+}
+
 /* Room for n digests in all: the table is made as large as a growth to n
  * digests would leave it (load 16/19), so adding up to n grows it no more.
  * A table already that large is left as it is.  0, or -1 out of memory
  * (the set unchanged). */
 static int cd_fpset_reserve(cd_fpset* s, uint64_t n) {
-    cd_fptab fresh;
     uint64_t want;
     if (n > SIZE_MAX / 8) return -1;
     if (cd_fpset_migrate(s, SIZE_MAX)) return -1;
     want = cd_fp_slots_for(n);
     if (want <= s->cur.nslots) return 0;
-    if (want > SIZE_MAX / 4) return -1;
-    memset(&fresh, 0, sizeof(fresh));
-    if (cd_fptab_init(&fresh, (size_t)want, s->ss)) return -1;
-    if (cd_fptab_append_all(&fresh, &s->cur, s->ss)) {
-        cd_fptab_free(&fresh);
-        return -1;
-    }
-    cd_fptab_free(&s->cur);
-    s->cur = fresh;
-    return 0;
+    return cd_fpset_resize(s, want, 0);
 }
 
 /* Add a digest in key form.  1 when new, 0 when present, -1 out of
