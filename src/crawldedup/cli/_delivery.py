@@ -18,7 +18,7 @@ import numpy as np
 
 from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
                                 span_hashes, split_lines, url_digests_packed)
-from crawldedup.cli._url_state import UrlState
+from crawldedup.cli._url_state import UrlState, reserve_room
 from crawldedup.errors import CrawldedupError
 
 
@@ -385,7 +385,7 @@ class Repeats:
     def expect(self, lines: int) -> None:
         """Room for this many lines (at most REPEATS_LIMIT) taken at once."""
         if lines > 0:
-            self.seen.reserve(min(lines, REPEATS_LIMIT))
+            reserve_room(self.seen, min(lines, REPEATS_LIMIT))
 
     def fresh_hashes(self, hashes: bytes) -> np.ndarray:
         """fresh, given the lines' line_hashes."""

@@ -32,7 +32,7 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 from crawldedup import _files
-from crawldedup.cli._url_state import UrlState
+from crawldedup.cli._url_state import UrlState, reserve_room
 from crawldedup.errors import CrawldedupError
 from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
@@ -190,7 +190,7 @@ class ExactState(UrlState):
         grows as it goes moves every digest at each growth, which took half
         the time of recording 1,950,000 new digests."""
         if self.fps is not None and lines > 0:
-            self.fps.reserve(len(self.fps) + min(lines, RESERVE_LIMIT))
+            reserve_room(self.fps, len(self.fps) + min(lines, RESERVE_LIMIT))
 
     def describe(self) -> str:
         if self.store is not None:

@@ -84,6 +84,16 @@ class UrlState:
         pass
 
 
+def reserve_room(fps: Any, n: int) -> None:
+    """``fps.reserve(n)`` when memory allows it.  Room taken ahead only saves
+    the set's growth steps: a machine short of memory goes on without it
+    (the set then grows as it fills, as it would have without the estimate)."""
+    try:
+        fps.reserve(n)
+    except MemoryError:
+        pass
+
+
 def estimated_urls(bf: Any) -> int:
     """The number of distinct URLs a Bloom filter holds, as ``crawldedup
     info`` reports it: its estimate from the set bits (``estimated_count``),
