@@ -6,6 +6,7 @@
 #ifndef CD_DIGEST_H
 #define CD_DIGEST_H
 
+#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -87,6 +88,119 @@ static void cd_md5(const unsigned char *data, size_t len, unsigned char out[16])
     for (i = 0; i < 16; i++)
         out[i] = (unsigned char)(st[i >> 2] >> (8 * (i & 3)));
 }
+
+/* ------------------------------------------------------- MD5, many at once */
+/* MD5 is one long chain of dependent steps per message: a core runs it at a
+ * fraction of its width.  cd_md5_many hashes many messages side by side,
+ * CD_MD5_WAY at a time, each lane of a vector one message (the multi-buffer
+ * method): a lane whose message ends takes the next one, so lanes stay busy
+ * whatever the lengths.  GCC's and Clang's vector types compile the lanes to
+ * the SIMD the target has (SSE2 at least on x86-64); other compilers hash
+ * one message at a time with cd_md5. */
+#if defined(__GNUC__) && !defined(CD_MD5_NO_LANES)
+#define CD_MD5_WAY 8
+typedef uint32_t cd_md5_vec __attribute__((vector_size(4 * CD_MD5_WAY)));
+
+/* One 64-byte block of every lane into the lanes' states: X[w] holds word w
+ * of each lane's block.  The four loops of cd_md5_compress, on vectors. */
+static void cd_md5_compress_way(cd_md5_vec st[4], const cd_md5_vec X[16]) {
+    cd_md5_vec a = st[0], b = st[1], c = st[2], d = st[3], t;
+    int i;
+    for (i = 0; i < 16; i++) {
+        t = a + (d ^ (b & (c ^ d))) + cd_md5_T[i] + X[i];
+        a = d; d = c; c = b; b = b + ((t << cd_md5_S[i]) | (t >> (32 - cd_md5_S[i])));
+    }
+    for (; i < 32; i++) {
+        t = a + (c ^ (d & (b ^ c))) + cd_md5_T[i] + X[(5 * i + 1) & 15];
+        a = d; d = c; c = b; b = b + ((t << cd_md5_S[i]) | (t >> (32 - cd_md5_S[i])));
+    }
+    for (; i < 48; i++) {
+        t = a + (b ^ c ^ d) + cd_md5_T[i] + X[(3 * i + 5) & 15];
+        a = d; d = c; c = b; b = b + ((t << cd_md5_S[i]) | (t >> (32 - cd_md5_S[i])));
+    }
+    for (; i < 64; i++) {
+        t = a + (c ^ (b | ~d)) + cd_md5_T[i] + X[(7 * i) & 15];
+        a = d; d = c; c = b; b = b + ((t << cd_md5_S[i]) | (t >> (32 - cd_md5_S[i])));
+    }
+    st[0] += a; st[1] += b; st[2] += c; st[3] += d;
+}
+
+/* Block k of message data[0:len] as padded by MD5 (RFC 1321 3.1-3.2: 0x80,
+ * zeros, the length in bits, little-endian), into lane l of X. */
+static inline void cd_md5_lane_block(cd_md5_vec X[16], int l, const unsigned char *data,
+                                     size_t len, size_t k, size_t blocks) {
+    unsigned char tail[64];
+    const unsigned char *p;
+    size_t at = 64 * k, w;
+    if (at + 64 <= len) {
+        p = data + at;
+    } else {
+        uint64_t bits = (uint64_t)len << 3;
+        memset(tail, 0, sizeof tail);
+        if (at < len) memcpy(tail, data + at, len - at);
+        if (at <= len) tail[len - at] = 0x80;
+        if (k + 1 == blocks)
+            for (w = 0; w < 8; w++) tail[56 + w] = (unsigned char)(bits >> (8 * w));
+        p = tail;
+    }
+    for (w = 0; w < 16; w++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint32_t v;  /* one load, where the bytes below are that word */
+        memcpy(&v, p + 4 * w, 4);
+        X[w][l] = v;
+#else
+        X[w][l] = (uint32_t)p[4 * w] | ((uint32_t)p[4 * w + 1] << 8) |
+                  ((uint32_t)p[4 * w + 2] << 16) | ((uint32_t)p[4 * w + 3] << 24);
+#endif
+    }
+}
+
+/* The MD5 digests of the n messages ptrs[i][0:lens[i]], each written to
+ * out + i * stride (16 bytes); a NULL ptrs[i] is skipped (out untouched). */
+static void cd_md5_many(const char *const *ptrs, const Py_ssize_t *lens, Py_ssize_t n,
+                        unsigned char *out, size_t stride) {
+    cd_md5_vec st[4], X[16];
+    size_t msg[CD_MD5_WAY], k[CD_MD5_WAY], blocks[CD_MD5_WAY], next = 0, j;
+    const size_t count = n > 0 ? (size_t)n : 0;
+    int busy[CD_MD5_WAY], l, active;
+    memset(st, 0, sizeof st);
+    memset(X, 0, sizeof X);
+    for (l = 0; l < CD_MD5_WAY; l++) busy[l] = 0;
+    for (;;) {
+        active = 0;
+        for (l = 0; l < CD_MD5_WAY; l++) {
+            if (!busy[l]) {  /* the lane takes the next message */
+                while (next < count && ptrs[next] == NULL) next++;
+                if (next == count) continue;
+                msg[l] = next++;
+                k[l] = 0;
+                blocks[l] = ((size_t)lens[msg[l]] + 72) / 64;
+                for (j = 0; j < 4; j++) st[j][l] = cd_md5_init[j];
+                busy[l] = 1;
+            }
+            cd_md5_lane_block(X, l, (const unsigned char *)ptrs[msg[l]], (size_t)lens[msg[l]],
+                              k[l], blocks[l]);
+            active++;
+        }
+        if (!active) return;
+        cd_md5_compress_way(st, X);
+        for (l = 0; l < CD_MD5_WAY; l++) {
+            if (!busy[l] || ++k[l] < blocks[l]) continue;
+            for (j = 0; j < 16; j++)
+                out[msg[l] * stride + j] = (unsigned char)(st[j >> 2][l] >> (8 * (j & 3)));
+            busy[l] = 0;
+        }
+    }
+}
+#else
+static void cd_md5_many(const char *const *ptrs, const Py_ssize_t *lens, Py_ssize_t n,
+                        unsigned char *out, size_t stride) {
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        if (ptrs[i] != NULL)
+            cd_md5((const unsigned char *)ptrs[i], (size_t)lens[i], out + (size_t)i * stride);
+}
+#endif
 
 /* ---------------------------------------------------------------- SHA-1 */
 static inline uint32_t cdu_rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }

@@ -16,6 +16,8 @@ cdef extern from "_cd_url.h" nogil:
     const unsigned char* cd_url_output(void* work, size_t n)
     void cd_sha1(const unsigned char* data, size_t n, unsigned char* out)
     void cd_md5(const unsigned char* data, size_t n, unsigned char* out)
+    void cd_md5_many(const char* const* ptrs, const Py_ssize_t* lens, Py_ssize_t n,
+                     unsigned char* out, size_t stride)
     void cdu_init()
 
 cdef extern from "Python.h":
@@ -196,6 +198,56 @@ ctypedef struct CduJob:
     PyThread_type_lock done_lock  # held while the job runs on its thread
 
 
+# The canonical URLs of a slice are hashed _CDU_MD5_GROUP at a time, by
+# cd_md5_many (several messages side by side, in vector lanes): a group's
+# canonical forms are copied end to end into buf, and hashed when it is full.
+DEF _CDU_MD5_GROUP = 64
+
+ctypedef struct CduMd5Group:
+    Py_ssize_t first               # the slice index of the group's first URL
+    unsigned char* buf             # the group's canonical URLs, end to end
+    size_t cap, used
+    size_t offs[_CDU_MD5_GROUP]    # where in buf each kept URL is, and how long
+    Py_ssize_t lens[_CDU_MD5_GROUP]
+    unsigned char kept[_CDU_MD5_GROUP]  # 0: no digest for that URL (yet)
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef int _cdu_md5_keep(CduMd5Group* g, Py_ssize_t i, const unsigned char* canon,
+                       Py_ssize_t length) noexcept nogil:
+    """Keep URL i's canonical form for its group's digests; -1 out of memory."""
+    cdef size_t need = g.used + <size_t>length
+    cdef unsigned char* grown
+    if need > g.cap:
+        need = need * 2 + 4096
+        grown = <unsigned char*>realloc(g.buf, need)
+        if grown == NULL:
+            return -1
+        g.buf = grown
+        g.cap = need
+    memcpy(g.buf + g.used, canon, <size_t>length)
+    g.offs[i - g.first] = g.used
+    g.lens[i - g.first] = length
+    g.kept[i - g.first] = 1
+    g.used += <size_t>length
+    return 0
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef void _cdu_md5_group(CduMd5Group* g, unsigned char* digests) noexcept nogil:
+    """The digests of the group's kept URLs into digests (20 bytes a slot of
+    the batch), and the group emptied."""
+    cdef const char* ptrs[_CDU_MD5_GROUP]
+    cdef Py_ssize_t j
+    for j in range(_CDU_MD5_GROUP):
+        ptrs[j] = <const char*>(g.buf + g.offs[j]) if g.kept[j] else NULL
+    cd_md5_many(ptrs, g.lens, _CDU_MD5_GROUP, digests + 20 * g.first, 20)
+    memset(g.kept, 0, sizeof(g.kept))
+    g.used = 0
+
+
 @cython.linetrace(False)
 @cython.profile(False)
 cdef void _cdu_slice(CduJob* job) noexcept nogil:
@@ -208,14 +260,22 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
     cdef const unsigned char* canon
     cdef size_t need
     cdef uint64_t h1, h2
+    cdef CduMd5Group group
+    if job.what == _CDU_B_RAW_MD5:  # MD5 only: many messages at once
+        cd_md5_many(job.ptrs + job.start, job.lens + job.start, job.stop - job.start,
+                    job.digests + 20 * job.start, 20)
+        for i in range(job.start, job.stop):
+            job.done[i] = job.ptrs[i] != NULL
+        return
     for i in range(job.start, job.stop):
         if job.ptrs[i] != NULL and job.lens[i] > maxlen:
             maxlen = job.lens[i]
-    if job.what != _CDU_B_RAW_MD5:
-        work = malloc(cd_url_work_size(<size_t>maxlen))
-        if work == NULL:
-            job.failed = 1
-            return
+    work = malloc(cd_url_work_size(<size_t>maxlen))
+    if work == NULL:
+        job.failed = 1
+        return
+    memset(&group, 0, sizeof(group))
+    group.first = job.start
     if job.what == _CDU_B_REQUEST_SHA1:
         # The request JSON around an empty body: fixed text, method, URL.
         json = <unsigned char*>malloc(<size_t>(10 + 29 + job.mlen + 11 + (4 * maxlen + 64) + 2))
@@ -224,11 +284,10 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
             job.failed = 1
             return
     for i in range(job.start, job.stop):
+        if job.what == _CDU_B_URL_MD5 and i - group.first == _CDU_MD5_GROUP:
+            _cdu_md5_group(&group, job.digests)
+            group.first = i
         if job.ptrs[i] == NULL:
-            continue
-        if job.what == _CDU_B_RAW_MD5:
-            cd_md5(<const unsigned char*>job.ptrs[i], <size_t>job.lens[i], job.digests + 20 * i)
-            job.done[i] = 1
             continue
         length = cd_url_canonicalize(<const unsigned char*>job.ptrs[i], <size_t>job.lens[i],
                                      job.keep_fragments, job.keep_blank_values, work)
@@ -250,7 +309,9 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
             job.outlens[i] = length
             job.arena_used += <size_t>length
         elif job.what == _CDU_B_URL_MD5:
-            cd_md5(canon, <size_t>length, job.digests + 20 * i)
+            if _cdu_md5_keep(&group, i, canon, length):
+                job.failed = 1
+                break
         elif job.what == _CDU_B_URL_MURMUR:
             cd_murmur3_x64_128(canon, <size_t>length, job.seed, &h1, &h2)
             memcpy(job.digests + 20 * i, &h1, 8)   # native order: a uint64 array
@@ -265,6 +326,10 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
             memcpy(p, _CDU_J4, 2); p += 2
             cd_sha1(json, <size_t>(p - json), job.digests + 20 * i)
         job.done[i] = 1
+    if job.what == _CDU_B_URL_MD5:
+        if not job.failed:
+            _cdu_md5_group(&group, job.digests)
+        free(group.buf)
     free(work)
     free(json)
 

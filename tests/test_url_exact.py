@@ -156,6 +156,27 @@ def test_digest_batch_kernel(impl, items):
     assert got == expected
 
 
+def test_digest_batches_at_every_block_boundary(impl):
+    """The batch kernels hash several messages side by side (vector lanes,
+    each taking the next message when its own ends): messages of every
+    length from 0 to 300 bytes (MD5 pads to 1 to 5 blocks), in an order that
+    mixes them, with items that have no digest between them, each equal to
+    hashlib's MD5, raw and of the canonical form."""
+    order = sorted(range(301), key=lambda n: (n * 7919) % 301)
+    raw = [bytes((n * 31 + i) % 251 for i in range(n)) for n in order]
+    items = [None if n % 13 == 5 else m for n, m in zip(order, raw)]
+    assert impl.url_digests_fast(items) == \
+        [None if m is None else hashlib.md5(m).digest() for m in items]
+    urls = [None if n % 11 == 3 else "http://a.example/" + "p" * n + f"?b={n}&a=1"
+            for n in order]
+    expected = [None if u is None else hashlib.md5(w3lib_canonicalize_url(u).encode()).digest()
+                for u in urls]
+    assert impl.url_fingerprints_fast(urls) == expected
+    blob, missing = impl.url_digests_packed(urls, True)
+    assert missing == [i for i, u in enumerate(urls) if u is None]
+    assert blob == b"".join(bytes(16) if d is None else d for d in expected)
+
+
 @given(items=batch_items, canonical=st.booleans())
 def test_packed_digest_kernel(impl, items, canonical):
     """url_digests_packed: the list kernels' digests end to end, zeros and
