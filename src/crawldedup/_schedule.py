@@ -65,16 +65,7 @@ class Schedule:
 
     __slots__ = ()
 
-    # Given by RotatingBloomFilter (and its mapped half).
-    _gens: List[BloomFilter]
-    _epoch: float
-    _periods: int
-    _rotations: int
-    _due_at: float
-    _rotate_every: Optional[float]
-    _fill_limit: Optional[int]
-    _clock: Clock
-    _drops: int
+    # Its methods take self as a Ring: the fields are RotatingBloomFilter's.
 
     def _read_clock(self: Ring) -> float:
         now = self._clock()

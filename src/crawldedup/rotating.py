@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import struct
 import time
-from typing import (Any, Iterable, Optional, Sequence,
+from typing import (Any, Iterable, List, Optional, Sequence,
                     Tuple, Union)
 
 import numpy as np
@@ -105,6 +105,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
                  "_epoch", "_periods", "_rotations", "_due_at",
                  # Mapped filters only (see open).
                  "_mapping", "_words", "_slots", "_seq", "_drops")
+    _gens: List[BloomFilter]  # the others are typed where they are used (_schedule.Ring)
 
     def __init__(self, capacity: int, error_rate: float = 0.01, generations: int = 2,
                  rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None,
