@@ -206,20 +206,12 @@ def span_key_hashes(data, spans, seed=0, bint canonical=False):
     zeros).  Without canonical missing is empty."""
     cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
     cdef uint32_t s = _check_seed(seed)
-    cdef Py_ssize_t n = v.shape[0], i
-    cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef uint64_t[:, ::1] o
+    cdef Py_ssize_t n = v.shape[0]
     if canonical:
         blob, missing = _cdl_span_batch(data, v, _CDU_B_URL_MURMUR, s)
         return _np.frombuffer(blob, dtype=_np.uint64).reshape(n, 2), missing
-    out = _np.empty((n, 2), dtype=_np.uint64)
-    if n:
-        o = out
-        with nogil:
-            for i in range(n):
-                cd_murmur3_x64_128(base + v[i, 0], <size_t>(v[i, 1] - v[i, 0]), s,
-                                   &o[i, 0], &o[i, 1])
-    return out, []
+    blob = _cdl_span_murmur(data, v, s)  # little-endian words: native ones here
+    return _np.frombuffer(blob, dtype="<u8").reshape(n, 2).astype(_np.uint64, copy=False), []
 
 
 def gather_spans(data, spans):
@@ -242,9 +234,9 @@ def gather_spans(data, spans):
     return blob
 
 
-def span_hashes(data, spans):
-    """line_hashes([data[a:b] for a, b in spans]), without the line objects."""
-    cdef const int64_t[:, ::1] v = _cdl_spans(data, spans)
+cdef bytes _cdl_span_murmur(bytes data, const int64_t[:, ::1] v, uint32_t seed):
+    """The MurmurHash3 x64 128 with seed of each line data[a:b] of the rows
+    of v, as h1 and h2 in little-endian bytes, 16 a line end to end."""
     cdef Py_ssize_t n = v.shape[0], i
     cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef uint64_t h1, h2
@@ -253,7 +245,12 @@ def span_hashes(data, spans):
     out = <unsigned char*>PyBytes_AS_STRING(blob)
     with nogil:
         for i in range(n):
-            cd_murmur3_x64_128(base + v[i, 0], <size_t>(v[i, 1] - v[i, 0]), 0, &h1, &h2)
+            cd_murmur3_x64_128(base + v[i, 0], <size_t>(v[i, 1] - v[i, 0]), seed, &h1, &h2)
             _cdl_put64(out + 16 * i, h1)
             _cdl_put64(out + 16 * i + 8, h2)
     return blob
+
+
+def span_hashes(data, spans):
+    """line_hashes([data[a:b] for a, b in spans]), without the line objects."""
+    return _cdl_span_murmur(data, _cdl_spans(data, spans), 0)
