@@ -35,7 +35,7 @@ import logging
 
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.fpset import FingerprintSet
-from crawldedup.scrapy.dupefilter import (
+from crawldedup.scrapy._backends import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
     DIGEST_SIZE,
