@@ -300,7 +300,7 @@ def test_index_logs_like_the_package(caplog):
 
 
 def test_64_bit_index_runs_in_the_core_until_bucket_is_used():
-    from crawldedup.compat import simhash as module
+    from crawldedup.compat import _simhash_index as module
     index = compat.SimhashIndex([("a", compat.Simhash(5))], k=3)
     assert isinstance(index._store, module._CoreBuckets)
     index.get_near_dups(compat.Simhash(4))
