@@ -427,3 +427,14 @@ def test_leonsim_kernel_bounds_weights(impl):
     ok = np.array([2**61, -2**61, 2**61 - 1], dtype=np.int64)
     assert impl.leonsim_features(["a", "b", "c"], ok, 2**61 - 1) == \
         weighted_model([("a", 2**61), ("b", -2**61), ("c", 2**61 - 1)])
+
+
+@pytest.mark.parametrize("first", ["crawldedup.compat.simhash", "crawldedup.compat._simhash_index"])
+def test_either_half_imports_first(first):
+    """The index half and the Simhash half import each other: either order works."""
+    import subprocess
+    import sys
+    code = (f"import {first}; from crawldedup.compat.simhash import Simhash, SimhashIndex; "
+            f"print(SimhashIndex([('a', Simhash('x y z'))], k=3).get_near_dups(Simhash('x y z')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "['a']", done.stderr

@@ -10,7 +10,6 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Set, cast
 
 from crawldedup import _kernel
-from crawldedup.compat import simhash as _value  # Simhash: read when called
 
 if TYPE_CHECKING:
     from crawldedup.compat.simhash import Simhash
@@ -234,3 +233,8 @@ class SimhashIndex:
     def bucket_size(self) -> int:
         """Number of bucket keys created so far."""
         return len(self._store)
+
+
+# Simhash and _popcount, read when called; imported last, so that either
+# module may be imported first.
+from crawldedup.compat import simhash as _value  # noqa: E402
