@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from crawldedup import _files, _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
-from crawldedup.bloom import optimal_parameters
+from crawldedup.bloom import BloomFilter, check_padding, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
 
@@ -145,6 +145,62 @@ def parse_state(header: _files.Header, payload: memoryview,
                   f"{header.num_bits} bits take {expected}")
     return State(generations, rotate_every, rotate_at_fill, epoch, periods, rotations, newest,
                   sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
+
+
+def insert_counts(payload: memoryview, generations: int) -> List[int]:
+    """The slots' insert counts, from the state block."""
+    return list(struct.unpack_from(f"<{generations}Q", payload, COUNTS_AT))
+
+
+def pack_payload(gens: Sequence[BloomFilter], rotate_every: Optional[float],
+                 rotate_at_fill: Optional[float], epoch: float, periods: int,
+                 rotations: int) -> bytearray:
+    """The state block and the generations' slots (docs/format.md): the
+    newest generation in the last slot, the oldest in the first."""
+    count = len(gens)
+    slot = slot_bytes(gens[0].num_bits)
+    payload = bytearray(STATE_BYTES + count * slot)
+    nan = math.nan
+    STATE.pack_into(payload, 0, count, nan if rotate_every is None else rotate_every,
+                    nan if rotate_at_fill is None else rotate_at_fill,
+                    epoch, periods, rotations, count - 1, 0, 0.0, 0, 0, 0, 0)
+    for index, f in enumerate(gens):
+        struct.pack_into("<Q", payload, COUNTS_AT + 8 * index, f.insert_count)
+        at = STATE_BYTES + index * slot
+        bits = f._bits_view()
+        payload[at:at + len(bits)] = bits
+    return payload
+
+
+def unpack_generations(header: _files.Header, payload: memoryview, state: State,
+                       counts: List[int], path: Optional[PathLike],
+                       bad: Callable[[str], CorruptFileError]) -> List[BloomFilter]:
+    """The generations of a checked state block's payload, oldest first,
+    after checking each slot (its padding, and nothing set past its bits).
+    A rotation that a killed writer left in the middle is finished."""
+    count = state.generations
+    slot = slot_bytes(header.num_bits)
+    nbytes = nbytes_for(header.num_bits)
+    params = (header.capacity, header.error_rate / count, header.seed, header.num_bits,
+              header.num_hashes, _files.LAYOUT_NAMES[header.layout])
+    slots = []
+    for index in range(count):
+        at = STATE_BYTES + index * slot
+        if any(payload[at + nbytes:at + slot]):
+            raise bad(f"slot {index}: bytes past its bits are set")
+        try:
+            check_padding(header.num_bits, payload[at + nbytes - 8:at + nbytes], path)
+        except CorruptFileError as exc:
+            raise bad(f"slot {index}: {exc.reason}") from None
+        member = BloomFilter._blank(params, counts[index])
+        member._bits_view()[:] = payload[at:at + nbytes]
+        slots.append(member)
+    newest = state.newest
+    if state.sequence & 1:  # killed while rotating: finish the rotation
+        for dropped in dropped_slots(state.pending_newest, state.drops, count):
+            slots[dropped].clear()
+        newest = state.pending_newest
+    return [slots[(newest + 1 + i) % count] for i in range(count)]
 
 
 def check_header(header: _files.Header, path: Optional[PathLike]) -> None:

@@ -17,8 +17,6 @@ the saved state, so a restarted crawler rotates exactly as if it had stayed up.
 
 from __future__ import annotations
 
-import math
-import struct
 import time
 from typing import (Any, Iterable, List, Optional, Sequence,
                     Tuple, Union)
@@ -27,11 +25,11 @@ import numpy as np
 
 from crawldedup import _checks, _files
 from crawldedup import _rotating_state as _state
-from crawldedup._kernel import BloomBits, nbytes_for
+from crawldedup._kernel import BloomBits
 from crawldedup._members import add_in_windows, any_holds, key_list, pick
 from crawldedup._rotating_ring import SharedRing
 from crawldedup._schedule import Schedule
-from crawldedup.bloom import BloomFilter, check_padding, optimal_parameters
+from crawldedup.bloom import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Clock, Key, PathLike
 
@@ -394,24 +392,8 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
     # ---------------------------------------------------- serialization
 
     def _payload(self) -> bytearray:
-        """The state block and the generations' slots (docs/format.md): the
-        newest generation in the last slot, the oldest in the first."""
-        gens = self._gens
-        count = len(gens)
-        slot = _state.slot_bytes(gens[0].num_bits)
-        payload = bytearray(_state.STATE_BYTES + count * slot)
-        nan = math.nan
-        _state.STATE.pack_into(
-            payload, 0, count,
-            nan if self._rotate_every is None else self._rotate_every,
-            nan if self._rotate_at_fill is None else self._rotate_at_fill,
-            self._epoch, self._periods, self._rotations, count - 1, 0, 0.0, 0, 0, 0, 0)
-        for index, f in enumerate(gens):
-            struct.pack_into("<Q", payload, _state.COUNTS_AT + 8 * index, f.insert_count)
-            at = _state.STATE_BYTES + index * slot
-            bits = f._bits_view()
-            payload[at:at + len(bits)] = bits
-        return payload
+        return _state.pack_payload(self._gens, self._rotate_every, self._rotate_at_fill,
+                                   self._epoch, self._periods, self._rotations)
 
     def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         newest = self._gens[-1]
@@ -474,37 +456,16 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
             raise bad("checksum mismatch (the file was damaged)")
         state = _state.parse_state(header, payload, bad)
         count = state.generations
-        slot = _state.slot_bytes(header.num_bits)
-        nbytes = nbytes_for(header.num_bits)
-        counts = list(struct.unpack_from(f"<{count}Q", payload, _state.COUNTS_AT))
+        counts = _state.insert_counts(payload, count)
         if not dirty and sum(counts) != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the generations "
                       f"hold {sum(counts)}")
         layout = _files.LAYOUT_NAMES[header.layout]
-        member_rate = header.error_rate / count
-        params = (header.capacity, member_rate, header.seed, header.num_bits,
-                  header.num_hashes, layout)
-        slots = []
-        for index in range(count):
-            at = _state.STATE_BYTES + index * slot
-            if any(payload[at + nbytes:at + slot]):
-                raise bad(f"slot {index}: bytes past its bits are set")
-            try:
-                check_padding(header.num_bits, payload[at + nbytes - 8:at + nbytes], path)
-            except CorruptFileError as exc:
-                raise bad(f"slot {index}: {exc.reason}") from None
-            member = BloomFilter._blank(params, counts[index])
-            member._bits_view()[:] = payload[at:at + nbytes]
-            slots.append(member)
-        newest = state.newest
-        if state.sequence & 1:  # killed while rotating: finish the rotation
-            for slot in _state.dropped_slots(state.pending_newest, state.drops, count):
-                slots[slot].clear()
-            newest = state.pending_newest
+        gens = _state.unpack_generations(header, payload, state, counts, path, bad)
         self = cls.__new__(cls)
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
                          state.rotate_at_fill, header.seed, layout, clock)
-        self._gens = [slots[(newest + 1 + i) % count] for i in range(count)]
+        self._gens = gens
         if state.sequence & 1:
             self._set_schedule(state.pending_epoch, state.pending_periods,
                                state.pending_rotations)
