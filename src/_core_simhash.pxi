@@ -1,59 +1,32 @@
 # SimHash kernels (included at the end of _core.pyx).
 #
 # Our 64-bit SimHash over MurmurHash3 feature hashes with the text tokenizers
-# in C (no Python call per token), and the `simhash` package's MD5-based
-# fingerprints for crawldedup.compat.simhash.  Texts are lower-cased exactly
-# as str.lower() does (per code point in C, or by str.lower() itself for the
-# two code points whose lowercase depends on more than themselves).  The
-# twins are in crawldedup/_reference/simhash.py.
+# compiled (no Python call per token; the kernels in _core_simhash_count.pxi
+# and _core_simhash_text.pxi), and the `simhash` package's MD5-based
+# fingerprints for crawldedup.compat.simhash (_core_simhash_leon.pxi).  Texts are lower-cased
+# exactly as str.lower() does (per code point in the kernels, or by
+# str.lower() itself for the two code points whose lowercase depends on more
+# than themselves).  The twins are in crawldedup/_reference/simhash.py.
 
 from libc.stdint cimport int64_t
 
 cdef extern from "Python.h":
     int _ukind "PyUnicode_KIND" (PyObject*)
 
-cdef extern from "_cd_simhash.h" nogil:
-    ctypedef struct cd_counter:
-        int64_t total
-    ctypedef struct cd_text:
-        int kind
-        const void* data
-        Py_ssize_t length
-        int lower
-    ctypedef struct cd_shscratch:
-        cd_counter counter
-    void cd_counter_init(cd_counter* c)
-    void cd_counter_add(cd_counter* c, uint64_t h)
-    uint64_t cd_counter_result(cd_counter* c)
-    int cd_shscratch_init(cd_shscratch* s)
-    void cd_simhash_init()
-    void cd_shscratch_free(cd_shscratch* s)
-    int cd_simhash_text(cd_shscratch* s, const cd_text* t, int mode, int word_n, int char_n,
-                        uint64_t* out)
-    void cd_md5(const unsigned char* data, size_t length, unsigned char* out)
-    int cd_leon_text(const cd_text* t, int f, uint64_t* hi, uint64_t* lo)
-    Py_UCS4 cd_lower(Py_UCS4 c)
-    int cd_lower_special(Py_UCS4 c)
-    Py_UCS4 cd_text_at(const cd_text* t, Py_ssize_t i)
-    const int CD_NEEDS_PY_LOWER
-    void cd_leon_features(const unsigned char* data, const int64_t* offsets,
-                          const int64_t* weights, Py_ssize_t n, int f, int64_t total,
-                          uint64_t* hi, uint64_t* lo)
-    const int CD_TOK_AUTO
-    const int CD_TOK_WORDS
-    const int CD_TOK_CHARS
-    const int CD_MAX_NGRAM
+include "_core_simhash_count.pxi"
+include "_core_simhash_text.pxi"
+include "_core_simhash_leon.pxi"
 
 
-cd_simhash_init()
+sh_simhash_init()
 
-TOKENIZER_AUTO = CD_TOK_AUTO
-TOKENIZER_WORDS = CD_TOK_WORDS
-TOKENIZER_CHARS = CD_TOK_CHARS
-MAX_NGRAM = CD_MAX_NGRAM
+TOKENIZER_AUTO = SH_TOK_AUTO
+TOKENIZER_WORDS = SH_TOK_WORDS
+TOKENIZER_CHARS = SH_TOK_CHARS
+MAX_NGRAM = SH_MAX_NGRAM
 
 
-cdef int _text_view(object text, cd_text* t, str what, int lower=1) except -1:
+cdef int _text_view(object text, ShText* t, str what, int lower=1) except -1:
     if not PyUnicode_Check(text):
         raise TypeError(f"{what} must be str, not {type(text).__name__}")
     cd_unicode_ready(<PyObject*>text)
@@ -68,43 +41,43 @@ def lower_text(text):
     """text.lower(), computed one code point at a time the way the SimHash
     kernels lower-case (str.lower() itself when the text has a code point
     whose lowercase is not one code point on its own)."""
-    cdef cd_text t
+    cdef ShText t
     cdef Py_ssize_t i
     _text_view(text, &t, "text")
     for i in range(t.length):
-        if cd_lower_special(cd_text_at(&t, i)):
+        if sh_lower_special(sh_text_at(&t, i)):
             return text.lower()
-    return "".join([chr(cd_lower(cd_text_at(&t, i))) for i in range(t.length)])
+    return "".join([chr(sh_lower(sh_text_at(&t, i))) for i in range(t.length)])
 
 
 cdef int _check_tokenizer(int mode, int word_n, int char_n) except -1:
-    if mode != CD_TOK_AUTO and mode != CD_TOK_WORDS and mode != CD_TOK_CHARS:
+    if mode != SH_TOK_AUTO and mode != SH_TOK_WORDS and mode != SH_TOK_CHARS:
         raise ValueError(f"mode must be TOKENIZER_AUTO, _WORDS or _CHARS, got {mode}")
-    if not (1 <= word_n <= CD_MAX_NGRAM) or not (1 <= char_n <= CD_MAX_NGRAM):
-        raise ValueError(f"n-gram sizes must be in [1, {CD_MAX_NGRAM}], got {word_n}, {char_n}")
+    if not (1 <= word_n <= SH_MAX_NGRAM) or not (1 <= char_n <= SH_MAX_NGRAM):
+        raise ValueError(f"n-gram sizes must be in [1, {SH_MAX_NGRAM}], got {word_n}, {char_n}")
     return 0
 
 
 def simhash_text(text, int mode, int word_n, int char_n):
     """64-bit SimHash of text (lower-cased as by str.lower()) with one of our
     tokenizers; see _reference.simhash_text."""
-    cdef cd_text t
-    cdef cd_shscratch s
+    cdef ShText t
+    cdef ShScratch s
     cdef uint64_t out = 0
     cdef int rc
     _check_tokenizer(mode, word_n, char_n)
     _text_view(text, &t, "text")
-    if cd_shscratch_init(&s) < 0:
-        cd_shscratch_free(&s)
+    if sh_scratch_init(&s) < 0:
+        sh_scratch_free(&s)
         raise MemoryError()
     with nogil:
-        rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
-    if rc == CD_NEEDS_PY_LOWER:
+        rc = sh_simhash_text(&s, &t, mode, word_n, char_n, &out)
+    if rc == SH_NEEDS_PY_LOWER:
         lowered = text.lower()
         _text_view(lowered, &t, "text", 0)
         with nogil:
-            rc = cd_simhash_text(&s, &t, mode, word_n, char_n, &out)
-    cd_shscratch_free(&s)
+            rc = sh_simhash_text(&s, &t, mode, word_n, char_n, &out)
+    sh_scratch_free(&s)
     if rc < 0:
         raise MemoryError()
     return out
@@ -114,8 +87,8 @@ def simhash_texts(texts, int mode, int word_n, int char_n):
     """simhash_text of every str in the list texts, as a numpy uint64 array;
     the GIL is released for the whole batch."""
     cdef Py_ssize_t n, i
-    cdef cd_text* views
-    cdef cd_shscratch s
+    cdef ShText* views
+    cdef ShScratch s
     cdef uint64_t[::1] out
     cdef int rc = 0
     _check_tokenizer(mode, word_n, char_n)
@@ -126,19 +99,19 @@ def simhash_texts(texts, int mode, int word_n, int char_n):
     if n == 0:
         return result
     out = result
-    views = <cd_text*>PyMem_Malloc(n * sizeof(cd_text))
+    views = <ShText*>PyMem_Malloc(n * sizeof(ShText))
     if views == NULL:
         raise MemoryError()
     try:
         for i in range(n):
             _text_view(texts[i], &views[i], f"texts[{i}]")
-        if cd_shscratch_init(&s) < 0:
-            cd_shscratch_free(&s)
+        if sh_scratch_init(&s) < 0:
+            sh_scratch_free(&s)
             raise MemoryError()
         with nogil:
             for i in range(n):
-                rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
-                if rc == CD_NEEDS_PY_LOWER:
+                rc = sh_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
+                if rc == SH_NEEDS_PY_LOWER:
                     views[i].length = -1      # redone below with str.lower()
                     rc = 0
                 elif rc < 0:
@@ -148,10 +121,10 @@ def simhash_texts(texts, int mode, int word_n, int char_n):
                 if views[i].length == -1:
                     lowered = texts[i].lower()
                     _text_view(lowered, &views[i], "text", 0)
-                    rc = cd_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
+                    rc = sh_simhash_text(&s, &views[i], mode, word_n, char_n, &out[i])
                     if rc < 0:
                         break
-        cd_shscratch_free(&s)
+        sh_scratch_free(&s)
         if rc < 0:
             raise MemoryError()
     finally:
@@ -165,17 +138,17 @@ def simhash_hashes(const uint64_t[::1] hashes, weights=None):
     feature weight 1) or a float64 array as long as hashes, summed in order."""
     cdef Py_ssize_t n = hashes.shape[0], i
     cdef int j
-    cdef cd_counter c
+    cdef ShCounter c
     cdef const double[::1] w
     cdef double sums[64]
     cdef double total = 0.0, wi
     cdef uint64_t h, out = 0
     if weights is None:
-        cd_counter_init(&c)
+        sh_counter_init(&c)
         with nogil:
             for i in range(n):
-                cd_counter_add(&c, hashes[i])
-            out = cd_counter_result(&c)
+                sh_counter_add(&c, hashes[i])
+            out = sh_counter_result(&c)
         return out
     w = weights
     if w.shape[0] != n:
@@ -233,18 +206,18 @@ cdef int _check_f(int f) except -1:
 def leonsim_text(text, int f=64):
     """Simhash(text, f).value of the `simhash` package 2.1.x (default reg and
     hashfunc)."""
-    cdef cd_text t
+    cdef ShText t
     cdef uint64_t hi = 0, lo = 0
     cdef int rc
     _check_f(f)
     _text_view(text, &t, "text")
     with nogil:
-        rc = cd_leon_text(&t, f, &hi, &lo)
-    if rc == CD_NEEDS_PY_LOWER:
+        rc = sh_leon_text(&t, f, &hi, &lo)
+    if rc == SH_NEEDS_PY_LOWER:
         lowered = text.lower()
         _text_view(lowered, &t, "text", 0)
         with nogil:
-            cd_leon_text(&t, f, &hi, &lo)
+            sh_leon_text(&t, f, &hi, &lo)
     return _u128(hi, lo, f)
 
 
@@ -254,7 +227,7 @@ cdef int64_t _LEON_MAX_SUM = (<int64_t>1) << 62
 
 def leonsim_features(features, const int64_t[::1] weights, total, int f=64):
     """The `simhash` package's value for the str features with integer weights
-    (total = the sum of the weights); see cd_leon_features.  Time and memory
+    (total = the sum of the weights); see sh_leon_features.  Time and memory
     do not depend on the weights; OverflowError when the positive weights or
     the total reach 2**62 (the sums are int64)."""
     cdef Py_ssize_t n, i, size = 0, bound
@@ -301,7 +274,7 @@ def leonsim_features(features, const int64_t[::1] weights, total, int f=64):
             size += written
             offsets[i + 1] = size
         with nogil:
-            cd_leon_features(data, offsets, &weights[0] if n else NULL, n, f, tot, &hi, &lo)
+            sh_leon_features(data, offsets, &weights[0] if n else NULL, n, f, tot, &hi, &lo)
     finally:
         PyMem_Free(data)
         PyMem_Free(offsets)
