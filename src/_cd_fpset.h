@@ -55,12 +55,9 @@
 #define CD_FP_MIGRATE_STEP 64
 /* From this many digests on, growth is by 19/16 (dense); below, by 5/3. */
 #define CD_FP_DENSE_FROM 65536
-/* Tables from this size on are anonymous mappings: zeroed lazily by the OS,
- * so starting a growth costs no memset of the new table, and the pages a
- * growth has not reached yet take no memory. */
-#define CD_FP_MAP_BYTES ((size_t)1 << 20)
-#define CD_FP_HUGE_BYTES ((size_t)4 << 20)
-#define CD_FP_HUGE_PAGE ((size_t)2 << 20)
+/* Tables come from cd_big_alloc: from 1 MiB on anonymous mappings, zeroed
+ * lazily by the OS, so starting a growth costs no memset of the new table,
+ * and the pages a growth has not reached yet take no memory. */
 /* A migrating old table's memory is given back in granules of about
  * 1/512 of the table, a power of two from the page size (a huge page is
  * split for it) to 2 MiB: 512 calls and TLB flushes a growth, and little
@@ -290,60 +287,8 @@ typedef struct {
     uint64_t nz; /* digests other than all-zero in the set */
 } cd_fpset;
 
-/* Bytes mapped for a mapped buffer of `bytes`: huge-page tables are
- * mapped in whole, aligned huge pages. */
-static inline size_t cd_fp_map_len(size_t bytes) {
-    if (bytes < CD_FP_HUGE_BYTES) return bytes;
-    return (bytes + CD_FP_HUGE_PAGE - 1) / CD_FP_HUGE_PAGE * CD_FP_HUGE_PAGE;
-}
-
-static unsigned char* cd_fp_alloc(size_t bytes, int* mapped) {
-#if !defined(_WIN32)
-    if (bytes >= CD_FP_MAP_BYTES) {
-        size_t len = cd_fp_map_len(bytes), extra = bytes >= CD_FP_HUGE_BYTES ? CD_FP_HUGE_PAGE : 0;
-        void* p = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-        if (p != MAP_FAILED) {
-            if (extra) {
-                /* A large table is probed at random: huge pages spare a
-                 * TLB miss per probe, and a growth writing the new table
-                 * takes one fault per huge page instead of 512.  Only an
-                 * aligned huge page can be one: keep the aligned part, in
-                 * whole huge pages (so up to one more huge page of memory
-                 * once the table's end is written). */
-                uintptr_t a = (uintptr_t)p;
-                uintptr_t al = (a + CD_FP_HUGE_PAGE - 1) & ~(uintptr_t)(CD_FP_HUGE_PAGE - 1);
-                if (al > a) munmap(p, al - a);
-                munmap((void*)(al + len), a + extra - al);
-                p = (void*)al;
-#if defined(MADV_HUGEPAGE)
-                madvise(p, len, MADV_HUGEPAGE); /* a hint; ignored where unsupported */
-#endif
-            }
-            *mapped = 1;
-            return (unsigned char*)p;
-        }
-    }
-#endif
-    *mapped = 0;
-    return (unsigned char*)calloc(bytes ? bytes : 1, 1);
-}
-
-static void cd_fp_release(void* p, size_t bytes, int mapped) {
-    if (!p) return;
-#if !defined(_WIN32)
-    if (mapped) {
-        munmap(p, cd_fp_map_len(bytes));
-        return;
-    }
-#endif
-    (void)bytes;
-    (void)mapped;
-    free(p);
-}
-
 static void cd_fptab_free(cd_fptab* t) {
-    cd_fp_release(t->slots, t->bytes, t->mapped);
+    cd_big_free(t->slots);
     free(t->occ);
     memset(t, 0, sizeof(*t));
 }
@@ -391,12 +336,13 @@ static int cd_fptab_init(cd_fptab* t, size_t nslots, size_t ss) {
     pad = 32 + nslots / 256;
     if (nslots > (SIZE_MAX / 4) / ss) return -1;
     cap = nslots + pad;
-    p = cd_fp_alloc(cap * ss, &mapped);
+    p = (unsigned char*)cd_big_alloc(cap * ss, 1);
     if (!p) return -1;
+    mapped = cd_big_mapped(p);
     memset(t, 0, sizeof(*t));
     t->occ = (uint64_t*)calloc((cap + 63) / 64, 8);
     if (!t->occ) {
-        cd_fp_release(p, cap * ss, mapped);
+        cd_big_free(p);
         return -1;
     }
     t->slots = p;
@@ -418,11 +364,12 @@ static int cd_fptab_extend(cd_fptab* t, size_t ss, size_t keep) {
     memset(&bigger, 0, sizeof(bigger));
     bigger.occ = (uint64_t*)calloc((cap + 63) / 64, 8);
     if (!bigger.occ) return -1;
-    bigger.slots = cd_fp_alloc(cap * ss, &mapped);
+    bigger.slots = (unsigned char*)cd_big_alloc(cap * ss, 1);
     if (!bigger.slots) {
         free(bigger.occ);
         return -1;
     }
+    mapped = cd_big_mapped(bigger.slots);
     memcpy(bigger.slots, t->slots, keep * ss);
     memcpy(bigger.occ, t->occ, (t->cap + 63) / 64 * 8);
     bigger.nslots = t->nslots;
@@ -792,7 +739,6 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     size_t top_nb = (size_t)1 << CD_FP_TOP_BITS;
     uint64_t *a, *b, *r;
     size_t bytes, bbytes;
-    int amap = 0, bmap = 0;
     size_t *top, *sub;
     unsigned char* flag;
     const unsigned char *t, *tend;
@@ -802,7 +748,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     int rc = -1;
     if (n > SIZE_MAX / 8 / rs) return -1;
     bytes = n * rs * 8;
-    a = (uint64_t*)cd_fp_alloc(bytes, &amap);
+    a = (uint64_t*)cd_big_alloc(bytes, 1);
     b = NULL;
     bbytes = 0;
     top = NULL;
@@ -816,7 +762,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     for (k = 0; k < top_nb; k++)
         if (top[k] > bbytes) bbytes = top[k];
     bbytes = (bbytes ? bbytes : 1) * rs * 8;
-    b = (uint64_t*)cd_fp_alloc(bbytes, &bmap);
+    b = (uint64_t*)cd_big_alloc(bbytes, 1);
     sub = (size_t*)malloc(((size_t)1 << 16) * sizeof(size_t));
     flag = (unsigned char*)malloc(n);
     if (!b || !sub || !flag) goto done;
@@ -861,7 +807,7 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     top = NULL;
     free(sub);
     sub = NULL;
-    cd_fp_release(b, bbytes, bmap);
+    cd_big_free(b);
     b = NULL;
     /* Pass 1: which records are new (first of their digest, not in the set). */
     t = s->cur.slots;
@@ -921,8 +867,8 @@ static int cd_fpset_merge_batch(cd_fpset* s, const unsigned char* data, size_t n
     s->has_zero = has_zero;
     rc = 0;
 done: /* every exit after a's allocation: what is still held is released */
-    cd_fp_release(a, bytes, amap);
-    cd_fp_release(b, bbytes, bmap);
+    cd_big_free(a);
+    cd_big_free(b);
     free(top);
     free(sub);
     free(flag);

@@ -133,53 +133,9 @@ static void cd_ix_layout_init(cd_ix_layout *L, int k) {
 
 /* ------------------------------------------------------------ big arrays */
 
-/* Arrays of a segment and the temporaries of building one.  From 1 MiB on
- * they are private anonymous mappings, returned to the system when freed:
- * through malloc, a freed build temporary would often stay in the heap
- * (glibc raises its mapping threshold after the first big free) and count
- * against the process for as long as the index lives.  A 16-byte header
- * keeps the size; zeroed on request (mappings always are). */
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#define CD_IX_HAVE_MMAP 1
-#endif
-#define CD_IX_MAP_FROM ((size_t)1 << 20)
-#define CD_IX_HUGE_FROM ((size_t)8 << 20)
-
-static void *cd_ix_alloc(size_t n, int zero) {
-    size_t total = n + 16;
-    unsigned char *h;
-    if (total < n) return NULL;
-#ifdef CD_IX_HAVE_MMAP
-    if (total >= CD_IX_MAP_FROM) {
-        void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return NULL;
-#if defined(MADV_HUGEPAGE)
-        /* Tables are read at random: huge pages spare most TLB misses. */
-        if (total >= CD_IX_HUGE_FROM) madvise(m, total, MADV_HUGEPAGE);
-#endif
-        h = (unsigned char *)m;
-        ((size_t *)h)[0] = total;
-        ((size_t *)h)[1] = 1;
-        return h + 16;
-    }
-#endif
-    h = (unsigned char *)(zero ? calloc(1, total) : malloc(total));
-    if (!h) return NULL;
-    ((size_t *)h)[0] = total;
-    ((size_t *)h)[1] = 0;
-    return h + 16;
-}
-
-static void cd_ix_release(void *q) {
-    unsigned char *h;
-    if (!q) return;
-    h = (unsigned char *)q - 16;
-#ifdef CD_IX_HAVE_MMAP
-    if (((size_t *)h)[1]) { munmap(h, ((size_t *)h)[0]); return; }
-#endif
-    free(h);
-}
+/* Arrays of a segment and the temporaries of building one come from
+ * cd_big_alloc (_cd_support.h): from 1 MiB on, private anonymous mappings,
+ * returned to the system when freed. */
 
 /* ------------------------------------------------------------ output */
 
@@ -249,8 +205,8 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
     int b;
     if (m < 2) return 0;
     cnt = (size_t (*)[256])calloc(8, sizeof(*cnt));
-    tmp = (cd_ix_pair *)cd_ix_alloc(m * sizeof(cd_ix_pair), 0);
-    if (!cnt || !tmp) { free(cnt); cd_ix_release(tmp); return -1; }
+    tmp = (cd_ix_pair *)cd_big_alloc(m * sizeof(cd_ix_pair), 0);
+    if (!cnt || !tmp) { free(cnt); cd_big_free(tmp); return -1; }
     for (i = 0; i < m; i++) {
         uint64_t v = p[i].fp;
         for (b = 0; b < 8; b++) cnt[b][(v >> (8 * b)) & 255]++;
@@ -273,7 +229,7 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
         { cd_ix_pair *t = src; src = dst; dst = t; }
     }
     if (src != p) memcpy(p, src, m * sizeof(cd_ix_pair));
-    cd_ix_release(tmp);
+    cd_big_free(tmp);
     free(cnt);
     /* runs of equal fp by id: insertion sort for short runs, heap sort else */
     for (i = 0; i < m; i = r) {
@@ -320,13 +276,13 @@ static int cd_ix_sort_pairs(cd_ix_pair *p, size_t m) {
 /* Sort positions 0..n-1 by ids[pos] (LSD radix on the 8 id bytes). */
 static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, size_t n) {
 #define CD_IX_KEY_AT(pos_) (ids ? ids[pos_] : (uint64_t)ids32[pos_])
-    uint32_t *a = (uint32_t *)cd_ix_alloc((n ? n : 1) * sizeof(uint32_t), 0);
-    uint32_t *t = (uint32_t *)cd_ix_alloc((n ? n : 1) * sizeof(uint32_t), 0);
+    uint32_t *a = (uint32_t *)cd_big_alloc((n ? n : 1) * sizeof(uint32_t), 0);
+    uint32_t *t = (uint32_t *)cd_big_alloc((n ? n : 1) * sizeof(uint32_t), 0);
     size_t (*cnt)[256] = (size_t (*)[256])calloc(8, sizeof(*cnt));
     uint32_t *src, *dst;
     size_t i;
     int b;
-    if (!a || !t || !cnt) { cd_ix_release(a); cd_ix_release(t); free(cnt); return NULL; }
+    if (!a || !t || !cnt) { cd_big_free(a); cd_big_free(t); free(cnt); return NULL; }
     for (i = 0; i < n; i++) {
         uint64_t v = CD_IX_KEY_AT(i);
         a[i] = (uint32_t)i;
@@ -350,7 +306,7 @@ static uint32_t *cd_ix_sort_by_id(const uint64_t *ids, const uint32_t *ids32, si
         { uint32_t *x = src; src = dst; dst = x; }
     }
     free(cnt);
-    cd_ix_release(dst);
+    cd_big_free(dst);
     return src;
 #undef CD_IX_KEY_AT
 }
@@ -410,12 +366,12 @@ static int cd_seg_splits(const cd_ix_layout *L, const cd_seg *s, size_t w) {
 static void cd_seg_free(cd_seg *s) {
     int t;
     if (!s) return;
-    cd_ix_release(s->run); cd_ix_release(s->ids); cd_ix_release(s->ids32);
-    cd_ix_release(s->dead); cd_ix_release(s->idord);
+    cd_big_free(s->run); cd_big_free(s->ids); cd_big_free(s->ids32);
+    cd_big_free(s->dead); cd_big_free(s->idord);
     for (t = 0; t < CD_IX_MAXT; t++) {
         size_t i;
-        cd_ix_release(s->off[t]);
-        cd_ix_release(s->tab[t]);
+        cd_big_free(s->off[t]);
+        cd_big_free(s->tab[t]);
         for (i = 0; i < s->nsubs[t]; i++) { cd_seg_free(s->subs[t][i].seg); free(s->subs[t][i].tabs); }
         free(s->subs[t]);
     }
@@ -463,23 +419,23 @@ static cd_seg *cd_seg_build_d(const cd_ix_layout *L, cd_ix_pair *p, size_t m, in
     u = 0;
     for (i = 0; i < m; i++) if (i == 0 || p[i].fp != p[i - 1].fp) u++;
     s->u = u;
-    fpd = (uint64_t *)cd_ix_alloc((u ? u : 1) * 8, 0);
+    fpd = (uint64_t *)cd_big_alloc((u ? u : 1) * 8, 0);
     if (!fpd) goto fail;
     {
         uint64_t maxid = 0;
         for (i = 0; i < m; i++) if (p[i].id > maxid) maxid = p[i].id;
         if (maxid <= 0xFFFFFFFFu) {
-            s->ids32 = (uint32_t *)cd_ix_alloc((m ? m : 1) * 4, 0);
+            s->ids32 = (uint32_t *)cd_big_alloc((m ? m : 1) * 4, 0);
             if (!s->ids32) goto fail;
             for (i = 0; i < m; i++) s->ids32[i] = (uint32_t)p[i].id;
         } else {
-            s->ids = (uint64_t *)cd_ix_alloc((m ? m : 1) * 8, 0);
+            s->ids = (uint64_t *)cd_big_alloc((m ? m : 1) * 8, 0);
             if (!s->ids) goto fail;
             for (i = 0; i < m; i++) s->ids[i] = p[i].id;
         }
     }
     if (u < m) {
-        s->run = (uint32_t *)cd_ix_alloc((u + 1) * 4, 0);
+        s->run = (uint32_t *)cd_big_alloc((u + 1) * 4, 0);
         if (!s->run) goto fail;
     }
     for (i = 0, j = 0; i < m; i++) {
@@ -502,14 +458,14 @@ static cd_seg *cd_seg_build_d(const cd_ix_layout *L, cd_ix_pair *p, size_t m, in
         s->kb[t] = kb;
         s->ks[t] = ks;
         s->es[t] = (64 - kb + 7) / 8;
-        off = s->off[t] = (uint32_t *)cd_ix_alloc((nb + 1) * 4, 1);
+        off = s->off[t] = (uint32_t *)cd_big_alloc((nb + 1) * 4, 1);
         if (!off) goto fail;
         for (i = 0; i < u; i++) off[cd_ix_key(fpd[i], ks, kb) + 1]++;
         for (c = 0; c < nb; c++) off[c + 1] += off[c];
         {
             int es = s->es[t];
             uint32_t *fill = (uint32_t *)malloc(nb * 4);
-            uint8_t *tab = s->tab[t] = (uint8_t *)cd_ix_alloc(u * (size_t)es + 8, 1);
+            uint8_t *tab = s->tab[t] = (uint8_t *)cd_big_alloc(u * (size_t)es + 8, 1);
             if (!fill || !tab) { free(fill); goto fail; }
             memcpy(fill, off, nb * 4);
             for (i = 0; i < u; i++) {
@@ -520,12 +476,12 @@ static cd_seg *cd_seg_build_d(const cd_ix_layout *L, cd_ix_pair *p, size_t m, in
             free(fill);
         }
     }
-    cd_ix_release(fpd);
+    cd_big_free(fpd);
     fpd = NULL;
     if (depth < CD_IX_SUB_DEPTH && cd_seg_add_subs(L, s, depth) != 0) goto fail;
     return s;
 fail:
-    cd_ix_release(fpd);
+    cd_big_free(fpd);
     cd_seg_free(s);
     return NULL;
 }
@@ -555,10 +511,10 @@ static int cd_seg_add_subs(const cd_ix_layout *L, cd_seg *s, int depth) {
             uint64_t (*tabs)[256];
             cd_seg *sub;
             if (w <= thresh) continue;
-            F = (uint64_t *)cd_ix_alloc(w * sizeof(uint64_t), 0);
-            p = (cd_ix_pair *)cd_ix_alloc(w * sizeof(cd_ix_pair), 0);
+            F = (uint64_t *)cd_big_alloc(w * sizeof(uint64_t), 0);
+            p = (cd_ix_pair *)cd_big_alloc(w * sizeof(cd_ix_pair), 0);
             tabs = (uint64_t (*)[256])malloc(8 * sizeof(*tabs));
-            if (!F || !p || !tabs) { cd_ix_release(F); cd_ix_release(p); free(tabs); return -1; }
+            if (!F || !p || !tabs) { cd_big_free(F); cd_big_free(p); free(tabs); return -1; }
             for (x = 0; x < w; x++) {
                 F[x] = cd_ix_unresid(cd_ix_load_res(s->tab[t] + (lo + x) * (size_t)es, mask), c, ks, kb);
                 V |= F[x] ^ F[0];
@@ -568,9 +524,9 @@ static int cd_seg_add_subs(const cd_ix_layout *L, cd_seg *s, int depth) {
                 p[x].fp = cd_ix_permute(F[x], (const uint64_t (*)[256])tabs);
                 p[x].id = x;
             }
-            cd_ix_release(F);
+            cd_big_free(F);
             sub = cd_seg_build_d(L, p, w, depth + 1);
-            cd_ix_release(p);
+            cd_big_free(p);
             if (!sub) { free(tabs); return -1; }
             if (!cd_seg_splits(L, sub, w)) { cd_seg_free(sub); free(tabs); continue; }
             s->subs[t][s->nsubs[t]].key = c;
@@ -805,7 +761,7 @@ static int cd_ix_rebuild(cd_ix *ix, size_t from, int with_pending,
     for (i = from; i < ix->nsegs; i++) total += cd_seg_live(ix->segs[i]);
     if (with_pending) total += ix->pn;
     if (total > CD_IX_MAX_SEGMENT) return -1;
-    p = (cd_ix_pair *)cd_ix_alloc((total ? total : 1) * sizeof(cd_ix_pair), 0);
+    p = (cd_ix_pair *)cd_big_alloc((total ? total : 1) * sizeof(cd_ix_pair), 0);
     if (!p) return -1;
     for (i = from; i < ix->nsegs; i++) c += cd_seg_gather(ix->segs[i], p + c);
     if (with_pending)
@@ -813,12 +769,12 @@ static int cd_ix_rebuild(cd_ix *ix, size_t from, int with_pending,
     for (i = 0; i < m; i++) { p[c].fp = xfp[i]; p[c].id = xid[i]; c++; }
     if (ix->capsegs < from + 1) {
         cd_seg **ns = (cd_seg **)realloc(ix->segs, (from + 8) * sizeof(cd_seg *));
-        if (!ns) { cd_ix_release(p); return -1; }
+        if (!ns) { cd_big_free(p); return -1; }
         ix->segs = ns;
         ix->capsegs = from + 8;
     }
     s = total ? cd_seg_build(&ix->L, p, total) : NULL;
-    cd_ix_release(p);
+    cd_big_free(p);
     if (total && !s) return -1;
     for (i = from; i < ix->nsegs; i++) cd_seg_free(ix->segs[i]);
     ix->nsegs = from;
@@ -886,7 +842,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
         }
         for (sidx = 0; sidx < ix->nsegs; sidx++) {
             cd_seg *s = ix->segs[sidx];
-            if (cd_seg_ensure_idord(s) != 0) { cd_ix_release(ord); return -1; }
+            if (cd_seg_ensure_idord(s) != 0) { cd_big_free(ord); return -1; }
             if ((double)m * 24.0 < (double)s->n) {
                 for (i = 0; i < m; i++)
                     if (cd_seg_find_id(s, ids[i]) >= 0) CD_IX_BAD(ids[i]);
@@ -903,7 +859,7 @@ static int cd_ix_add_many(cd_ix *ix, const uint64_t *fps, const uint64_t *ids, s
                 }
             }
         }
-        cd_ix_release(ord);
+        cd_big_free(ord);
     }
 #undef CD_IX_BAD
     if (found) { *bad = worst; return -2; }
@@ -954,7 +910,7 @@ static int cd_ix_remove(cd_ix *ix, uint64_t id) {
         pos = cd_seg_find_id(s, id);
         if (pos < 0) continue;
         if (!s->dead) {
-            s->dead = (uint8_t *)cd_ix_alloc(s->n, 1);
+            s->dead = (uint8_t *)cd_big_alloc(s->n, 1);
             if (!s->dead) return -1;
         }
         s->dead[pos] = 1;
@@ -970,12 +926,12 @@ static int cd_ix_remove(cd_ix *ix, uint64_t id) {
                 ix->nsegs--;
             } else {
                 size_t live = cd_seg_live(s);
-                cd_ix_pair *p = (cd_ix_pair *)cd_ix_alloc(live * sizeof(cd_ix_pair), 0);
+                cd_ix_pair *p = (cd_ix_pair *)cd_big_alloc(live * sizeof(cd_ix_pair), 0);
                 if (p) {
                     cd_seg *ns;
                     cd_seg_gather(s, p);
                     ns = cd_seg_build(&ix->L, p, live);
-                    cd_ix_release(p);
+                    cd_big_free(p);
                     if (ns) { cd_seg_free(s); ix->segs[i] = ns; }
                 }
             }
@@ -1180,50 +1136,6 @@ static void cd_ix_query_many(const cd_ix *ix, const uint64_t *qs, size_t m,
     cd_ix_query_many_impl(ix, qs, m, offsets, o);
 }
 
-/* One slice of a batch query, for one thread: the queries qs[0..m), its own
- * offsets[m + 1] (relative to its own output o). */
-typedef struct {
-    const cd_ix *ix;
-    const uint64_t *qs;
-    size_t m;
-    int64_t *offsets;
-    cd_ix_out o;
-} cd_ix_qjob;
-
-#define CD_IX_MAX_THREADS 64
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define CD_IX_HAVE_THREADS 1
-#endif
-
-static void *cd_ix_qjob_run(void *arg) {
-    cd_ix_qjob *j = (cd_ix_qjob *)arg;
-    cd_ix_query_many(j->ix, j->qs, j->m, j->offsets, &j->o);
-    return NULL;
-}
-
-/* Run n (at most CD_IX_MAX_THREADS) slices at once: slice 0 on the calling
- * thread, each other one on a thread of its own.  The index is only read.
- * A slice whose thread cannot be started runs on the calling thread after
- * the others, so the results never depend on how many threads ran. */
-static void cd_ix_query_many_jobs(cd_ix_qjob *jobs, int n) {
-    int r;
-#ifdef CD_IX_HAVE_THREADS
-    pthread_t th[CD_IX_MAX_THREADS];
-    int started[CD_IX_MAX_THREADS];
-    if (n > CD_IX_MAX_THREADS) n = CD_IX_MAX_THREADS;
-    for (r = 1; r < n; r++)
-        started[r] = pthread_create(&th[r], NULL, cd_ix_qjob_run, &jobs[r]) == 0;
-    cd_ix_qjob_run(&jobs[0]);
-    for (r = 1; r < n; r++) {
-        if (started[r]) pthread_join(th[r], NULL);
-        else cd_ix_qjob_run(&jobs[r]);
-    }
-#else
-    for (r = 0; r < n; r++) cd_ix_qjob_run(&jobs[r]);
-#endif
-}
-
 /* Self-join of a compacted index (one segment, no tombstones, no pending):
  * every pair of entries within k, as (smaller id, larger id, d). */
 CD_IX_INLINE void cd_ix_pair_ids(const cd_seg *s, size_t u, size_t v, int d, cd_ix_out *o) {
@@ -1308,12 +1220,12 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
                     F[x] = cd_ix_unresid(cd_ix_load_res(bp, rmask), cc, ks, kb);       \
             }                                                                          \
             if (w > CD_IX_JOIN_SMALL && depth < CD_IX_JOIN_DEPTH) {                    \
-                cd_ix_pair *p = (cd_ix_pair *)cd_ix_alloc(w * sizeof(cd_ix_pair), 0);  \
+                cd_ix_pair *p = (cd_ix_pair *)cd_big_alloc(w * sizeof(cd_ix_pair), 0);  \
                 uint64_t (*tabs)[256] = (uint64_t (*)[256])malloc(8 * sizeof(*tabs));  \
                 uint64_t V = 0;                                                        \
                 cd_seg *sub;                                                           \
                 cd_ix_join_ctx c2;                                                     \
-                if (!p || !tabs) { cd_ix_release(p); free(tabs); c->o->oom = 1; break; } \
+                if (!p || !tabs) { cd_big_free(p); free(tabs); c->o->oom = 1; break; } \
                 for (x = 1; x < w; x++) V |= F[x] ^ F[0];                              \
                 cd_ix_perm_tables(L, V, tabs);                                         \
                 for (x = 0; x < w; x++) {                                              \
@@ -1322,7 +1234,7 @@ ATTR static void NAME(const cd_seg *s, int depth, cd_ix_join_ctx *c) {          
                 }                                                                      \
                 free(tabs);                                                            \
                 sub = cd_seg_build_d(L, p, w, CD_IX_SUB_DEPTH);                        \
-                cd_ix_release(p);                                                      \
+                cd_big_free(p);                                                      \
                 if (!sub) { c->o->oom = 1; break; }                                    \
                 if (!cd_seg_splits(L, sub, w)) {                                       \
                     /* the members agree on too much (a tight cluster): the  */        \

@@ -346,4 +346,92 @@ static inline int cd_compact_ascii(PyObject *o, const unsigned char **data, Py_s
     return 1;
 }
 
+/* --- large allocations ----------------------------------------------------
+ * One rule for every big array of the core (fingerprint-set tables, index
+ * segments and the temporaries of building them): from CD_BIG_MAP_FROM bytes
+ * on, a private anonymous mapping, zeroed by the OS page by page as it is
+ * first touched and returned to the system when freed (through malloc a freed
+ * temporary would often stay in the heap: glibc raises its mapping threshold
+ * after the first big free); from CD_BIG_HUGE_FROM on, whole aligned huge
+ * pages with MADV_HUGEPAGE, since these arrays are read at random (a TLB miss
+ * per probe otherwise) and written once (a fault per huge page, not 512).
+ * Below the threshold, malloc/calloc.  16 bytes just before the data say how
+ * to free it.  The Bloom filter's bits (_zeroed) use the same thresholds. */
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define CD_BIG_HAVE_MMAP 1
+#endif
+#define CD_BIG_MAP_FROM ((size_t)1 << 20)
+#define CD_BIG_HUGE_FROM ((size_t)4 << 20)
+#define CD_BIG_HUGE_PAGE ((size_t)2 << 20)
+
+/* n bytes (zeroed when zero is set; mapped memory always is), or NULL. */
+static void *cd_big_alloc(size_t n, int zero) {
+    unsigned char *h;
+    if (n > SIZE_MAX / 2) return NULL;
+#ifdef CD_BIG_HAVE_MMAP
+    if (n >= CD_BIG_MAP_FROM) {
+        /* The data starts a page into the mapping (the header ends the
+         * first page: a fingerprint set gives pages of its data back while
+         * it grows, which needs them page-aligned), or, for huge pages, at
+         * the first huge-page boundary past that, the mapping trimmed to
+         * whole pages around it. */
+        int huge = n >= CD_BIG_HUGE_FROM;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t len = huge ? (n + CD_BIG_HUGE_PAGE - 1) / CD_BIG_HUGE_PAGE * CD_BIG_HUGE_PAGE : n;
+        size_t total = len + page + (huge ? CD_BIG_HUGE_PAGE : 0);
+        void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m != MAP_FAILED) {
+            uintptr_t base = (uintptr_t)m, data = base + page, keep = base, end = base + total;
+            if (huge) {
+                data = (base + page + CD_BIG_HUGE_PAGE - 1) & ~(uintptr_t)(CD_BIG_HUGE_PAGE - 1);
+                keep = data - page;
+                if (keep > base) munmap(m, keep - base);
+                if (end > data + len) munmap((void *)(data + len), end - (data + len));
+                end = data + len;
+#if defined(MADV_HUGEPAGE)
+                madvise((void *)data, len, MADV_HUGEPAGE); /* a hint only */
+#endif
+            }
+            ((size_t *)data)[-2] = end - keep;  /* bytes mapped */
+            ((size_t *)data)[-1] = data - keep; /* where the data starts in them */
+            return (void *)data;
+        }
+        /* no mapping: the heap */
+    }
+#endif
+    h = (unsigned char *)(zero ? calloc(1, n + 16) : malloc(n + 16));
+    if (!h) return NULL;
+    ((size_t *)h)[0] = 0;
+    ((size_t *)h)[1] = 16;
+    return h + 16;
+}
+
+/* Is p (from cd_big_alloc) a mapping, whose pages may be given back with
+ * madvise(MADV_DONTNEED)? */
+static inline int cd_big_mapped(const void *p) {
+    return ((const size_t *)p)[-2] != 0;
+}
+
+static void cd_big_free(void *p) {
+    size_t mapped, offset;
+    if (!p) return;
+    mapped = ((size_t *)p)[-2];
+    offset = ((size_t *)p)[-1];
+#ifdef CD_BIG_HAVE_MMAP
+    if (mapped) { munmap((unsigned char *)p - offset, mapped); return; }
+#endif
+    free((unsigned char *)p - offset);
+}
+
+/* --- threads --------------------------------------------------------------
+ * Start fn(arg) on a new thread (Python's portable threads; the GIL is not
+ * needed); 1 when started, 0 when not.  The one piece of the core's thread
+ * runner (_core_threads.pxi) Cython cannot declare as is: the prototype
+ * returns unsigned long, (unsigned long)-1 on failure. */
+static inline int cd_thread_start(void (*fn)(void *), void *arg) {
+    return PyThread_start_new_thread(fn, arg) != (unsigned long)-1;
+}
+
 #endif

@@ -8,7 +8,9 @@
 # Hamming-distance index (_core_index.pxi), URL canonicalization and URL and
 # request fingerprints (_core_url.pxi), the compact fingerprint table behind
 # FingerprintSet (_core_fpset.pxi), Redis command bytes (_core_resp.pxi) and
-# line splitting and hashing for the command line (_core_lines.pxi).
+# line splitting and hashing for the command line (_core_lines.pxi).  The
+# thread runner and thread-count policy every batch kernel shares come first
+# (_core_threads.pxi).
 # Primitives that Cython cannot express live in the _cd_*.h headers
 # (_cd_support.h holds those every part shares).
 #
@@ -25,8 +27,7 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
-                               PyThread_free_lock, PyThread_release_lock,
-                               PyThread_start_new_thread, PyThread_type_lock)
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport UINT64_MAX, uint8_t, uint16_t, uint32_t, uint64_t
@@ -83,6 +84,13 @@ cdef extern from "_cd_support.h":
     object PyUnicode_AsUTF8String(object)
     object cd_pylong_from_u128(uint64_t lo, uint64_t hi)
 
+cdef extern from "_cd_support.h" nogil:
+    # One rule for large allocations (see _cd_support.h).
+    const size_t CD_BIG_MAP_FROM
+    const size_t CD_BIG_HUGE_FROM
+
+include "_core_threads.pxi"
+
 IMPLEMENTATION = "core"
 
 # k is at most 64: an error rate of 1e-19 already needs 63 hash functions.
@@ -94,10 +102,9 @@ DEF MAX_HASHES = 64
 DEF CHUNK = 512
 DEF GROUP = 16
 DEF PREFETCH_KEYS = 8
-# Storage from this size on is mapped memory, zeroed lazily by the OS.
-DEF LAZY_ZERO_BYTES = 1 << 20
-# ... and from this size on asks for transparent huge pages.
-DEF HUGE_PAGE_BYTES = 8 << 20
+# Storage from CD_BIG_MAP_FROM bytes on is mapped memory, zeroed lazily by
+# the OS, and from CD_BIG_HUGE_FROM on asks for transparent huge pages (the
+# core's one rule for large allocations, _cd_support.h).
 # Lookups in filters up to this size test every bit without branching; see
 # _prefetch_group.
 DEF BRANCHLESS_MAX_BYTES = 8 << 20
@@ -110,23 +117,8 @@ cdef bint _prefetching = True
 
 
 # Lookup batches of at least 2 * THREAD_KEYS keys are cut into slices looked
-# up on several threads (one per THREAD_KEYS keys, up to the CPUs the process
-# may use, or _batch_threads when set).
+# up on several threads (_threads_for, _run_jobs).
 DEF THREAD_KEYS = 16384
-cdef int _batch_threads = 0
-
-
-def _set_batch_threads(n):
-    """At most n threads for a lookup batch (0: as many as the CPUs the
-    process may use); the previous setting.  See crawldedup.set_threads."""
-    global _batch_threads
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"threads must be an int, not {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"threads must be at least 0, got {n}")
-    previous = _batch_threads
-    _batch_threads = min(n, 64)
-    return previous
 
 
 def _set_prefetching(enabled):
@@ -627,8 +619,6 @@ ctypedef struct LookupJob:
     uint64_t* idx             # CHUNK * plan.stride words of scratch
     BatchPlan plan            # the caller's, without prefetches
     uint32_t seed
-    bint started              # runs on a thread of its own
-    PyThread_type_lock done   # released when the job is finished
 
 
 @cython.linetrace(False)
@@ -699,36 +689,7 @@ cdef void _lookup_slice(LookupJob* job) noexcept nogil:
 @cython.linetrace(False)
 @cython.profile(False)
 cdef void _lookup_job(void* arg) noexcept nogil:
-    cdef LookupJob* job = <LookupJob*>arg
-    _lookup_slice(job)
-    PyThread_release_lock(job.done)
-
-
-cdef int _lookup_threads(Py_ssize_t n) except -1:
-    """How many threads a lookup batch of n keys takes (see THREAD_KEYS)."""
-    cdef Py_ssize_t t = n // THREAD_KEYS
-    cdef int cpus
-    if t < 2:
-        return 1
-    cpus = _usable_cpus_cached()
-    if _batch_threads:
-        cpus = min(cpus, _batch_threads)
-    return <int>max(1, min(t, cpus, 64))
-
-
-cdef int _cpus = 0
-
-
-cdef int _usable_cpus_cached():
-    """The CPUs this process may run on (asked once)."""
-    global _cpus
-    if _cpus == 0:
-        import os
-        try:
-            _cpus = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            _cpus = os.cpu_count() or 1
-    return _cpus
+    _lookup_slice(<LookupJob*>arg)
 
 
 cdef int _walk_keys(const BatchPlan* p, object seq, bint is_list, Py_ssize_t start,
@@ -1226,7 +1187,7 @@ cdef class BloomBits:
             self._writable()
         self._plan(&p, adding)
         if not adding and may_thread:
-            threads = _lookup_threads(n)
+            threads = _threads_for(n, THREAD_KEYS)
             # The threads read ASCII str and bytes keys only (the rest is
             # left to this thread): a batch with other keys among 64
             # spread samples stays on this thread.
@@ -1304,25 +1265,12 @@ cdef class BloomBits:
                 jobs[r].plan.sink = 0
                 jobs[r].seed = self._seed
                 jobs[r].idx = <uint64_t*>malloc(CHUNK * plan.stride * sizeof(uint64_t))
-                jobs[r].done = PyThread_allocate_lock()
-                if jobs[r].idx == NULL or jobs[r].done == NULL:
+                if jobs[r].idx == NULL:
                     raise MemoryError()
             self._active += 1
             try:
-                for r in range(1, threads):
-                    # held until the job is finished (it releases it)
-                    PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
-                    jobs[r].started = True
-                    if PyThread_start_new_thread(_lookup_job, &jobs[r]) == <unsigned long>-1:
-                        PyThread_release_lock(jobs[r].done)
-                        jobs[r].started = False
-                _lookup_slice(&jobs[0])
-                for r in range(1, threads):
-                    if not jobs[r].started:   # no thread: run it here
-                        _lookup_slice(&jobs[r])
-                    else:   # wait, the GIL held (see above)
-                        PyThread_acquire_lock(jobs[r].done, WAIT_LOCK)
-                        PyThread_release_lock(jobs[r].done)
+                # the GIL held while waiting (see above)
+                _run_jobs(_lookup_job, jobs, sizeof(LookupJob), threads)
             finally:
                 self._active -= 1
             for r in range(threads):
@@ -1345,8 +1293,6 @@ cdef class BloomBits:
         finally:
             for r in range(threads):
                 free(jobs[r].idx)
-                if jobs[r].done != NULL:
-                    PyThread_free_lock(jobs[r].done)
             PyMem_Free(jobs)
         return 0
 
@@ -1424,7 +1370,7 @@ cdef object _zeroed(Py_ssize_t size, bint aligned):
     an anonymous mapping, whose pages the OS zeroes only when first touched:
     a 100-million-key filter is created at once and occupies memory as it
     fills.  MAP_PRIVATE keeps a forked child's copy apart, as for any object."""
-    if size < LAZY_ZERO_BYTES and not aligned:
+    if size < <Py_ssize_t>CD_BIG_MAP_FROM and not aligned:
         return bytearray(size)
     if hasattr(_mmap, "MAP_PRIVATE"):
         mem = _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE)
@@ -1438,7 +1384,7 @@ cdef _huge_pages(object mem, Py_ssize_t size):
     """Ask for transparent huge pages on a large mapping: a random probe into a
     100-million-key filter otherwise costs a TLB miss (and a page-table walk
     that itself misses the cache) on top of the cache miss."""
-    if size >= HUGE_PAGE_BYTES and hasattr(_mmap, "MADV_HUGEPAGE"):
+    if size >= <Py_ssize_t>CD_BIG_HUGE_FROM and hasattr(_mmap, "MADV_HUGEPAGE"):
         try:
             mem.madvise(_mmap.MADV_HUGEPAGE)
         except (OSError, ValueError):  # not supported here: a hint only

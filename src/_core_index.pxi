@@ -37,14 +37,6 @@ cdef extern from "_cd_index.h" nogil:
     int cd_ix_remove(cd_ix* ix, uint64_t id)
     void cd_ix_query_many(const cd_ix* ix, const uint64_t* qs, size_t m, int64_t* offsets,
                           cd_ix_out* o)
-    ctypedef struct cd_ix_qjob:
-        const cd_ix* ix
-        const uint64_t* qs
-        size_t m
-        int64_t* offsets
-        cd_ix_out o
-    int CD_IX_MAX_THREADS
-    void cd_ix_query_many_jobs(cd_ix_qjob* jobs, int n)
     void cd_ix_pairs(const cd_ix* ix, cd_ix_out* o)
     void cd_ix_export(const cd_ix* ix, uint64_t* fps, uint64_t* ids)
     void cd_ix_out_free(cd_ix_out* o)
@@ -57,24 +49,36 @@ QUERIES_PER_THREAD = 4096
 
 cdef int _query_threads(Py_ssize_t m, object threads) except -1:
     """How many threads a batch of m queries runs on: ``threads`` when
-    given (an int >= 1; never more than one per query), else one per
-    QUERIES_PER_THREAD queries up to the CPUs this process may run on and
-    the cap of crawldedup.set_threads."""
+    given (an int >= 1; never more than one per query nor MAX_THREADS),
+    else _threads_for(m, QUERIES_PER_THREAD)."""
     cdef Py_ssize_t n
     if threads is None:
-        n = m // QUERIES_PER_THREAD
-        if n > 1:
-            n = min(n, _usable_cpus_cached())
-            if _batch_threads:
-                n = min(n, _batch_threads)
+        return _threads_for(m, QUERIES_PER_THREAD)
     else:
         if isinstance(threads, bool) or not isinstance(threads, int):
             raise TypeError(f"threads must be an int or None, not {type(threads).__name__}")
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         n = min(threads, m)
-    return <int>max(1, min(n, CD_IX_MAX_THREADS))
+    return <int>max(1, min(n, MAX_THREADS))
 
+
+
+# One slice of a batch query, for one thread: the queries qs[0..m), its own
+# offsets[m + 1] (relative to its own output o).
+ctypedef struct _IxQueryJob:
+    const cd_ix* ix
+    const uint64_t* qs
+    size_t m
+    int64_t* offsets
+    cd_ix_out o
+
+
+@cython.linetrace(False)
+@cython.profile(False)
+cdef void _ix_query_job(void* arg) noexcept nogil:
+    cdef _IxQueryJob* j = <_IxQueryJob*>arg
+    cd_ix_query_many(j.ix, j.qs, j.m, j.offsets, &j.o)
 
 
 cdef inline uint64_t _ix_u64(object v, str name) except? 0:
@@ -267,10 +271,10 @@ cdef class HammingIndex:
         cdef int64_t[::1] ov = offsets
         cdef int r
         cdef bint oom = False
-        cdef cd_ix_qjob* jobs = <cd_ix_qjob*>PyMem_Malloc(n * sizeof(cd_ix_qjob))
+        cdef _IxQueryJob* jobs = <_IxQueryJob*>PyMem_Malloc(n * sizeof(_IxQueryJob))
         if jobs == NULL:
             raise MemoryError()
-        memset(jobs, 0, n * sizeof(cd_ix_qjob))
+        memset(jobs, 0, n * sizeof(_IxQueryJob))
         self._readers += 1
         try:
             for r in range(n):
@@ -283,7 +287,7 @@ cdef class HammingIndex:
                     raise MemoryError()
                 start += size
             with nogil:
-                cd_ix_query_many_jobs(jobs, n)
+                _run_jobs(_ix_query_job, jobs, sizeof(_IxQueryJob), n)
             for r in range(n):
                 oom = oom or jobs[r].o.oom
                 total += <Py_ssize_t>jobs[r].o.n

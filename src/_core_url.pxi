@@ -195,7 +195,6 @@ ctypedef struct CduJob:
     unsigned char* arena        # canonical modes: this job's canonical URLs
     size_t arena_cap, arena_used
     int failed                  # out of memory: the caller raises MemoryError
-    PyThread_type_lock done_lock  # held while the job runs on its thread
 
 
 # The canonical URLs of a slice are hashed _CDU_MD5_GROUP at a time, by
@@ -337,21 +336,7 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
 @cython.linetrace(False)
 @cython.profile(False)
 cdef void _cdu_job(void* arg) noexcept nogil:
-    cdef CduJob* job = <CduJob*>arg
-    _cdu_slice(job)
-    PyThread_release_lock(job.done_lock)
-
-
-cdef int _cdu_threads(Py_ssize_t n) except -1:
-    """How many threads a URL batch of n URLs takes (see URL_THREAD_URLS)."""
-    cdef Py_ssize_t t = n // URL_THREAD_URLS
-    cdef int cpus
-    if t < 2:
-        return 1
-    cpus = _usable_cpus_cached()
-    if _batch_threads:
-        cpus = min(cpus, _batch_threads)
-    return <int>max(1, min(t, cpus, 64))
+    _cdu_slice(<CduJob*>arg)
 
 
 cdef object _cdu_ascii_str(const unsigned char* data, Py_ssize_t n):
@@ -415,7 +400,7 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
     cdef list out
     if what == _CDU_B_REQUEST_SHA1:
         m = _cdu_utf8(method, &mlen)
-    threads = _cdu_threads(n)
+    threads = _threads_for(n, URL_THREAD_URLS)
     try:
         done = <unsigned char*>PyMem_Malloc(n + 1)
         jobs = <CduJob*>PyMem_Malloc(threads * sizeof(CduJob))
@@ -449,24 +434,8 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
             jobs[r].digests = digests
             jobs[r].offs = offs
             jobs[r].outlens = outlens
-            if r:
-                jobs[r].done_lock = PyThread_allocate_lock()
-                if jobs[r].done_lock == NULL:
-                    raise MemoryError()
-        for r in range(1, threads):
-            PyThread_acquire_lock(jobs[r].done_lock, WAIT_LOCK)  # released by the job
-            if PyThread_start_new_thread(_cdu_job, &jobs[r]) == <unsigned long>-1:
-                PyThread_release_lock(jobs[r].done_lock)
-                jobs[r].stop = -jobs[r].stop - 1   # no thread: run below
         with nogil:
-            _cdu_slice(&jobs[0])
-            for r in range(1, threads):
-                if jobs[r].stop < 0:
-                    jobs[r].stop = -jobs[r].stop - 1
-                    _cdu_slice(&jobs[r])
-                else:
-                    PyThread_acquire_lock(jobs[r].done_lock, WAIT_LOCK)
-                    PyThread_release_lock(jobs[r].done_lock)
+            _run_jobs(_cdu_job, jobs, sizeof(CduJob), threads)
         for r in range(threads):
             failed |= jobs[r].failed
         if failed:
@@ -489,8 +458,6 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
         if jobs != NULL:
             for r in range(threads):
                 free(jobs[r].arena)
-                if jobs[r].done_lock != NULL:
-                    PyThread_free_lock(jobs[r].done_lock)
         PyMem_Free(jobs)
         PyMem_Free(offs)
         PyMem_Free(outlens)
