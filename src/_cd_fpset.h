@@ -108,14 +108,9 @@ static inline uint64_t cd_fp_hash(const unsigned char* d, size_t ds) {
 }
 
 /* The inverse of cd_fmix64 (xor-shifts by 33 undo themselves; the
- * multipliers are replaced by their inverses modulo 2**64). */
+ * multipliers are replaced by their inverses modulo 2**64, in reverse order). */
 static inline uint64_t cd_fp_unfmix(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0x9cb4b2f8129337dbULL;
-    k ^= k >> 33;
-    k *= 0x4f74430c22a54005ULL;
-    k ^= k >> 33;
-    return k;
+    return cd_xsmul33(k, 0x9cb4b2f8129337dbULL, 0x4f74430c22a54005ULL);
 }
 
 /* Bytes of word j of a ds-byte digest. */

@@ -152,13 +152,19 @@ static inline uint64_t cd_rotl64(uint64_t x, int r) {
     return (x << r) | (x >> (64 - r));
 }
 
-static inline uint64_t cd_fmix64(uint64_t k) {
+/* xor-shift by 33, multiply by m1, xor-shift, multiply by m2, xor-shift: the
+ * shape of MurmurHash3's finalizer and of its inverse (cd_fp_unfmix). */
+static inline uint64_t cd_xsmul33(uint64_t k, uint64_t m1, uint64_t m2) {
     k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
+    k *= m1;
     k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
+    k *= m2;
     k ^= k >> 33;
     return k;
+}
+
+static inline uint64_t cd_fmix64(uint64_t k) {
+    return cd_xsmul33(k, 0xff51afd7ed558ccdULL, 0xc4ceb9fe1a85ec53ULL);
 }
 
 /* MurmurHash3_x64_128 (Austin Appleby's public-domain algorithm), written from
