@@ -216,14 +216,15 @@ cdef void sh_leon_window(ShLeonRun* r, const unsigned char* utf8, const unsigned
     cdef size_t length = 0
     cdef Py_ssize_t k
     cdef int w
+    cdef uint32_t* column = r.X + r.lane    # word w of this lane: column[w * SH_MD5_LANES]
     memset(b, 0, sizeof(b))
     for k in range(m - width, m):
         memcpy(b + length, utf8 + 4 * (k % SH_LEON_WIDTH), 4)
         length += ulen[k % SH_LEON_WIDTH]
     b[length] = 0x80
     for w in range(5):
-        r.X[w * SH_MD5_LANES + r.lane] = sh_load32le(b + 4 * w)
-    r.X[14 * SH_MD5_LANES + r.lane] = <uint32_t>(length << 3)
+        column[w * SH_MD5_LANES] = sh_load32le(b + 4 * w)
+    column[14 * SH_MD5_LANES] = <uint32_t>(length << 3)
     r.lane += 1
     if r.lane == SH_MD5_LANES:
         sh_leon_flush(r)
