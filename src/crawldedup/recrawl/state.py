@@ -33,14 +33,8 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Se
 import numpy as np
 
 from crawldedup.fingerprint import canonicalize_url
-from crawldedup.recrawl.fetches import (
-    NETLOC,
-    Fetch,
-    hostname,
-    parse_fetch,
-    parse_http_date,
-    validators,
-)
+from crawldedup.recrawl.columns import parse_columns
+from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
 from crawldedup.recrawl.schedule import (
     PRIOR_WEIGHT,
     ChangeRatePolicy,
@@ -298,9 +292,6 @@ class RecrawlState:
                  "digest": digest, "time": now}
         return self.record_many([fetch])[0]
 
-    def _parse(self, i: int, item: Any, clock: float) -> Fetch:
-        return parse_fetch(i, item, clock, self.key, self.canonical)
-
     def record_many(self, fetches: Iterable[Mapping[str, Any]]) -> List[Verdict]:
         """Record a batch of responses in one transaction; returns their
         verdicts in order.  Each fetch is a mapping with ``url``, ``status``,
@@ -311,26 +302,30 @@ class RecrawlState:
             raise TypeError("record_many takes an iterable of fetches (mappings), not one "
                             "mapping; use record() for one")
         clock = time.time()
-        parsed = [self._parse(i, item, clock) for i, item in enumerate(fetches)]
-        if not parsed:
+        batch = parse_columns(fetches, clock, self.key, self.canonical)
+        if not batch.key:
             return []
-        keys = [f.key for f in parsed]
+        keys = batch.key
         stored = self.store.get_pages(keys)
-        known = set(stored)
-        for i, f in enumerate(parsed):
-            if f.status == 304 and f.key not in known:
-                raise ValueError(f"fetches[{i}] ({f.key}): a 304 for a URL the state has no "
-                                 f"version of (was the request conditional?)")
-            known.add(f.key)
-        texts = [f.text for f in parsed if f.text is not None]
-        sims = iter(simhash_many(texts).tolist()) if texts else iter(())
-        simhashes = [next(sims) if f.text is not None else None for f in parsed]
-        hosts = list(dict.fromkeys(f.host for f in parsed))
+        if 304 in batch.status:
+            for i, (status, key) in enumerate(zip(batch.status, keys)):
+                # known: stored, or fetched earlier in the batch
+                if status == 304 and key not in stored and keys.index(key) == i:
+                    raise ValueError(f"fetches[{i}] ({key}): a 304 for a URL the state has "
+                                     f"no version of (was the request conditional?)")
+        texts = [t for t in batch.text if t is not None]
+        if texts:
+            sims = iter(simhash_many(texts).tolist())
+            simhashes: List[Optional[int]] = [None if t is None else next(sims)
+                                              for t in batch.text]
+        else:
+            simhashes = [None] * len(keys)
+        hosts = list(dict.fromkeys(batch.host))
         host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
         hist: Dict[int, int] = {}
         nutch = isinstance(self.policy, NutchPolicy)
         rows, deltas, old_rates, verdicts, nutch_rows = compare(
-            parsed, simhashes, stored, hosts, k=self.k,
+            zip(*batch), simhashes, stored, hosts, k=self.k,
             near_duplicate_is_change=self.near_duplicate_is_change, nutch=nutch,
             stats=self.stats)
         # Rates and due times of the final rows, with each host's pooled rate

@@ -16,6 +16,7 @@ increments (so crawlers sharing a store add up correctly).
 from __future__ import annotations
 
 import abc
+import operator
 import os
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
@@ -54,6 +55,10 @@ def _sql_type(name: str) -> str:
 
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
 _STATEMENT_ROWS = 500
+# A page read before, rewritten by its row id: PAGE_FIELDS[1:], then id and url.
+_UPDATE_SQL = ("UPDATE pages SET " + ", ".join(f"{name} = ?" for name in PAGE_FIELDS[1:])
+               + " WHERE id = ? AND url = ?")
+_ROWID = operator.itemgetter(len(PAGE_FIELDS) - 1)
 
 PageRow = Sequence[Any]
 
@@ -154,6 +159,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             raise ImportError("SQLiteRecrawlStore needs the sqlite3 module, which this Python "
                               "was built without")
         self.address = f"SQLite file {os.fspath(path)!r}"
+        #: URL -> row id of the pages the last get_pages read (see commit)
+        self._ids: Dict[str, int] = {}
         self._open_file(path, timeout, synchronous)
 
     def __repr__(self) -> str:
@@ -191,13 +198,16 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
         def work(conn: Any) -> Dict[str, PageRow]:
             found: Dict[str, PageRow] = {}
+            ids: Dict[str, int] = {}
             unique = list(dict.fromkeys(urls))
             for start in range(0, len(unique), _STATEMENT_ROWS):
                 part = unique[start:start + _STATEMENT_ROWS]
-                sql = (f"SELECT {fields} FROM pages WHERE url IN ("
+                sql = (f"SELECT id, {fields} FROM pages WHERE url IN ("
                        + ",".join("?" * len(part)) + ")")
                 for row in conn.execute(sql, part):
-                    found[row[0]] = row
+                    found[row[1]] = row[1:]
+                    ids[row[1]] = row[0]
+            self._ids = ids
             return found
         return self._run(work)  # type: ignore[no-any-return]
 
@@ -231,8 +241,26 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
                     "n = n + excluded.n")
 
         def work(conn: Any) -> None:
+            # The pages the last get_pages read are updated in place by
+            # their row id (one B-tree seek instead of two), in table
+            # order; the URL is checked too, and should a row have gone or
+            # changed hands since it was read (another process), the
+            # upsert below writes it like any new page.
+            ids, self._ids = self._ids, {}
+            known = []
+            new = []
+            for row in pages:
+                rowid = ids.get(row[0])
+                if rowid is None:
+                    new.append(row)
+                else:
+                    known.append((*row[1:], rowid, row[0]))
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(page_sql, pages)
+            if known:
+                known.sort(key=_ROWID)
+                if conn.executemany(_UPDATE_SQL, known).rowcount != len(known):
+                    new.extend((row[-1], *row[:-2]) for row in known)
+            conn.executemany(page_sql, new)
             conn.executemany(host_sql, [(host, *delta) for host, delta in host_deltas.items()])
             conn.executemany(hist_sql, [(b, d) for b, d in hist_deltas.items() if d])
             conn.execute("COMMIT")

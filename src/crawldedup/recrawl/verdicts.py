@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from crawldedup.recrawl.fetches import Fetch, signed64
+from crawldedup.recrawl.fetches import signed64
 from crawldedup.recrawl.stores import HOST_FIELDS, HOST_RATE_FIELDS, PAGE_FIELDS
 from crawldedup.simhash import hamming
 
@@ -80,7 +80,7 @@ class Compared(NamedTuple):
     nutch_rows: Dict[str, Tuple[Optional[float], Optional[bool], float, Optional[str]]]
 
 
-def compare(parsed: Sequence[Fetch], simhashes: Sequence[Optional[int]],
+def compare(parsed: Iterable[Tuple[Any, ...]], simhashes: Sequence[Optional[int]],
             stored: Mapping[str, Sequence[Any]], hosts: Iterable[str], *, k: int,
             near_duplicate_is_change: bool, nutch: bool, stats: Counter[str]) -> Compared:
     """The verdict of each fetch against the stored row of its page (or the

@@ -1,0 +1,133 @@
+"""record_many's batch paths against their one-at-a-time definitions: the
+column-wise reading of a batch (recrawl/columns.py) against parse_fetch,
+and the SQLite store's in-place update of the pages it read."""
+
+import sqlite3
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawldedup.fingerprint import canonicalize_url
+from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
+from crawldedup.recrawl.columns import parse_columns
+from crawldedup.recrawl.fetches import parse_fetch
+
+T0 = 1_700_000_000.0
+CLOCK = T0 + 0.25
+
+
+def key_of(url):
+    """RecrawlState.key with canonical=True, without a state."""
+    if isinstance(url, (bytes, bytearray)):
+        url = bytes(url).decode("utf-8")
+    if not isinstance(url, str):
+        raise TypeError(f"url must be str or bytes, got {type(url).__name__}")
+    if not url.strip():
+        raise ValueError("url is empty")
+    return canonicalize_url(url)
+
+
+HEADER_VALUES = st.sampled_from(['"v1"', ' "v2" ', "", "Tue, 01 Dec 2026 00:00:00 GMT",
+                                 "yesterday", "12", " 7 ", "many", "caf\u00e9", b'"b"',
+                                 ['"l1"', '"l2"'], [], 5])
+HEADER_NAMES = st.sampled_from(["ETag", "etag", "Last-Modified", "last-modified",
+                                "Content-Length", "X-Other", b"ETag", 3])
+HEADERS = st.one_of(
+    st.none(),
+    st.dictionaries(HEADER_NAMES, HEADER_VALUES, max_size=4),
+    st.dictionaries(st.sampled_from(["ETag", "Last-Modified", "Content-Length", "Server"]),
+                    st.sampled_from(['"a"', "Tue, 01 Dec 2026 00:00:00 GMT", "10", "x"]),
+                    max_size=4),
+    st.lists(st.tuples(HEADER_NAMES, HEADER_VALUES), max_size=3))
+URLS = st.sampled_from(["https://a.example/x", "https://a.example/x?b=2&a=1",
+                        "HTTP://B.Example:8080/y#f", "https://c.example", "not a url", "",
+                        "  ", " https://a.example/x", b"https://a.example/z", 7])
+FETCH = st.fixed_dictionaries(
+    {"url": URLS,
+     "status": st.sampled_from([200, 204, 304, 404, "200", True, None])},
+    optional={
+        "time": st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(-10, 10**20), st.just(10**400), st.none(),
+                          st.just("now")),
+        "headers": HEADERS,
+        "body": st.one_of(st.none(), st.binary(max_size=20), st.just("str"),
+                          st.just(bytearray(b"arr"))),
+        "text": st.one_of(st.none(), st.text(max_size=20), st.just(b"bytes")),
+        "digest": st.one_of(st.none(), st.binary(min_size=16, max_size=16),
+                            st.binary(max_size=17), st.just("00" * 16), st.just("xyz")),
+    })
+# Batches a crawler sends: mostly the plain shape, so that the column-wise
+# path (not only the fallback) is taken.
+PLAIN = st.fixed_dictionaries(
+    {"url": st.sampled_from(["https://a.example/1", "https://b.example/2",
+                             "https://a.example/3?x=1"]),
+     "status": st.sampled_from([200, 304]),
+     "time": st.floats(T0, T0 + 1e6),
+     "headers": st.one_of(st.none(), st.dictionaries(
+         st.sampled_from(["ETag", "Last-Modified", "Content-Length", "Server"]),
+         st.sampled_from(['"a"', " \"b\" ", "Tue, 01 Dec 2026 00:00:00 GMT", "soon", "10",
+                          "x", ""]), max_size=4))},
+    optional={"digest": st.binary(min_size=16, max_size=16), "body": st.binary(max_size=8),
+              "text": st.text(max_size=8)})
+
+
+def one_by_one(batch, canonical):
+    key = key_of if canonical else str
+    try:
+        return [tuple(parse_fetch(i, item, CLOCK, key, canonical))
+                for i, item in enumerate(batch)]
+    except (TypeError, ValueError, OverflowError) as exc:
+        return (type(exc), str(exc))
+
+
+def columns(batch, canonical):
+    key = key_of if canonical else str
+    try:
+        return [tuple(row) for row in parse_columns(iter(batch), CLOCK, key, canonical).rows()]
+    except (TypeError, ValueError, OverflowError) as exc:
+        return (type(exc), str(exc))
+
+
+@given(st.one_of(st.lists(FETCH, max_size=6), st.lists(PLAIN, max_size=12),
+                 st.lists(st.one_of(PLAIN, FETCH), max_size=8)), st.booleans())
+def test_columns_read_a_batch_like_parse_fetch(batch, canonical):
+    """Same Fetch values, or the same error, for any batch."""
+    assert columns(batch, canonical) == one_by_one(batch, canonical)
+
+
+def test_columns_take_the_plain_shape_without_parse_fetch(monkeypatch):
+    import crawldedup.recrawl.columns as module
+    batch = [{"url": f"https://h{i % 3}.example/{i}", "status": 200 if i % 4 else 304,
+              "time": T0 + i, "headers": {"ETag": f'"{i}"', "Last-Modified": "bad date",
+                                          "Content-Length": "12"},
+              "digest": bytes([i]) * 16} for i in range(20)]
+    expected = one_by_one(batch, False)
+    monkeypatch.setattr(module, "parse_fetch", None)  # any call would fail
+    assert columns(batch, False) == expected
+
+
+def test_pages_changed_by_another_process_meanwhile_are_still_written(tmp_path):
+    """commit updates the pages get_pages read by their row ids; a row that
+    was removed, or whose id went to another URL, in between is written as
+    a new page instead (nothing lost, nothing overwritten)."""
+    path = str(tmp_path / "r.db")
+    state = RecrawlState(path)
+    urls = [f"https://m.example/{i}" for i in range(4)]
+    state.record_many([{"url": u, "status": 200, "body": b"v1", "time": T0} for u in urls])
+    store = state.store
+    assert isinstance(store, SQLiteRecrawlStore)
+    row = list(state.get(urls[2]))
+    rows = [[u, *row[1:]] for u in urls]
+    store.get_pages(urls)  # remembers the row ids
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("DELETE FROM pages WHERE url = ?", (urls[0],))
+    other.execute("UPDATE pages SET url = 'https://m.example/moved' WHERE url = ?",
+                  (urls[1],))
+    other.close()
+    store.commit(rows, {}, {})
+    for u in urls:
+        assert state.get(u) is not None and state.get(u).fetches == 1
+    assert state.get("https://m.example/moved") is not None
+    assert len(state) == 5
+    assert state.record(urls[0], 200, body=b"v1", now=T0 + 60) is Verdict.UNCHANGED
+    state.close()
