@@ -36,6 +36,7 @@ from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
 from crawldedup.recrawl.schedule import (
+    HIST_BINS,
     PRIOR_WEIGHT,
     ChangeRatePolicy,
     NutchPolicy,
@@ -322,7 +323,6 @@ class RecrawlState:
             simhashes = [None] * len(keys)
         hosts = list(dict.fromkeys(batch.host))
         host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
-        hist: Dict[int, int] = {}
         nutch = isinstance(self.policy, NutchPolicy)
         rows, deltas, old_rates, verdicts, nutch_rows = compare(
             zip(*batch), simhashes, stored, hosts, k=self.k,
@@ -344,24 +344,23 @@ class RecrawlState:
                               getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
         if nutch:
             assert isinstance(self.policy, NutchPolicy)
-            for r in final:
+            for r, rate in zip(final, rates.tolist()):
                 old_interval, was_changed, at, lm = nutch_rows[r[0]]
                 modified = parse_http_date(lm) if (was_changed and lm) else None
                 r[P_INTERVAL], r[P_DUE_AT] = self.policy.next(
                     old_interval, was_changed, at, modified)
+                r[P_RATE] = rate
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
             intervals = self.policy.intervals(rates, self._mu)
             due = np.array(columns[P_LAST_FETCHED], dtype=np.float64) + intervals
-            for r, iv, d in zip(final, intervals.tolist(), due.tolist()):
-                r[P_INTERVAL], r[P_DUE_AT] = iv, d
-        new_bins = hist_bin(rates).tolist()
-        for r, rate, b in zip(final, rates.tolist(), new_bins):
-            r[P_RATE] = rate
-            hist[b] = hist.get(b, 0) + 1
+            for r, rate, iv, d in zip(final, rates.tolist(), intervals.tolist(), due.tolist()):
+                r[P_RATE], r[P_INTERVAL], r[P_DUE_AT] = rate, iv, d
+        # Pages per rate bin: the new rates in, the replaced ones out.
+        net = np.bincount(hist_bin(rates), minlength=HIST_BINS)
         if old_rates:
-            for b in hist_bin(np.array(list(old_rates.values()))).tolist():
-                hist[b] = hist.get(b, 0) - 1
+            net -= np.bincount(hist_bin(np.array(list(old_rates.values()))), minlength=HIST_BINS)
+        hist = {b: d for b, d in enumerate(net.tolist()) if d}
         self.store.commit(final, {h: d for h, d in deltas.items() if any(d)}, hist)
         self._remember_host_rates(host_rates)
         for verdict, count in Counter(verdicts).items():
@@ -435,11 +434,11 @@ class RecrawlState:
             candidates = self.store.due_candidates(float(until), wanted + len(seen))
             if seen:
                 candidates = [c for c in candidates if c[0] not in seen]
-            ranked = self._ranked(candidates, now)
+            ranked_urls, ranked_hosts = self._ranked(candidates, now)
             if per_host is None:
-                chosen.extend(url for url, _host in ranked[:limit - len(chosen)])
+                chosen.extend(ranked_urls[:limit - len(chosen)])
             else:
-                for url, host in ranked:
+                for url, host in zip(ranked_urls, ranked_hosts):
                     if per.get(host, 0) >= per_host:
                         continue
                     per[host] = per.get(host, 0) + 1
@@ -462,14 +461,16 @@ class RecrawlState:
         for host, rate in rates.items():
             cache[host] = (rate, now)
 
-    def _ranked(self, candidates: List[Tuple[Any, ...]], now: float) -> List[Tuple[str, str]]:
-        """Candidates best first: by expected freshness gain now (rates
-        re-estimated with their hosts' current pooled rates) for the
-        change-rate policy, most overdue first for Nutch's."""
+    def _ranked(self, candidates: List[Tuple[Any, ...]],
+                now: float) -> Tuple[List[str], List[str]]:
+        """Candidates best first, their URLs and their hosts: by expected
+        freshness gain now (rates re-estimated with their hosts' current
+        pooled rates) for the change-rate policy, most overdue first for
+        Nutch's."""
         if not candidates:
-            return []
+            return [], []
         if not isinstance(self.policy, ChangeRatePolicy):
-            return [(c[0], c[1]) for c in candidates]
+            return [c[0] for c in candidates], [c[1] for c in candidates]
         urls, host_of, last_fetched, changes, t_changed, t_unchanged, fetches = zip(*candidates)
         cache = self._host_rate_cache
         fresh = time.monotonic() - HOST_RATE_TTL
@@ -493,8 +494,9 @@ class RecrawlState:
                               as_array(fetches), as_array([host_rate[h] for h in host_of]),
                               self.policy.prior_weight)
         gains = marginal(rates, now - as_array(last_fetched))
-        order = np.argsort(-gains, kind="stable").tolist()
-        return [(urls[i], host_of[i]) for i in order]
+        order = np.argsort(-gains, kind="stable")
+        return (np.array(urls, dtype=object)[order].tolist(),
+                np.array(host_of, dtype=object)[order].tolist())
 
     def count_due(self, now: Optional[float] = None) -> int:
         """How many URLs are due at ``now``."""
