@@ -4,6 +4,8 @@ and the SQLite store's in-place update of the pages it read."""
 
 import sqlite3
 
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -131,3 +133,15 @@ def test_pages_changed_by_another_process_meanwhile_are_still_written(tmp_path):
     assert len(state) == 5
     assert state.record(urls[0], 200, body=b"v1", now=T0 + 60) is Verdict.UNCHANGED
     state.close()
+
+
+def test_sqlite_cache_size_is_an_option(tmp_path):
+    store = SQLiteRecrawlStore(str(tmp_path / "c.db"), cache_mib=8)
+    assert store._connection().execute("PRAGMA cache_size").fetchone()[0] == -8 * 1024
+    store.close()
+    default = RecrawlState(str(tmp_path / "d.db"))
+    assert default.store._connection().execute("PRAGMA cache_size").fetchone()[0] == -256 * 1024
+    default.close()
+    for bad in (0, -1, 1.5, True, "64"):
+        with pytest.raises(ValueError, match="cache_mib"):
+            SQLiteRecrawlStore(str(tmp_path / "e.db"), cache_mib=bad)

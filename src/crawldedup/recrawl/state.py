@@ -330,10 +330,16 @@ class RecrawlState:
             stats=self.stats)
         # Rates and due times of the final rows, with each host's pooled rate
         # (its stored sums plus this batch's) as the prior.
+        # Column by column: numpy reads a list of lists slowly (it looks
+        # for the shape and type of every inner list).
         none = [0.0] * len(HOST_RATE_FIELDS)
-        host_rates = dict(zip(hosts, self._host_rates(
-            np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
-            + np.array([deltas[h] for h in hosts], dtype=np.float64)[:, H_RATE]).tolist()))
+        stored_sums = [host_stats.get(h, none) for h in hosts]
+        added = [deltas[h] for h in hosts]
+        sums = np.empty((len(hosts), len(HOST_RATE_FIELDS)))
+        for j, field in enumerate(H_RATE):
+            sums[:, j] = (np.array([s[j] for s in stored_sums], dtype=np.float64)
+                          + np.array([d[field] for d in added], dtype=np.float64))
+        host_rates = dict(zip(hosts, self._host_rates(sums).tolist()))
         final = sorted(rows.values())  # in key order: the URL index is walked left to right
         prior = np.array([host_rates[r[P_HOST]] for r in final])
         columns = list(zip(*final))
