@@ -440,4 +440,29 @@ static inline int cd_thread_start(void (*fn)(void *), void *arg) {
     return PyThread_start_new_thread(fn, arg) != (unsigned long)-1;
 }
 
+/* --- function attributes ---------------------------------------------------
+ * Cython cannot put attributes on a function; the core gives them as the
+ * return type.  CD_POPCNT_VOID: a function compiled for processors with the
+ * popcnt instruction, called only when cd_have_popcnt() says this one has it
+ * (x86 wheels are built for processors that may lack it, where the portable
+ * popcount is a dozen instructions); CD_ALWAYS_INLINE_VOID: a body inlined
+ * into every caller, so that inside a CD_POPCNT_VOID function it uses the
+ * instruction; CD_NOINLINE_VOID: a function kept out of line (out of a hot
+ * loop, where its arguments would take registers).  The Hamming search scans buckets with one popcount a
+ * candidate, so it is compiled both ways (_core_index_query.pxi). */
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#define CD_POPCNT_VOID __attribute__((target("popcnt"))) void
+static inline int cd_have_popcnt(void) { return __builtin_cpu_supports("popcnt"); }
+#else
+#define CD_POPCNT_VOID void
+static inline int cd_have_popcnt(void) { return 0; }
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define CD_ALWAYS_INLINE_VOID __attribute__((always_inline)) void
+#define CD_NOINLINE_VOID __attribute__((noinline)) void
+#else
+#define CD_ALWAYS_INLINE_VOID void
+#define CD_NOINLINE_VOID void
+#endif
+
 #endif

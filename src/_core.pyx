@@ -5,7 +5,7 @@
 # MurmurHash3 x64 128 and the Bloom filter bit array (BloomBits: probing,
 # batches without the GIL, lookups on several threads); the other parts are
 # included at the end, one .pxi each: SimHash (_core_simhash.pxi), the exact
-# Hamming-distance index (_core_index.pxi), URL canonicalization and URL and
+# Hamming-distance index (_core_index_*.pxi, its Python face _core_index.pxi), URL canonicalization and URL and
 # request fingerprints (_core_url.pxi), the compact fingerprint table behind
 # FingerprintSet (_core_fpset.pxi), Redis command bytes (_core_resp.pxi) and
 # line splitting and hashing for the command line (_core_lines.pxi).  The
@@ -1395,6 +1395,11 @@ def nbytes_for(num_bits):
     """Bytes of storage for num_bits bits: whole 8-byte words."""
     return ((num_bits + 63) // 64) * 8
 include "_core_simhash.pxi"
+include "_core_index_seg.pxi"
+include "_core_index_sort.pxi"
+include "_core_index_query.pxi"
+include "_core_index_join.pxi"
+include "_core_index_ops.pxi"
 include "_core_index.pxi"
 include "_core_url.pxi"
 include "_core_fpset.pxi"

@@ -1,45 +1,11 @@
 # ---------------------------------------------------------------- Hamming index
 #
 # Exact near-duplicate search over 64-bit fingerprints (crawldedup.SimhashIndex
-# wraps it).  The data structure and its search live in _cd_index.h; this is
+# wraps it).  The data structure and its search are in _core_index_seg.pxi,
+# _core_index_query.pxi, _core_index_join.pxi and _core_index_ops.pxi; this is
 # the Python face: argument checks needed for memory safety, numpy in and out,
 # the GIL released for batch queries and the self-join.  The pure-Python twin
 # is HammingIndex in crawldedup/_reference/index.py.
-
-from libc.stdint cimport int64_t
-
-cdef extern from "_cd_index.h" nogil:
-    ctypedef struct cd_ix_layout:
-        int k
-        int T
-    ctypedef struct cd_ix:
-        cd_ix_layout L
-        size_t nsegs
-        size_t pn
-        size_t live
-    ctypedef struct cd_ix_out:
-        uint64_t* a
-        uint64_t* b
-        uint8_t* d
-        size_t n
-        size_t cap
-        int oom
-        int want_a
-    int CD_IX_MAXK
-    unsigned int CD_IX_MAX_SEGMENT
-    void cd_ix_init(cd_ix* ix, int k)
-    void cd_ix_clear(cd_ix* ix)
-    size_t cd_ix_nbytes(const cd_ix* ix)
-    int cd_ix_compact(cd_ix* ix)
-    int cd_ix_contains(cd_ix* ix, uint64_t id)
-    int cd_ix_add_many(cd_ix* ix, const uint64_t* fps, const uint64_t* ids, size_t m,
-                       uint64_t* bad)
-    int cd_ix_remove(cd_ix* ix, uint64_t id)
-    void cd_ix_query_many(const cd_ix* ix, const uint64_t* qs, size_t m, int64_t* offsets,
-                          cd_ix_out* o)
-    void cd_ix_pairs(const cd_ix* ix, cd_ix_out* o)
-    void cd_ix_export(const cd_ix* ix, uint64_t* fps, uint64_t* ids)
-    void cd_ix_out_free(cd_ix_out* o)
 
 MAX_HAMMING_K = 8
 # A batch query takes one more thread per this many queries (a slice of
@@ -67,18 +33,18 @@ cdef int _query_threads(Py_ssize_t m, object threads) except -1:
 # One slice of a batch query, for one thread: the queries qs[0..m), its own
 # offsets[m + 1] (relative to its own output o).
 ctypedef struct _IxQueryJob:
-    const cd_ix* ix
+    const _Ix* ix
     const uint64_t* qs
     size_t m
     int64_t* offsets
-    cd_ix_out o
+    _IxOut o
 
 
 @cython.linetrace(False)
 @cython.profile(False)
 cdef void _ix_query_job(void* arg) noexcept nogil:
     cdef _IxQueryJob* j = <_IxQueryJob*>arg
-    cd_ix_query_many(j.ix, j.qs, j.m, j.offsets, &j.o)
+    _ix_query_many(j.ix, j.qs, j.m, j.offsets, &j.o)
 
 
 cdef inline uint64_t _ix_u64(object v, str name) except? 0:
@@ -116,19 +82,19 @@ cdef class HammingIndex:
     """Exact index of (fingerprint, id) pairs, both uint64, searched by
     Hamming distance <= k (0 <= k <= 8).  Ids are unique."""
 
-    cdef cd_ix _ix
+    cdef _Ix _ix
     cdef Py_ssize_t _readers
 
     def __cinit__(self, k=3):
         if isinstance(k, bool) or not isinstance(k, int):
             raise TypeError(f"an integer is required for k, not {type(k).__name__}")
-        if k < 0 or k > CD_IX_MAXK:
-            raise ValueError(f"k must be in [0, {CD_IX_MAXK}], got {k}")
-        cd_ix_init(&self._ix, k)
+        if k < 0 or k > IX_MAXK:
+            raise ValueError(f"k must be in [0, {IX_MAXK}], got {k}")
+        _ix_init(&self._ix, k)
         self._readers = 0
 
     def __dealloc__(self):
-        cd_ix_clear(&self._ix)
+        _ix_clear(&self._ix)
 
     cdef int _writable(self) except -1:
         if self._readers:
@@ -143,7 +109,7 @@ cdef class HammingIndex:
     @property
     def nbytes(self):
         """Bytes of memory held by the index."""
-        return cd_ix_nbytes(&self._ix)
+        return _ix_nbytes(&self._ix)
 
     @property
     def segments(self):
@@ -160,7 +126,7 @@ cdef class HammingIndex:
         if id < 0 or id > 0xFFFFFFFFFFFFFFFF:
             return False
         v = id
-        r = cd_ix_contains(&self._ix, v)
+        r = _ix_contains(&self._ix, v)
         if r < 0:
             raise MemoryError()
         return r == 1
@@ -170,9 +136,9 @@ cdef class HammingIndex:
         cdef uint64_t i = _ix_u64(id, "id")
         cdef uint64_t bad = 0
         self._writable()
-        if self._ix.live >= CD_IX_MAX_SEGMENT:
-            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
-        r = cd_ix_add_many(&self._ix, &f, &i, 1, &bad)
+        if self._ix.live >= IX_MAX_SEGMENT:
+            raise ValueError(f"an index holds at most {IX_MAX_SEGMENT} entries")
+        r = _ix_add_many(&self._ix, &f, &i, 1, &bad)
         if r == -2:
             raise ValueError(f"id {bad} is already in the index")
         if r != 0:
@@ -188,12 +154,12 @@ cdef class HammingIndex:
         if f.shape[0] != i.shape[0]:
             raise ValueError(f"fps and ids differ in length: {f.shape[0]} and {i.shape[0]}")
         self._writable()
-        if <size_t>f.shape[0] > CD_IX_MAX_SEGMENT - self._ix.live:
-            raise ValueError(f"an index holds at most {CD_IX_MAX_SEGMENT} entries")
+        if <size_t>f.shape[0] > IX_MAX_SEGMENT - self._ix.live:
+            raise ValueError(f"an index holds at most {IX_MAX_SEGMENT} entries")
         if f.shape[0] == 0:
             return
         # Holds the GIL: no search may run while the segments change.
-        r = cd_ix_add_many(&self._ix, &f[0], &i[0], <size_t>f.shape[0], &bad)
+        r = _ix_add_many(&self._ix, &f[0], &i[0], <size_t>f.shape[0], &bad)
         if r == -2:
             raise ValueError(f"id {bad} is already in the index")
         if r != 0:
@@ -206,7 +172,7 @@ cdef class HammingIndex:
             return False
         v = id
         self._writable()
-        r = cd_ix_remove(&self._ix, v)
+        r = _ix_remove(&self._ix, v)
         if r < 0:
             raise MemoryError()
         return r == 1
@@ -214,23 +180,23 @@ cdef class HammingIndex:
     def compact(self):
         """Fold all segments, the pending buffer and tombstones into one segment."""
         self._writable()
-        if cd_ix_compact(&self._ix) != 0:
+        if _ix_compact(&self._ix) != 0:
             raise MemoryError()
 
     def query(self, fp):
         """[(id, distance)] of the entries within k of fp, by distance then id."""
         cdef uint64_t q = _ix_u64(fp, "fp")
         cdef int64_t offs[2]
-        cdef cd_ix_out o
+        cdef _IxOut o
         cdef size_t j
         memset(&o, 0, sizeof(o))
         try:
-            cd_ix_query_many(&self._ix, &q, 1, offs, &o)
+            _ix_query_many(&self._ix, &q, 1, offs, &o)
             if o.oom:
                 raise MemoryError()
             return [(o.b[j], o.d[j]) for j in range(o.n)]
         finally:
-            cd_ix_out_free(&o)
+            _ix_out_free(&o)
 
     def query_many(self, fps, threads=None):
         """(offsets int64[m+1], ids uint64, distances uint8): the results of
@@ -242,7 +208,7 @@ cdef class HammingIndex:
         cdef int n = _query_threads(m, threads)
         offsets = _np.zeros(m + 1, dtype=_np.int64)
         cdef int64_t[::1] ov = offsets
-        cdef cd_ix_out o
+        cdef _IxOut o
         memset(&o, 0, sizeof(o))
         if m == 0:
             return offsets, _np.zeros(0, _np.uint64), _np.zeros(0, _np.uint8)
@@ -251,7 +217,7 @@ cdef class HammingIndex:
         self._readers += 1
         try:
             with nogil:
-                cd_ix_query_many(&self._ix, &q[0], <size_t>m, &ov[0], &o)
+                _ix_query_many(&self._ix, &q[0], <size_t>m, &ov[0], &o)
             if o.oom:
                 raise MemoryError()
             ids = _np.empty(o.n, dtype=_np.uint64)
@@ -262,7 +228,7 @@ cdef class HammingIndex:
             return offsets, ids, dists
         finally:
             self._readers -= 1
-            cd_ix_out_free(&o)
+            _ix_out_free(&o)
 
     cdef object _query_many_threads(self, const uint64_t[::1] q, int n, object offsets):
         """query_many over n slices of q, one thread each, then the slices'
@@ -311,20 +277,20 @@ cdef class HammingIndex:
             self._readers -= 1
             for r in range(n):
                 PyMem_Free(jobs[r].offsets)
-                cd_ix_out_free(&jobs[r].o)
+                _ix_out_free(&jobs[r].o)
             PyMem_Free(jobs)
 
     def pairs(self):
         """(a uint64, b uint64, d uint8): every pair of entries within k, a < b,
         sorted by (a, b).  Compacts the index first."""
-        cdef cd_ix_out o
+        cdef _IxOut o
         self.compact()
         memset(&o, 0, sizeof(o))
         o.want_a = 1
         self._readers += 1
         try:
             with nogil:
-                cd_ix_pairs(&self._ix, &o)
+                _ix_pairs(&self._ix, &o)
             if o.oom:
                 raise MemoryError()
             a = _np.empty(o.n, dtype=_np.uint64)
@@ -336,7 +302,7 @@ cdef class HammingIndex:
                 memcpy(<void*>_np_data(d), o.d, o.n)
         finally:
             self._readers -= 1
-            cd_ix_out_free(&o)
+            _ix_out_free(&o)
         return _ix_sort_pairs(a, b, d)
 
     def items(self):
@@ -347,7 +313,7 @@ cdef class HammingIndex:
         fps = _np.empty(n, dtype=_np.uint64)
         ids = _np.empty(n, dtype=_np.uint64)
         if n:
-            cd_ix_export(&self._ix, <uint64_t*>_np_data(fps), <uint64_t*>_np_data(ids))
+            _ix_export(&self._ix, <uint64_t*>_np_data(fps), <uint64_t*>_np_data(ids))
         return fps, ids
 
 

@@ -1,4 +1,4 @@
-"""Twin of ``src/_core_index.pxi`` (+ ``src/_cd_index.h``): ``HammingIndex``.
+"""Twin of ``src/_core_index.pxi`` (+ ``src/_core_index_*.pxi``): ``HammingIndex``.
 
 The same pigeonhole search, written plainly.  The 64 bits are cut into k + 1
 blocks (block 0 the highest bits, the first 64 % (k + 1) blocks one bit
