@@ -227,18 +227,29 @@ cdef void _ix_pairs(const _Ix* ix, _IxOut* o) noexcept nogil:
 cdef void _ix_export(const _Ix* ix, uint64_t* fps, uint64_t* ids) noexcept nogil:
     """Live entries of a compacted index in (fp, id) order: fps[n], ids[n]."""
     cdef size_t c = 0, nb0, c0, u = 0
-    cdef uint32_t j
+    cdef uint32_t j, j1
     cdef uint64_t fp
     cdef const _IxSeg* s
+    # The segment's arrays in locals: the stores below could otherwise alias
+    # them (extensions build with -fno-strict-aliasing), reloaded every entry.
+    cdef const uint32_t* run
+    cdef const uint32_t* ids32
+    cdef const uint64_t* ids64
     if ix.nsegs != 1:
         return
     s = ix.segs[0]
+    run = s.run
+    ids32 = s.ids32
+    ids64 = s.ids
     nb0 = (<size_t>1) << s.kb[0]
     for c0 in range(nb0):
         while u < s.off[0][c0 + 1]:
             fp = _ix_seg_fp0(s, u, c0)
-            for j in range(_ix_run(s, u), _ix_run(s, u + 1)):
+            j = run[u] if run != NULL else <uint32_t>u
+            j1 = run[u + 1] if run != NULL else <uint32_t>(u + 1)
+            while j < j1:
                 fps[c] = fp
-                ids[c] = _ix_id(s, j)
+                ids[c] = <uint64_t>ids32[j] if ids32 != NULL else ids64[j]
                 c += 1
+                j += 1
             u += 1
