@@ -30,33 +30,35 @@ static const int cd_md5_S[64] = {
     4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
     6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
 
-#define CD_ROTL32(x, s) (((x) << (s)) | ((x) >> (32 - (s))))
+static inline uint32_t cd_rotl32(uint32_t x, int s) {  /* 0 < s < 32 */
+    return (x << s) | (x >> (32 - s));
+}
 
-/* The message word each step reads: round 1 in order, then (1+5i), (5+3i),
- * (7i) mod 16. */
-static inline int cd_md5_word(int i) {
-    if (i < 16) return i;
-    if (i < 32) return (1 + 5 * i) & 15;
-    if (i < 48) return (5 + 3 * i) & 15;
-    return (7 * i) & 15;
+/* Step i of MD5 (RFC 1321 3.4) on the state v = (a, b, c, d), given f, the
+ * round function's value of (b, c, d), and x, the message word it reads:
+ * (a, b, c, d) <- (d, b + ((a + f + T[i] + x) <<< S[i]), b, c). */
+static inline void cd_md5_step(uint32_t v[4], uint32_t f, uint32_t x, int i) {
+    uint32_t t = v[0] + f + cd_md5_T[i] + x;
+    v[0] = v[3];
+    v[3] = v[2];
+    v[2] = v[1];
+    v[1] += cd_rotl32(t, cd_md5_S[i]);
 }
 
 /* One 64-byte block into the state (RFC 1321 3.4): one loop per round
  * function, so no branch sits in a round. */
 static void cd_md5_compress(uint32_t st[4], const unsigned char *block) {
-    uint32_t X[16], a = st[0], b = st[1], c = st[2], d = st[3], t;
+    uint32_t X[16], v[4];
     int i;
     for (i = 0; i < 16; i++)
         X[i] = (uint32_t)block[4 * i] | ((uint32_t)block[4 * i + 1] << 8) |
                ((uint32_t)block[4 * i + 2] << 16) | ((uint32_t)block[4 * i + 3] << 24);
-#define CD_MD5_STEP(f, g) \
-    t = a + (f) + cd_md5_T[i] + X[(g)]; a = d; d = c; c = b; b = b + CD_ROTL32(t, cd_md5_S[i]);
-    for (i = 0; i < 16; i++) { CD_MD5_STEP(d ^ (b & (c ^ d)), i) }
-    for (; i < 32; i++) { CD_MD5_STEP(c ^ (d & (b ^ c)), (5 * i + 1) & 15) }
-    for (; i < 48; i++) { CD_MD5_STEP(b ^ c ^ d, (3 * i + 5) & 15) }
-    for (; i < 64; i++) { CD_MD5_STEP(c ^ (b | ~d), (7 * i) & 15) }
-#undef CD_MD5_STEP
-    st[0] += a; st[1] += b; st[2] += c; st[3] += d;
+    memcpy(v, st, sizeof v);
+    for (i = 0; i < 16; i++) cd_md5_step(v, v[3] ^ (v[1] & (v[2] ^ v[3])), X[i], i);
+    for (; i < 32; i++) cd_md5_step(v, v[2] ^ (v[3] & (v[1] ^ v[2])), X[(5 * i + 1) & 15], i);
+    for (; i < 48; i++) cd_md5_step(v, v[1] ^ v[2] ^ v[3], X[(3 * i + 5) & 15], i);
+    for (; i < 64; i++) cd_md5_step(v, v[2] ^ (v[1] | ~v[3]), X[(7 * i) & 15], i);
+    for (i = 0; i < 4; i++) st[i] += v[i];
 }
 
 static const uint32_t cd_md5_init[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
