@@ -28,7 +28,7 @@ _HOMES: Dict[str, str] = {
     "Verdict": "crawldedup.recrawl.state",
     "parse_http_date": "crawldedup.recrawl.state",
     "RecrawlStore": "crawldedup.recrawl.stores",
-    "RedisRecrawlStore": "crawldedup.recrawl.stores",
+    "RedisRecrawlStore": "crawldedup.recrawl.redis_store",
     "SQLiteRecrawlStore": "crawldedup.recrawl.stores",
     "open_recrawl_store": "crawldedup.recrawl.stores",
 }
@@ -36,8 +36,8 @@ _HOMES: Dict[str, str] = {
 if TYPE_CHECKING:
     from crawldedup.recrawl.schedule import ChangeRatePolicy, NutchPolicy
     from crawldedup.recrawl.state import PageState, RecrawlState, Verdict, parse_http_date
-    from crawldedup.recrawl.stores import (RecrawlStore, RedisRecrawlStore, SQLiteRecrawlStore,
-                                           open_recrawl_store)
+    from crawldedup.recrawl.redis_store import RedisRecrawlStore
+    from crawldedup.recrawl.stores import RecrawlStore, SQLiteRecrawlStore, open_recrawl_store
 
 
 __all__ = ["RecrawlState", "Verdict", "PageState", "ChangeRatePolicy", "NutchPolicy",
