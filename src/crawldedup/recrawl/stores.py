@@ -22,6 +22,7 @@ import numpy as np
 
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.recrawl.schedule import HIST_BINS
+from crawldedup.stores.base import Store
 from crawldedup.stores.sqlite import SQLiteFile
 
 try:
@@ -61,8 +62,9 @@ _ROWID = operator.itemgetter(len(PAGE_FIELDS) - 1)
 PageRow = Sequence[Any]
 
 
-class RecrawlStore(abc.ABC):
-    """The calls RecrawlState makes on its store."""
+class RecrawlStore(Store):
+    """The calls RecrawlState makes on its store (and a Store's: its length
+    is the pages known; clear forgets every page, host and setting)."""
 
     #: where the data lives, for error messages
     address: str
@@ -106,24 +108,6 @@ class RecrawlStore(abc.ABC):
     @abc.abstractmethod
     def set_meta(self, values: Mapping[str, float]) -> None:
         """Save scheduler numbers."""
-
-    @abc.abstractmethod
-    def __len__(self) -> int:
-        """Pages known."""
-
-    @abc.abstractmethod
-    def clear(self) -> None:
-        """Forget every page, host and setting."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Release the connection.  Idempotent."""
-
-    def __enter__(self) -> "RecrawlStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _host_fields(fields: Sequence[str]) -> Sequence[str]:

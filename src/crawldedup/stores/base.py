@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import re
-from typing import Any, List, Optional, Sequence, Set
+from typing import Any, List, Optional, Sequence, Set, TypeVar
 
 import numpy as np
 
@@ -31,7 +31,35 @@ def check_table(table: Any) -> str:
     return table
 
 
-class FingerprintStore(abc.ABC):
+_S = TypeVar("_S", bound="Store")
+
+
+class Store(abc.ABC):
+    """What every store answers (the fingerprint stores here, the re-crawl
+    stores of crawldedup.recrawl): its size, ``clear``, ``close`` (which
+    releases its connection; a second call does nothing), and ``with``,
+    which closes it."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The entries held."""
+
+    @abc.abstractmethod
+    def clear(self) -> None:
+        """Forget every entry."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection.  Idempotent."""
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FingerprintStore(Store):
     """Base class: fingerprints of ``digest_size`` bytes in a database.
 
     Subclasses implement ``_insert(unique) -> set of new`` and
@@ -115,23 +143,6 @@ class FingerprintStore(abc.ABC):
     def _select(self, unique: List[bytes]) -> Set[bytes]:
         """Each store's own."""
 
-    @abc.abstractmethod
-    def __len__(self) -> int:
-        """Each store's own."""
-
-    @abc.abstractmethod
-    def clear(self) -> None:
-        """Each store's own."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Each store's own."""
-
-    def __enter__(self) -> "FingerprintStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def chunks(items: Sequence[bytes], size: int) -> List[Sequence[bytes]]:
