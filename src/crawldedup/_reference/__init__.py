@@ -10,7 +10,7 @@ One module per part of the core, named as the part:
 =============  ===========================  ==========================================
 module         core part                    holds
 =============  ===========================  ==========================================
-``bloom``      ``src/_core.pyx``            key access, MurmurHash3, bit positions,
+``bloom``      ``src/_core_bloom.pxi``      key access, MurmurHash3, bit positions,
                                             ``BloomBits``, the batch switches
 ``simhash``    ``src/_core_simhash.pxi``    SimHash, Hamming distances, leonsim
 ``index``      ``src/_core_index.pxi``      ``HammingIndex``

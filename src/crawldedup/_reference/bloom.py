@@ -1,5 +1,6 @@
-"""Twin of the part of ``src/_core.pyx`` outside its includes: key access,
-MurmurHash3 x64 128, the Bloom filter's bit positions, and ``BloomBits``.
+"""Twin of ``src/_core_bloom.pxi`` (with ``_core_keys.pxi`` and
+``_core_bloom_batch.pxi``): key access, MurmurHash3 x64 128, the Bloom
+filter's bit positions, and ``BloomBits``.
 
 Every function and class here computes exactly what its compiled namesake
 computes, bit for bit, in short and obviously correct Python.
