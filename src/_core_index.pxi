@@ -13,6 +13,24 @@ MAX_HAMMING_K = 8
 QUERIES_PER_THREAD = 4096
 
 
+cdef int _check_hamming_k(object k) except -1:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"an integer is required for k, not {type(k).__name__}")
+    if k < 0 or k > IX_MAXK:
+        raise ValueError(f"k must be in [0, {IX_MAXK}], got {k}")
+    return k
+
+
+def hamming_blocks(k):
+    """(shift, width) of the k + 1 blocks that a HammingIndex of distance k
+    cuts a fingerprint into, block 0 the highest bits, the first 64 % (k + 1)
+    blocks one bit wider: two fingerprints within k agree on one at least."""
+    cdef _IxLayout L
+    cdef int t
+    _ix_layout_init(&L, _check_hamming_k(k))
+    return [(L.shift[t], L.width[t]) for t in range(L.T)]
+
+
 cdef int _query_threads(Py_ssize_t m, object threads) except -1:
     """How many threads a batch of m queries runs on: ``threads`` when
     given (an int >= 1; never more than one per query nor MAX_THREADS),
@@ -86,11 +104,7 @@ cdef class HammingIndex:
     cdef Py_ssize_t _readers
 
     def __cinit__(self, k=3):
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"an integer is required for k, not {type(k).__name__}")
-        if k < 0 or k > IX_MAXK:
-            raise ValueError(f"k must be in [0, {IX_MAXK}], got {k}")
-        _ix_init(&self._ix, k)
+        _ix_init(&self._ix, _check_hamming_k(k))
         self._readers = 0
 
     def __dealloc__(self):

@@ -502,3 +502,23 @@ def test_big_shared_block_buckets_join_recursively(core, k, shared):
         for j, q in enumerate(qs.tolist()):
             assert got[j] == brute_query(fps[keep], ids[keep], q, k), index_state
         ix.compact()
+
+
+def test_hamming_blocks_cut_64_bits(core, reference, impl):
+    """hamming_blocks(k): k + 1 blocks covering the 64 bits from the top,
+    the first 64 % (k + 1) one bit wider; the core's layout equals the
+    twin's, and bad k is refused as HammingIndex refuses it."""
+    for k in range(impl.MAX_HAMMING_K + 1):
+        got = impl.hamming_blocks(k)
+        assert got == (core if impl is reference else reference).hamming_blocks(k)
+        assert len(got) == k + 1 and sum(width for _, width in got) == 64
+        assert [shift for shift, _ in got] == [64 - sum(w for _, w in got[:t + 1])
+                                              for t in range(k + 1)]
+        assert [width for _, width in got] == sorted((width for _, width in got), reverse=True)
+        assert max(w for _, w in got) - min(w for _, w in got) <= 1
+    for bad, error in ((-1, ValueError), (impl.MAX_HAMMING_K + 1, ValueError), (True, TypeError),
+                       (2.0, TypeError)):
+        with pytest.raises(error):
+            impl.hamming_blocks(bad)
+        with pytest.raises(error):
+            impl.HammingIndex(bad)

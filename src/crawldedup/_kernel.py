@@ -64,12 +64,13 @@ def set_threads(n: "int | None" = None) -> "int | None":
 # index
 HammingIndex = impl.HammingIndex
 MAX_HAMMING_K: int = impl.MAX_HAMMING_K
+hamming_blocks = impl.hamming_blocks
 
 __all__ = ["IMPLEMENTATION", "PURE_PYTHON", "BloomBits", "hash128", "hash64", "hash_indices",
            "nbytes_for", "MAX_NUM_HASHES", "MAX_SEED",
            "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
            "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
-           "leonsim_text", "leonsim_features", "HammingIndex", "MAX_HAMMING_K"]
+           "leonsim_text", "leonsim_features", "HammingIndex", "MAX_HAMMING_K", "hamming_blocks"]
 
 # ---- url ----
 canonicalize_url_fast = impl.canonicalize_url_fast

@@ -29,7 +29,7 @@ from crawldedup._reference.bloom import (MAX_NUM_HASHES, MAX_SEED, BloomBits,
                                          _set_batch_threads, _set_prefetching, check_keys,
                                          hash64, hash128, hash_indices, nbytes_for)
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
-from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex
+from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex, hamming_blocks
 from crawldedup._reference.lines import (gather_spans, line_hashes, line_spans, span_digests,
                                          span_hashes, span_key_hashes, split_lines)
 from crawldedup._reference.resp import bloom_resp
@@ -46,7 +46,7 @@ IMPLEMENTATION = "reference"
 
 __all__ = [
     "IMPLEMENTATION",
-    # bloom (_core.pyx)
+    # bloom (_core_bloom.pxi)
     "BloomBits", "check_keys", "hash128", "hash64", "hash_indices", "nbytes_for",
     "MAX_NUM_HASHES", "MAX_SEED", "_set_batch_threads", "_set_prefetching",
     # simhash
@@ -54,7 +54,7 @@ __all__ = [
     "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
     "leonsim_text", "leonsim_features",
     # index
-    "HammingIndex", "MAX_HAMMING_K",
+    "HammingIndex", "MAX_HAMMING_K", "hamming_blocks",
     # url
     "canonicalize_url_fast", "url_fingerprint_fast", "request_fingerprint_fast",
     "url_fingerprints_fast", "request_fingerprints_fast", "canonicalize_urls_fast",

@@ -50,9 +50,19 @@ def _ix_u64_array(a: object, name: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _ix_blocks(k: int) -> List[Tuple[int, int]]:
-    """(shift, width) of each block, block 0 at the top."""
-    count, top, out = k + 1, 64, []
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"an integer is required for k, not {type(k).__name__}")
+    if k < 0 or k > MAX_HAMMING_K:
+        raise ValueError(f"k must be in [0, {MAX_HAMMING_K}], got {k}")
+    return k
+
+
+def hamming_blocks(k: int) -> List[Tuple[int, int]]:
+    """(shift, width) of the k + 1 blocks that a HammingIndex of distance k
+    cuts a fingerprint into, block 0 the highest bits, the first 64 % (k + 1)
+    blocks one bit wider: two fingerprints within k agree on one at least."""
+    count, top, out = _check_k(k) + 1, 64, []
     for t in range(count):
         width = 64 // count + (1 if t < 64 % count else 0)
         top -= width
@@ -69,12 +79,8 @@ class HammingIndex:
     Hamming distance <= k (0 <= k <= 8).  Ids are unique."""
 
     def __init__(self, k: int = 3) -> None:
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"an integer is required for k, not {type(k).__name__}")
-        if k < 0 or k > MAX_HAMMING_K:
-            raise ValueError(f"k must be in [0, {MAX_HAMMING_K}], got {k}")
-        self._k = k
-        self._blocks = _ix_blocks(k)
+        self._k = _check_k(k)
+        self._blocks = hamming_blocks(k)
         self._fp: Dict[int, int] = {}                      # id -> fingerprint
         # block value -> set of ids
         self._tables: List[Dict[int, Set[int]]] = [{} for _ in self._blocks]

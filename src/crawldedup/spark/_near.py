@@ -23,13 +23,14 @@ near_duplicates runs in two shuffles:
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
 
 import numpy as np
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from crawldedup._kernel import hamming_blocks
 from crawldedup.index import _check_k  # the same k SimhashIndex takes
 from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
                                       column_type)
@@ -70,15 +71,8 @@ def to_unsigned(value: int) -> int:
     return v + (1 << 64) if v < 0 else v
 
 
-def blocks(k: int) -> List[Tuple[int, int]]:
-    """(shift, width) of the k + 1 pigeonhole blocks, block 0 the highest
-    bits, the first 64 % (k + 1) blocks one bit wider (as SimhashIndex)."""
-    count, top, out = k + 1, 64, []
-    for t in range(count):
-        width = 64 // count + (1 if t < 64 % count else 0)
-        top -= width
-        out.append((top, width))
-    return out
+# (shift, width) of the k + 1 pigeonhole blocks, as SimhashIndex cuts them.
+blocks = hamming_blocks
 
 
 # ---------------------------------------------------------------- simhash
