@@ -1,4 +1,4 @@
-# Bloom part, 2 of 3 (included by _core_bloom.pxi): the Bloom filter's
+# Bloom part, 2 of 4 (included by _core_bloom.pxi): the Bloom filter's
 # probes and its batch machinery: a batch's keys walked CHUNK at a time, hashed
 # GROUP ahead of their probes, and lookups cut into jobs for the thread runner.
 # Twin: crawldedup._reference.bloom.

@@ -1,4 +1,4 @@
-# Bloom part, 1 of 3 (included first by _core_bloom.pxi): keys and their
+# Bloom part, 1 of 4 (included first by _core_bloom.pxi): keys and their
 # hashes, which every later part uses too: a key's bytes without copying (str, bytes and
 # buffers), the checks of key batches and seeds, MurmurHash3 x64 128, and the
 # bit positions of a key in a Bloom filter (standard and blocked layouts).
