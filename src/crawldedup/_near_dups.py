@@ -34,7 +34,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 import os
 import re
-from typing import IO, Any, BinaryIO, Callable, Dict, Hashable, Iterator, List, Optional, Tuple
+from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterable, Iterator, List,
+                    Optional, Tuple)
 
 import numpy as np
 
@@ -355,8 +356,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 flush(batch)
                 drain()
             finally:
-                if source is not stdin:
-                    source.close()
+                close_inputs([source], stdin)
     except Stop as exc:
         if bar is not None:
             bar.close()
@@ -418,6 +418,13 @@ def open_input(name: str, stdin: Optional[BinaryIO]) -> Tuple[str, BinaryIO]:
         raise CrawldedupError(f"cannot read {name!r}: {exc.strerror}") from None
 
 
+def close_inputs(files: Iterable[BinaryIO], stdin: Optional[BinaryIO]) -> None:
+    """Close the files open_input opened (standard input stays open)."""
+    for f in files:
+        if f is not stdin:
+            f.close()
+
+
 def progress_bar(err: IO[str], unit: str = " docs", desc: str = "near-dups") -> Any:
     """A tqdm bar on stderr when it is a terminal and tqdm is installed."""
     isatty = getattr(err, "isatty", None)
@@ -430,13 +437,19 @@ def progress_bar(err: IO[str], unit: str = " docs", desc: str = "near-dups") -> 
     return tqdm(file=err, unit=unit, desc=desc)
 
 
+def reading_command(commands: Any, name: str, help: str, description: str) -> Any:
+    """A subcommand that reads FILEs (or standard input, see open_input)."""
+    command = commands.add_parser(name, help=help, description=description)
+    command.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
+    return command
+
+
 def add_parser(commands: Any) -> None:
-    near = commands.add_parser(
-        "near-dups", help="find near-duplicate documents (SimHash)",
+    near = reading_command(
+        commands, "near-dups", help="find near-duplicate documents (SimHash)",
         description="Read documents, one JSON object a line (or plain text lines with "
                     "--lines), fingerprint each with SimHash and print every pair of "
                     "documents within Hamming distance k, or their clusters, as JSON lines.")
-    near.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
     near.add_argument("--text-field", default="text", metavar="NAME",
                       help="the field that holds a document's text (default: text)")
     near.add_argument("--id-field", default="id", metavar="NAME",

@@ -164,17 +164,18 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     def __or__(self, other: "BloomFilter") -> "BloomFilter":
         if not isinstance(other, BloomFilter):
             return NotImplemented
-        self._require_compatible(other, "|")
-        out = self.copy()
-        out._merge(other, union=True)
-        return out
+        return self._combined(other, "|", union=True)
 
     def __and__(self, other: "BloomFilter") -> "BloomFilter":
         if not isinstance(other, BloomFilter):
             return NotImplemented
-        self._require_compatible(other, "&")
+        return self._combined(other, "&", union=False)
+
+    def _combined(self, other: "BloomFilter", op: str, union: bool) -> "BloomFilter":
+        """A new filter: self | other, or self & other."""
+        self._require_compatible(other, op)
         out = self.copy()
-        out._merge(other, union=False)
+        out._merge(other, union=union)
         return out
 
     def __eq__(self, other: object) -> bool:

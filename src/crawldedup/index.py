@@ -18,7 +18,6 @@ False
 from __future__ import annotations
 
 import operator
-import os
 import struct
 from typing import (Any, BinaryIO, Dict, Hashable, Iterable, Iterator, List, Optional, Tuple,
                     Union, cast)
@@ -49,22 +48,23 @@ def _u64_int(v: object) -> Optional[int]:
     return i if 0 <= i <= _U64_MAX else None
 
 
+def _int_in(value: object, name: str, kind: str, top: int, shown: str) -> int:
+    """value as an int in [0, top]: TypeError unless an integer (not bool),
+    ValueError out of range."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
+    v = operator.index(value)
+    if not 0 <= v <= top:
+        raise ValueError(f"{name} must be in {shown}, got {v}")
+    return v
+
+
 def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an int, not {type(k).__name__}")
-    k = operator.index(k)
-    if not 0 <= k <= MAX_HAMMING_K:
-        raise ValueError(f"k must be in [0, {MAX_HAMMING_K}], got {k}")
-    return k
+    return _int_in(k, "k", "an int", MAX_HAMMING_K, f"[0, {MAX_HAMMING_K}]")
 
 
 def _check_fp(fp: object) -> int:
-    if isinstance(fp, bool) or not isinstance(fp, (int, np.integer)):
-        raise TypeError(f"fp must be an int (a 64-bit fingerprint), not {type(fp).__name__}")
-    v = operator.index(fp)
-    if not 0 <= v <= _U64_MAX:
-        raise ValueError(f"fp must be in [0, 2**64), got {v}")
-    return v
+    return _int_in(fp, "fp", "an int (a 64-bit fingerprint)", _U64_MAX, "[0, 2**64)")
 
 
 def _fp_array(fps: object, name: str = "fps") -> np.ndarray:
@@ -90,6 +90,13 @@ def _fp_array(fps: object, name: str = "fps") -> np.ndarray:
                             f"got dtype {arr.dtype}")
         arr = arr.astype(np.uint64)
     return np.ascontiguousarray(arr)
+
+
+def _check_kind(header: _files.Header, path: Optional[PathLike]) -> None:
+    """Refuse a state file that holds something other than an index."""
+    if header.kind != _files.KIND_INDEX:
+        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
+        raise CorruptFileError(path, f"holds a {kind}, not a SimHash index")
 
 
 class SimhashIndex:
@@ -358,18 +365,8 @@ class SimhashIndex:
         """Read an index written by :meth:`save`.  CorruptFileError for a
         truncated, damaged, empty or foreign file.  ``path`` may also be a
         binary file object."""
-        data: Union[bytes, bytearray]
-        if _files.is_file_object(path):
-            data, name = _files.read_object(path)
-            return cls._parse(data, name)
-        path = _files.check_path(path)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data = bytearray(size)
-            _files.read_exactly(f, memoryview(data), path)
-            if f.read(1):
-                raise CorruptFileError(path, "the file grew while it was read")
-        return cls._parse(data, path)
+        header, payload = _files.read_file(path, _check_kind)
+        return cls._from_payload(header, payload, path)
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # Pickles carry the checksummed file format (TypeError for ids that
@@ -379,18 +376,14 @@ class SimhashIndex:
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "SimhashIndex":
         """The index that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
-        return cls._parse(bytes(data), None)
+        header, payload = _files.split_bytes(data, _check_kind)
+        return cls._from_payload(header, payload, None)
 
     @classmethod
-    def _parse(cls, data: Union[bytes, bytearray], path: Optional[PathLike]) -> "SimhashIndex":
+    def _from_payload(cls, header: _files.Header, payload: memoryview,
+                      path: Optional[PathLike]) -> "SimhashIndex":
         def bad(reason: str) -> CorruptFileError:
             return CorruptFileError(path, reason)
-        view = memoryview(data)
-        header = _files.parse_header(view[:_files.HEADER_SIZE], len(view), path)
-        if header.kind != _files.KIND_INDEX:
-            kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-            raise bad(f"holds a {kind}, not a SimHash index")
-        payload = view[_files.HEADER_SIZE:]
         if _files.checksum(header, payload) != header.checksum:
             raise bad("checksum mismatch (the file was damaged)")
         if header.flags:

@@ -132,10 +132,8 @@ class FingerprintTable:
             except TypeError:
                 raise TypeError(f"keys must be an iterable of digests, not "
                                 f"{type(keys).__name__}") from None
-        out = np.zeros(len(items), dtype=np.bool_)
-        for i, key in enumerate(items):
-            out[i] = self.add(key) if adding else self.contains(key)
-        return out
+        answer = self.add if adding else self.contains
+        return np.array([answer(key) for key in items], dtype=np.bool_)
 
     def add_many(self, keys: object) -> np.ndarray:
         return self._batch(keys, True)

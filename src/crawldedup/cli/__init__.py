@@ -67,12 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    urls = commands.add_parser(
-        "urls", help="print the URLs not seen before",
+    from crawldedup import _near_dups
+    urls = _near_dups.reading_command(
+        commands, "urls", help="print the URLs not seen before",
         description="Read URLs, one per line, from FILEs (or standard input) and print each "
                     "one not seen before in this run or in earlier runs with the same state "
                     "file. Blank lines and surrounding whitespace are ignored.")
-    urls.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
     urls.add_argument("--state", required=True, metavar="PATH",
                       help="state file (a Bloom filter), created when missing; or "
                            "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
@@ -108,7 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
                            "--state then names the local lock "
                            "and journal; crawlers sharing the database print each URL once")
 
-    from crawldedup import _near_dups
     _near_dups.add_parser(commands)
 
     from crawldedup.recrawl import cli as recrawl_cli

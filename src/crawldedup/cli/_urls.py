@@ -11,6 +11,7 @@ import stat
 from typing import IO, Any, BinaryIO, List, Optional
 
 from crawldedup import _files
+from crawldedup._near_dups import close_inputs
 from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
@@ -151,9 +152,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         for name in args.files or ["-"]:
             sources.append(stdin if name == "-" else open(name, "rb"))
     except OSError as exc:
-        for f in sources:
-            if f is not stdin:
-                f.close()
+        close_inputs(sources, stdin)
         raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
 
     read = new = replayed = 0
@@ -220,9 +219,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         finally:
             if ahead is not None:
                 ahead.close()
-            for f in sources:
-                if f is not stdin:
-                    f.close()
+            close_inputs(sources, stdin)
             try:
                 detail = state.describe()
                 warnings = state.warnings()

@@ -191,30 +191,24 @@ class SimhashIndex:
         return list(ans)
 
     def add(self, obj_id: Any, simhash: Simhash) -> None:
-        if simhash.f != self.f:
-            raise AssertionError(f"a {simhash.f}-bit Simhash added to a {self.f}-bit index")
-        entry = "%x,%s" % (simhash.value, obj_id)
-        if isinstance(self._store, _CoreBuckets):
-            value = simhash.value
-            if type(value) is int and 0 <= value < 1 << 64:
-                self._store.add(value, entry)
-                return
-            self._plain_store()
-        for key in self.get_keys(simhash):
-            self._store.add(key, entry)
+        self._change(obj_id, simhash, "added to", adding=True)
 
     def delete(self, obj_id: Any, simhash: Simhash) -> None:
+        self._change(obj_id, simhash, "deleted from", adding=False)
+
+    def _change(self, obj_id: Any, simhash: Simhash, verb: str, adding: bool) -> None:
         if simhash.f != self.f:
-            raise AssertionError(f"a {simhash.f}-bit Simhash deleted from a {self.f}-bit index")
+            raise AssertionError(f"a {simhash.f}-bit Simhash {verb} a {self.f}-bit index")
         entry = "%x,%s" % (simhash.value, obj_id)
         if isinstance(self._store, _CoreBuckets):
             value = simhash.value
             if type(value) is int and 0 <= value < 1 << 64:
-                self._store.discard(value, entry)
+                (self._store.add if adding else self._store.discard)(value, entry)
                 return
             self._plain_store()
+        change = self._store.add if adding else self._store.discard
         for key in self.get_keys(simhash):
-            self._store.discard(key, entry)
+            change(key, entry)
 
     @property
     def offsets(self) -> List[int]:

@@ -18,7 +18,8 @@ import sys
 import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
-from crawldedup._near_dups import open_input, progress_bar
+from crawldedup._near_dups import close_inputs, open_input, progress_bar, reading_command
+from crawldedup.cli._common import positive_int
 from crawldedup.errors import CrawldedupError
 
 BATCH = 1000
@@ -153,8 +154,7 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
                         batch = []
                 flush(batch)
             finally:
-                if source is not stdin:
-                    source.close()
+                close_inputs([source], stdin)
         total = len(state)
     except _BadLine as exc:
         err.write(f"crawldedup: error: {exc} (--skip-bad skips such lines)\n")
@@ -192,16 +192,6 @@ def _positive(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 DEFAULT_PREFIX = "crawldedup:recrawl"
 
 
@@ -226,9 +216,9 @@ def add_parsers(commands: Any) -> None:
         description="Print the URLs of the re-crawl state that are due now, one per line, "
                     "best first (by the expected freshness gained per fetch).")
     _common(due)
-    due.add_argument("--limit", type=_count, required=True, metavar="N",
+    due.add_argument("--limit", type=positive_int, required=True, metavar="N",
                      help="print at most N URLs")
-    due.add_argument("--per-host", type=_count, metavar="N",
+    due.add_argument("--per-host", type=positive_int, metavar="N",
                      help="at most N URLs of one host (politeness)")
     due.add_argument("--lease", type=_positive, metavar="SECONDS",
                      help="do not print these URLs again for SECONDS unless recorded")
@@ -237,14 +227,13 @@ def add_parsers(commands: Any) -> None:
     due.add_argument("--now", type=_number, metavar="EPOCH",
                      help="the time to schedule for, in seconds since the epoch "
                           "(default: now)")
-    record = commands.add_parser(
-        "record", help="record fetches and print their verdicts",
+    record = reading_command(
+        commands, "record", help="record fetches and print their verdicts",
         description="Read fetches as JSON lines {\"url\", \"status\", \"headers\", "
                     "\"digest\" (32 hex digits) or \"text\" or \"body\", \"time\"} and print "
                     "{\"url\", \"verdict\"} for each: new, not_modified, unchanged, "
                     "near_duplicate or changed.")
     _common(record)
-    record.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
     record.add_argument("--skip-bad", action="store_true",
                         help="report and skip bad lines instead of stopping at the first")
 

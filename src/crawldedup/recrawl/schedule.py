@@ -192,6 +192,16 @@ def _positive(value: object, name: str) -> float:
     return float(value)
 
 
+def _bounds(min_interval: object, max_interval: object) -> Tuple[float, float]:
+    """A policy's interval bounds: both > 0, the first not above the second."""
+    low = _positive(min_interval, "min_interval")
+    high = _positive(max_interval, "max_interval")
+    if low > high:
+        raise ValueError(f"min_interval ({min_interval}) must not exceed max_interval "
+                         f"({max_interval})")
+    return low, high
+
+
 class ChangeRatePolicy:
     """crawldedup's schedule: each page's rate is estimated (see the module
     docstring) and pages are fetched when their expected freshness gain per
@@ -218,11 +228,7 @@ class ChangeRatePolicy:
                 0 <= prior_weight < float("inf")):
             raise ValueError(f"prior_weight must be a number >= 0, got {prior_weight!r}")
         self.prior_weight = float(prior_weight)
-        self.min_interval = _positive(min_interval, "min_interval")
-        self.max_interval = _positive(max_interval, "max_interval")
-        if self.min_interval > self.max_interval:
-            raise ValueError(f"min_interval ({min_interval}) must not exceed max_interval "
-                             f"({max_interval})")
+        self.min_interval, self.max_interval = _bounds(min_interval, max_interval)
         self.initial_mu = _positive(initial_mu, "initial_mu")
 
     def __repr__(self) -> str:
@@ -263,11 +269,7 @@ class NutchPolicy:
         self.dec_rate = float(dec_rate)
         self.sync_delta_rate = float(sync_delta_rate)
         self.sync_delta = bool(sync_delta)
-        self.min_interval = _positive(min_interval, "min_interval")
-        self.max_interval = _positive(max_interval, "max_interval")
-        if self.min_interval > self.max_interval:
-            raise ValueError(f"min_interval ({min_interval}) must not exceed max_interval "
-                             f"({max_interval})")
+        self.min_interval, self.max_interval = _bounds(min_interval, max_interval)
 
     def __repr__(self) -> str:
         return (f"NutchPolicy(default_interval={self.default_interval!r}, "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import operator
 import os
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -117,6 +117,15 @@ def _host_fields(fields: Sequence[str]) -> Sequence[str]:
     return fields
 
 
+def _select_in(conn: Any, head: str, keys: Sequence[str]) -> Iterator[Tuple[Any, ...]]:
+    """The rows of ``head IN (keys)``, the keys once each, a statement per
+    _STATEMENT_ROWS of them."""
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), _STATEMENT_ROWS):
+        part = unique[start:start + _STATEMENT_ROWS]
+        yield from conn.execute(f"{head} IN ({','.join('?' * len(part))})", part)
+
+
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or not prefix or any(c in prefix for c in "*?[]\\"):
         raise ValueError(f"prefix must be a non-empty str without glob characters, got "
@@ -190,14 +199,9 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         def work(conn: Any) -> Dict[str, PageRow]:
             found: Dict[str, PageRow] = {}
             ids: Dict[str, int] = {}
-            unique = list(dict.fromkeys(urls))
-            for start in range(0, len(unique), _STATEMENT_ROWS):
-                part = unique[start:start + _STATEMENT_ROWS]
-                sql = (f"SELECT id, {fields} FROM pages WHERE url IN ("
-                       + ",".join("?" * len(part)) + ")")
-                for row in conn.execute(sql, part):
-                    found[row[1]] = row[1:]
-                    ids[row[1]] = row[0]
+            for row in _select_in(conn, f"SELECT id, {fields} FROM pages WHERE url", urls):
+                found[row[1]] = row[1:]
+                ids[row[1]] = row[0]
             self._ids = ids
             return found
         return self._run(work)  # type: ignore[no-any-return]
@@ -207,15 +211,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         columns = ", ".join(_host_fields(fields))
 
         def work(conn: Any) -> Dict[str, List[float]]:
-            found: Dict[str, List[float]] = {}
-            unique = list(dict.fromkeys(hosts))
-            for start in range(0, len(unique), _STATEMENT_ROWS):
-                part = unique[start:start + _STATEMENT_ROWS]
-                sql = (f"SELECT host, {columns} FROM hosts WHERE host IN ("
-                       + ",".join("?" * len(part)) + ")")
-                for row in conn.execute(sql, part):
-                    found[row[0]] = list(row[1:])
-            return found
+            rows = _select_in(conn, f"SELECT host, {columns} FROM hosts WHERE host", hosts)
+            return {row[0]: list(row[1:]) for row in rows}
         return self._run(work)  # type: ignore[no-any-return]
 
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],

@@ -227,6 +227,10 @@ class BloomLogic:
         # the guard that every later command reads back.
         reqs = [Request(key, _resp.command(b"SETRANGE", key, self.shard_bytes,
                                            self._guard_bytes)) for key in self.keys]
+        yield from self._send_all(reqs)
+
+    def _send_all(self, reqs: List[Request]) -> Op:
+        """Send reqs, every reply checked (an error reply raises)."""
         replies = yield reqs
         for req, reply in zip(reqs, replies):
             check_reply(reply[0], req, self.address)
@@ -306,17 +310,11 @@ class BloomLogic:
                   b"return redis.call('SETRANGE', KEYS[1], ARGV[1], ARGV[2])")
         reqs = [Request(key, _resp.command(b"EVAL", script, 1, key, self.shard_bytes,
                                            self._guard_bytes)) for key in self.keys]
-        replies = yield reqs
-        for req, reply in zip(reqs, replies):
-            check_reply(reply[0], req, self.address)
-        return None
+        yield from self._send_all(reqs)
 
     def drop_op(self) -> Op:
         reqs = [Request(key, _resp.command(b"DEL", key)) for key in self.keys + [self.meta_key]]
-        replies = yield reqs
-        for req, reply in zip(reqs, replies):
-            check_reply(reply[0], req, self.address)
-        return None
+        yield from self._send_all(reqs)
 
     def read_bits_op(self) -> Op:
         """The filter's storage bytes (the local BloomFilter's), shard by shard."""
@@ -339,10 +337,7 @@ class BloomLogic:
             part = data[s * self.shard_bytes:(s + 1) * self.shard_bytes]
             part = part + bytes(self.shard_bytes - len(part)) + self._guard_bytes
             reqs.append(Request(key, _resp.command(b"SET", key, part)))
-        replies = yield reqs
-        for req, reply in zip(reqs, replies):
-            check_reply(reply[0], req, self.address)
-        return None
+        yield from self._send_all(reqs)
 
     # -------------------------------------------------------- estimates
 

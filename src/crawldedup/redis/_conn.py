@@ -116,8 +116,13 @@ def connect(client_or_url: Any) -> Tuple[Any, bool, bool]:
                 raise unavailable(address, exc) from exc
             return cluster, True, True
         return client, False, True
-    raise TypeError(f"client_or_url must be a redis.Redis or redis.cluster.RedisCluster "
-                    f"client or a redis:// URL, not {type(client_or_url).__name__}")
+    raise not_a_client(client_or_url, "a redis.Redis or redis.cluster.RedisCluster client")
+
+
+def not_a_client(value: object, clients: str) -> TypeError:
+    """The error for a client_or_url that is neither of the clients nor a URL."""
+    return TypeError(f"client_or_url must be {clients} or a redis:// URL, not "
+                     f"{type(value).__name__}")
 
 
 def describe(client: Any) -> str:

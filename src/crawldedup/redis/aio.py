@@ -27,6 +27,7 @@ from crawldedup.redis._conn import (
     Transport,
     describe,
     driver_errors,
+    not_a_client,
     redis_module,
     split_url,
     unavailable,
@@ -65,8 +66,7 @@ async def aconnect(client_or_url: Any) -> Tuple[Any, bool, bool]:
                 raise unavailable(address, exc) from exc
             return cluster, True, True
         return client, False, True
-    raise TypeError(f"client_or_url must be a redis.asyncio Redis or RedisCluster client or "
-                    f"a redis:// URL, not {type(client_or_url).__name__}")
+    raise not_a_client(client_or_url, "a redis.asyncio Redis or RedisCluster client")
 
 
 async def _aclose(client: Any) -> None:
