@@ -135,6 +135,15 @@ static inline uint64_t cd_load64le(const unsigned char *p) {
 #define CD_LCG_MULTIPLIER 6364136223846793005ULL
 #define CD_LCG_INCREMENT 1442695040888963407ULL
 
+/* cd_rarely(x): x, telling the compiler that it is seldom true, so that a
+ * hot loop keeps the rare branch out of its straight line (the Hamming
+ * self-join found a pair in one candidate of millions). */
+#if defined(__GNUC__) || defined(__clang__)
+#define cd_rarely(x) __builtin_expect(!!(x), 0)
+#else
+#define cd_rarely(x) (x)
+#endif
+
 static inline int cd_popcount64(uint64_t x) {
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64))
     return (int)__popcnt64(x);

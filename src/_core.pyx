@@ -65,6 +65,7 @@ cdef extern from "_cd_support.h" nogil:
     const uint64_t CD_LCG_MULTIPLIER
     const uint64_t CD_LCG_INCREMENT
     int cd_popcount64(uint64_t x)
+    bint cd_rarely(bint x)
     bint cd_compact_ascii(PyObject* o, const unsigned char** data, Py_ssize_t* size)
     PyObject** cd_list_items(object o)
     PyObject** cd_tuple_items(object o)

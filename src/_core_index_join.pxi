@@ -156,7 +156,7 @@ cdef inline cd_inline_void _ix_join_table(const _IxSeg* s, int t, int depth, _Ix
             fx = F[x]
             for y in range(x + 1, w):
                 d = cd_popcount64(fx ^ F[y])
-                if d <= k:
+                if cd_rarely(d <= k):
                     _ix_join_found(c, s, F, x, y, lo, t, d)
 
 

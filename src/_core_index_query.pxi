@@ -90,7 +90,7 @@ cdef void _ix_seg_search(const _IxLayout* L, const _IxSeg* s, uint64_t q, _IxUD*
         for i in range(lo, hi):
             r = _ix_load_res(s.tab[t] + i * <size_t>es, mask)
             d = cd_popcount64(r ^ rq)
-            if d <= k:
+            if cd_rarely(d <= k):
                 F = _ix_unresid(r, key, ks, kb)
                 if _ix_first_block(L, F ^ q, t):
                     _ix_ud_push(out, i if t == 0 else _ix_seg_find_fp(s, F), d)
@@ -186,7 +186,7 @@ cdef inline cd_inline_void _ix_seg_query(const _IxLayout* L, const _IxSeg* s, si
             r = _ix_load_res(b, rmask)
             b += es
             d = cd_popcount64(r ^ rq)
-            if d <= k:
+            if cd_rarely(d <= k):
                 F = _ix_unresid(r, key, ks, kb)
                 if _ix_first_block(L, F ^ q, t):
                     if t == 0:
