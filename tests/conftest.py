@@ -30,6 +30,17 @@ settings.register_profile(
 settings.load_profile(os.environ.get("CRAWLDEDUP_HYPOTHESIS_PROFILE", "dev"))
 
 
+#: Set by .ci/sanitize: the core is a debug build running under ASan and
+#: UBSan, 10 to 50 times slower than a release build.
+SANITIZED = os.environ.get("CRAWLDEDUP_SANITIZED") == "1"
+
+
+def sized(n, sanitized):
+    """The work size of one of the heaviest tests: n, or the smaller
+    sanitized under the sanitizers, which walk the same code paths on it."""
+    return sanitized if SANITIZED else n
+
+
 def examples(fraction):
     """A share of the profile's max_examples (at least 5), for properties
     whose examples cost many ordinary ones: the profile still governs."""

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, invariant,
                                  precondition, rule)
 
-from conftest import load_impl, examples
+from conftest import load_impl, examples, sized
 
 U64 = (1 << 64) - 1
 KS = list(range(9))
@@ -435,7 +435,7 @@ def test_query_many_on_threads_equals_one_thread(core, k):
         ix.add(f, i)
     for i in range(0, 12000, 7):
         ix.remove(i)
-    qs = queries_for(rng, fps, k, 9000)
+    qs = queries_for(rng, fps, k, sized(9000, 1500))
     one = ix.query_many(qs, threads=1)
     lists = csr_lists(one)
     for j in range(0, len(qs), 97):
