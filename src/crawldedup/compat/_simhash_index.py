@@ -200,14 +200,16 @@ class SimhashIndex:
         if simhash.f != self.f:
             raise AssertionError(f"a {simhash.f}-bit Simhash {verb} a {self.f}-bit index")
         entry = "%x,%s" % (simhash.value, obj_id)
-        if isinstance(self._store, _CoreBuckets):
-            value = simhash.value
-            if type(value) is int and 0 <= value < 1 << 64:
-                (self._store.add if adding else self._store.discard)(value, entry)
-                return
-            self._plain_store()
+        value = simhash.value
+        keys: Any
+        if isinstance(self._store, _CoreBuckets) and type(value) is int and 0 <= value < 1 << 64:
+            keys = (value,)  # the core's buckets take the whole fingerprint
+        else:
+            if isinstance(self._store, _CoreBuckets):
+                self._plain_store()
+            keys = self.get_keys(simhash)
         change = self._store.add if adding else self._store.discard
-        for key in self.get_keys(simhash):
+        for key in keys:
             change(key, entry)
 
     @property
