@@ -33,6 +33,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Se
 import numpy as np
 
 from crawldedup.fingerprint import canonicalize_url
+from crawldedup.recrawl.columnar import paused_gc
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
 from crawldedup.recrawl.schedule import (
@@ -302,6 +303,10 @@ class RecrawlState:
         if isinstance(fetches, Mapping):
             raise TypeError("record_many takes an iterable of fetches (mappings), not one "
                             "mapping; use record() for one")
+        with paused_gc():
+            return self._record_many(fetches)
+
+    def _record_many(self, fetches: Iterable[Mapping[str, Any]]) -> List[Verdict]:
         clock = time.time()
         batch = parse_columns(fetches, clock, self.key, self.canonical)
         if not batch.key:
@@ -414,6 +419,11 @@ class RecrawlState:
                              f"{lease!r}")
         if limit == 0:
             return []
+        with paused_gc():
+            return self._due(now, limit, per_host, lease, fill)
+
+    def _due(self, now: float, limit: int, per_host: Optional[int], lease: Optional[float],
+             fill: bool) -> List[str]:
         policy = self.policy
         if isinstance(policy, ChangeRatePolicy):
             budget = None if policy.budget_per_day is None else policy.budget_per_day / 86400.0
