@@ -23,7 +23,6 @@ from which it schedules the next fetch.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections import Counter
@@ -33,7 +32,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Se
 import numpy as np
 
 from crawldedup.fingerprint import canonicalize_url
-from crawldedup.recrawl.columnar import paused_gc
+from crawldedup.recrawl.columnar import compare_columns, paused_gc
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
 from crawldedup.recrawl.schedule import (
@@ -51,22 +50,15 @@ from crawldedup.recrawl.schedule import (
 from crawldedup.recrawl.verdicts import (
     H,
     H_RATE,
-    P_CHANGES,
     P_CONTENT_LENGTH,
-    P_DUE_AT,
     P_ETAG,
-    P_FETCHES,
     P_HOST,
-    P_INTERVAL,
-    P_LAST_FETCHED,
     P_LAST_MODIFIED,
-    P_RATE,
     P_SIMHASH,
-    P_T_CHANGED,
-    P_T_UNCHANGED,
     Verdict,
     compare,
 )
+from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (
     HOST_FIELDS,
     HOST_RATE_FIELDS,
@@ -193,9 +185,8 @@ class RecrawlState:
 
     def get(self, url: Any) -> Optional[PageState]:
         """What the state holds about ``url``, or None."""
-        key = self.key(url)
-        row = self.store.get_pages([key]).get(key)
-        return None if row is None else self._page_state(row)
+        rows = self.store.read_pages([self.key(url)]).rows()
+        return self._page_state(rows[0]) if rows else None
 
     @staticmethod
     def _page_state(row: Sequence[Any]) -> PageState:
@@ -239,10 +230,10 @@ class RecrawlState:
         (RFC 9110, section 13.2.2), so the second would only add bytes to
         every request.
         """
-        key = self.key(url)
-        row = self.store.get_pages([key]).get(key)
-        if row is None:
+        rows = self.store.read_pages([self.key(url)]).rows()
+        if not rows:
             return {}
+        row = rows[0]
         etag, lm = row[P_ETAG], row[P_LAST_MODIFIED]
         if not etag and not lm:
             return {}
@@ -260,9 +251,10 @@ class RecrawlState:
         an unknown URL or when nothing can be compared."""
         key = self.key(url)
         found = validators(key, headers)
-        row = self.store.get_pages([key]).get(key)
-        if row is None:
+        rows = self.store.read_pages([key]).rows()
+        if not rows:
             return False
+        row = rows[0]
         host = self.store.get_hosts([row[P_HOST]]).get(row[P_HOST])
         old_etag, old_lm = row[P_ETAG], row[P_LAST_MODIFIED]
         if old_etag and found.get("etag") and (host is None or self._trusted(host, "etag")):
@@ -312,11 +304,12 @@ class RecrawlState:
         if not batch.key:
             return []
         keys = batch.key
-        stored = self.store.get_pages(keys)
+        stored = self.store.read_pages(keys)
         if 304 in batch.status:
+            index = stored.index
             for i, (status, key) in enumerate(zip(batch.status, keys)):
                 # known: stored, or fetched earlier in the batch
-                if status == 304 and key not in stored and keys.index(key) == i:
+                if status == 304 and key not in index and keys.index(key) == i:
                     raise ValueError(f"fetches[{i}] ({key}): a 304 for a URL the state has "
                                      f"no version of (was the request conditional?)")
         texts = [t for t in batch.text if t is not None]
@@ -326,54 +319,58 @@ class RecrawlState:
                                               for t in batch.text]
         else:
             simhashes = [None] * len(keys)
-        hosts = list(dict.fromkeys(batch.host))
+        nutch_rows = None
+        if isinstance(self.policy, ChangeRatePolicy) and len(set(keys)) == len(keys):
+            # Distinct pages (nearly every batch): an array operation a field.
+            done = compare_columns(batch, simhashes, stored, k=self.k,
+                                   near_duplicate_is_change=self.near_duplicate_is_change,
+                                   stats=self.stats)
+            pages, verdicts, hosts = done.pages, done.verdicts, done.hosts
+            host_of, deltas, old_rates = done.host_of, done.deltas, done.old_rates
+        else:
+            # A page fetched twice in the batch, or Nutch's policy: fetch by
+            # fetch, each seeing what the ones before it left.
+            hosts = list(dict.fromkeys(batch.host))
+            compared = compare(
+                zip(*batch), simhashes, {row[0]: row for row in stored.rows()}, hosts,
+                k=self.k, near_duplicate_is_change=self.near_duplicate_is_change,
+                nutch=isinstance(self.policy, NutchPolicy), stats=self.stats)
+            verdicts, nutch_rows = compared.verdicts, compared.nutch_rows
+            pages = Pages.from_rows(sorted(compared.rows.values()))
+            host_index = {h: i for i, h in enumerate(hosts)}
+            host_of = np.fromiter(map(host_index.__getitem__, pages.host), np.intp, len(pages))
+            deltas = np.array([compared.deltas[h] for h in hosts], dtype=np.float64)
+            old_rates = np.array(list(compared.old_rates.values()), dtype=np.float64)
+        # Rates and due times, with each host's pooled rate (its stored sums
+        # plus this batch's) as the prior.
         host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
-        nutch = isinstance(self.policy, NutchPolicy)
-        rows, deltas, old_rates, verdicts, nutch_rows = compare(
-            zip(*batch), simhashes, stored, hosts, k=self.k,
-            near_duplicate_is_change=self.near_duplicate_is_change, nutch=nutch,
-            stats=self.stats)
-        # Rates and due times of the final rows, with each host's pooled rate
-        # (its stored sums plus this batch's) as the prior.
-        # Column by column: numpy reads a list of lists slowly (it looks
-        # for the shape and type of every inner list).
         none = [0.0] * len(HOST_RATE_FIELDS)
-        stored_sums = [host_stats.get(h, none) for h in hosts]
-        added = [deltas[h] for h in hosts]
-        sums = np.empty((len(hosts), len(HOST_RATE_FIELDS)))
-        for j, field in enumerate(H_RATE):
-            sums[:, j] = (np.array([s[j] for s in stored_sums], dtype=np.float64)
-                          + np.array([d[field] for d in added], dtype=np.float64))
-        host_rates = dict(zip(hosts, self._host_rates(sums).tolist()))
-        final = sorted(rows.values())  # in key order: the URL index is walked left to right
-        prior = np.array([host_rates[r[P_HOST]] for r in final])
-        columns = list(zip(*final))
-        rates = estimate_rate(np.array(columns[P_CHANGES], dtype=np.float64),
-                              np.array(columns[P_T_CHANGED], dtype=np.float64),
-                              np.array(columns[P_T_UNCHANGED], dtype=np.float64),
-                              np.array(columns[P_FETCHES], dtype=np.float64), prior,
+        sums = (np.array([host_stats.get(h, none) for h in hosts], dtype=np.float64)
+                .reshape(len(hosts), len(HOST_RATE_FIELDS)) + deltas[:, H_RATE])
+        host_rates = self._host_rates(sums)
+        num = pages.num
+        rates = estimate_rate(num["changes"], num["t_changed"], num["t_unchanged"],
+                              num["fetches"], host_rates[host_of],
                               getattr(self.policy, "prior_weight", PRIOR_WEIGHT))
-        if nutch:
-            assert isinstance(self.policy, NutchPolicy)
-            for r, rate in zip(final, rates.tolist()):
-                old_interval, was_changed, at, lm = nutch_rows[r[0]]
+        num["rate"] = rates
+        if nutch_rows is not None and isinstance(self.policy, NutchPolicy):
+            for i, key in enumerate(pages.keys):
+                old_interval, was_changed, at, lm = nutch_rows[key]
                 modified = parse_http_date(lm) if (was_changed and lm) else None
-                r[P_INTERVAL], r[P_DUE_AT] = self.policy.next(
+                num["interval"][i], num["due_at"][i] = self.policy.next(
                     old_interval, was_changed, at, modified)
-                r[P_RATE] = rate
         else:
             assert isinstance(self.policy, ChangeRatePolicy)
-            intervals = self.policy.intervals(rates, self._mu)
-            due = np.array(columns[P_LAST_FETCHED], dtype=np.float64) + intervals
-            for r, rate, iv, d in zip(final, rates.tolist(), intervals.tolist(), due.tolist()):
-                r[P_RATE], r[P_INTERVAL], r[P_DUE_AT] = rate, iv, d
+            num["interval"] = self.policy.intervals(rates, self._mu)
+            num["due_at"] = num["last_fetched"] + num["interval"]
         # Pages per rate bin: the new rates in, the replaced ones out.
         net = np.bincount(hist_bin(rates), minlength=HIST_BINS)
-        if old_rates:
-            net -= np.bincount(hist_bin(np.array(list(old_rates.values()))), minlength=HIST_BINS)
+        if len(old_rates):
+            net -= np.bincount(hist_bin(old_rates), minlength=HIST_BINS)
         hist = {b: d for b, d in enumerate(net.tolist()) if d}
-        self.store.commit(final, {h: d for h, d in deltas.items() if any(d)}, hist)
-        self._remember_host_rates(host_rates)
+        self.store.write_pages(pages, {h: d for h, d in zip(hosts, deltas.tolist()) if any(d)},
+                               hist)
+        self._remember_host_rates(dict(zip(hosts, host_rates.tolist())))
         for verdict, count in Counter(verdicts).items():
             self.stats[verdict.value] += count
         return verdicts
@@ -447,9 +444,10 @@ class RecrawlState:
         per: Dict[str, int] = {}
         seen: Set[str] = set()
         for until in ((now, float("inf")) if fill else (now,)):
-            candidates = self.store.due_candidates(float(until), wanted + len(seen))
+            candidates = self.store.due_window(float(until), wanted + len(seen))
             if seen:
-                candidates = [c for c in candidates if c[0] not in seen]
+                candidates = candidates.subset([i for i, url in enumerate(candidates.keys)
+                                                if url not in seen])
             ranked_urls, ranked_hosts = self._ranked(candidates, now)
             if per_host is None:
                 chosen.extend(ranked_urls[:limit - len(chosen)])
@@ -464,7 +462,7 @@ class RecrawlState:
             if len(chosen) >= limit:
                 break
             if fill:  # the next pass reads these again: skip them
-                seen.update(c[0] for c in candidates)
+                seen.update(candidates.keys)
         if lease is not None and chosen:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen
@@ -477,17 +475,16 @@ class RecrawlState:
         for host, rate in rates.items():
             cache[host] = (rate, now)
 
-    def _ranked(self, candidates: List[Tuple[Any, ...]],
-                now: float) -> Tuple[List[str], List[str]]:
+    def _ranked(self, candidates: Pages, now: float) -> Tuple[List[str], List[str]]:
         """Candidates best first, their URLs and their hosts: by expected
         freshness gain now (rates re-estimated with their hosts' current
         pooled rates) for the change-rate policy, most overdue first for
         Nutch's."""
-        if not candidates:
+        if not len(candidates):
             return [], []
+        urls, host_of = candidates.keys, candidates.host
         if not isinstance(self.policy, ChangeRatePolicy):
-            return [c[0] for c in candidates], [c[1] for c in candidates]
-        urls, host_of, last_fetched, changes, t_changed, t_unchanged, fetches = zip(*candidates)
+            return urls, host_of
         cache = self._host_rate_cache
         fresh = time.monotonic() - HOST_RATE_TTL
         host_rate: Dict[str, float] = {}
@@ -505,14 +502,15 @@ class RecrawlState:
                 np.array([stats.get(h, none) for h in missing], dtype=np.float64)).tolist()))
             self._remember_host_rates(read)
             host_rate.update(read)
-        as_array = functools.partial(np.array, dtype=np.float64)
-        rates = estimate_rate(as_array(changes), as_array(t_changed), as_array(t_unchanged),
-                              as_array(fetches), as_array([host_rate[h] for h in host_of]),
+        num = candidates.num
+        rates = estimate_rate(num["changes"], num["t_changed"], num["t_unchanged"],
+                              num["fetches"],
+                              np.fromiter(map(host_rate.__getitem__, host_of), np.float64,
+                                          len(host_of)),
                               self.policy.prior_weight)
-        gains = marginal(rates, now - as_array(last_fetched))
-        order = np.argsort(-gains, kind="stable")
-        return (np.array(urls, dtype=object)[order].tolist(),
-                np.array(host_of, dtype=object)[order].tolist())
+        gains = marginal(rates, now - num["last_fetched"])
+        order = np.argsort(-gains, kind="stable").tolist()
+        return [urls[i] for i in order], [host_of[i] for i in order]
 
     def count_due(self, now: Optional[float] = None) -> int:
         """How many URLs are due at ``now``."""

@@ -20,7 +20,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from crawldedup.errors import StoreUnavailableError
+from crawldedup.errors import CorruptFileError, StoreUnavailableError
+from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
+                                      pack, unpack)
 from crawldedup.recrawl.schedule import HIST_BINS
 from crawldedup.stores.base import Store
 from crawldedup.stores.sqlite import SQLiteFile
@@ -30,9 +32,6 @@ try:
 except ImportError:  # pragma: no cover - a Python built without SQLite
     sqlite3 = None  # type: ignore[assignment]
 
-PAGE_FIELDS = ("url", "host", "etag", "last_modified", "content_length", "digest", "simhash",
-               "first_seen", "last_fetched", "last_changed", "fetches", "changes",
-               "t_changed", "t_unchanged", "rate", "interval", "due_at")
 HOST_FIELDS = ("changes", "t_changed", "t_unchanged", "intervals", "lm_checks", "lm_lies",
                "etag_checks", "etag_lies", "bad_dates", "bad_lengths")
 #: The host statistics the pooled change rate is computed from.
@@ -44,20 +43,57 @@ _TEXT = {"url", "host", "etag", "last_modified"}
 _INT = {"content_length", "simhash", "fetches", "changes"}
 
 
-def _sql_type(name: str) -> str:
-    if name in _TEXT:
-        return "TEXT"
-    if name == "digest":
-        return "BLOB"
-    return "INTEGER" if name in _INT else "REAL"
-
-
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
 _STATEMENT_ROWS = 500
-# A page read before, rewritten by its row id: PAGE_FIELDS[1:], then id and url.
-_UPDATE_SQL = ("UPDATE pages SET " + ", ".join(f"{name} = ?" for name in PAGE_FIELDS[1:])
-               + " WHERE id = ? AND url = ?")
-_ROWID = operator.itemgetter(len(PAGE_FIELDS) - 1)
+#: The format of the SQLite file (PRAGMA user_version): 2 packs a page's
+#: numbers in one BLOB; 0 or 1 (a column a field) is converted on opening.
+SQLITE_FORMAT = 2
+# The columns of a page in format 2: the strings, the due time (for its
+# index) and the packed numbers.
+_PAGE_COLUMNS = "url, host, etag, last_modified, due_at, data"
+# A page read before, rewritten by its row id, its URL checked.
+_UPDATE_SQL = ("UPDATE pages SET etag = ?, last_modified = ?, due_at = ?, data = ? "
+               "WHERE id = ? AND url = ?")
+_INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+               "ON CONFLICT(url) DO UPDATE SET etag = excluded.etag, "
+               "last_modified = excluded.last_modified, due_at = excluded.due_at, "
+               "data = excluded.data")
+_ROWID = operator.itemgetter(4)
+# Pages converted a statement at a time from format 1.
+_CONVERT_ROWS = 20_000
+
+
+def _convert_v1(conn: Any, columns: Sequence[str], path: str) -> None:
+    """Rewrite a format-1 pages table (a column a field) in format 2, inside
+    the caller's transaction."""
+    missing = [f for f in ("id", *PAGE_FIELDS) if f not in columns]
+    if missing:
+        raise CorruptFileError(path, f"its recrawl pages table lacks the columns {missing}")
+    conn.execute("ALTER TABLE pages RENAME TO pages_v1")
+    conn.execute("DROP INDEX IF EXISTS pages_due")
+    SQLiteRecrawlStore._create(conn)
+    select = f"SELECT id, {', '.join(PAGE_FIELDS)} FROM pages_v1 WHERE id > ? ORDER BY id LIMIT ?"
+    insert = f"INSERT INTO pages (id, {_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    last = -1 << 63
+    while True:
+        rows = conn.execute(select, (last, _CONVERT_ROWS)).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        for row in rows:
+            if (type(row[1]) is not str or type(row[2]) is not str
+                    or type(row[-1]) not in (float, int)):
+                raise CorruptFileError(path, f"the recrawl page of row {row[0]} is damaged: "
+                                       f"url {row[1]!r}, host {row[2]!r}, due {row[-1]!r}")
+        try:
+            pages = Pages.from_rows([row[1:] for row in rows])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CorruptFileError(path, f"a recrawl page between rows {rows[0][0]} and "
+                                   f"{last} is damaged: {exc}") from None
+        conn.executemany(insert, zip([row[0] for row in rows], pages.keys, pages.host,
+                                     pages.etag, pages.last_modified,
+                                     pages.num["due_at"].tolist(), pack(pages.num)))
+    conn.execute("DROP TABLE pages_v1")
 
 PageRow = Sequence[Any]
 
@@ -88,6 +124,31 @@ class RecrawlStore(Store):
     @abc.abstractmethod
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
         """Up to n rows (CANDIDATE_FIELDS) with due_at <= now, earliest due first."""
+
+    # The same, a batch of pages column by column (what RecrawlState uses).
+    # These defaults convert from and to rows; a store that keeps pages in
+    # a columnar or packed form overrides them.
+
+    def read_pages(self, urls: Sequence[str]) -> Pages:
+        """The known pages among ``urls``."""
+        return Pages.from_rows(list(self.get_pages(urls).values()))
+
+    def write_pages(self, pages: Pages, host_deltas: Mapping[str, Sequence[float]],
+                    hist_deltas: Mapping[int, int]) -> None:
+        """As commit, the pages given column by column."""
+        self.commit(pages.rows(), host_deltas, hist_deltas)
+
+    def due_window(self, now: float, n: int) -> Pages:
+        """As due_candidates, column by column (the fields of
+        CANDIDATE_FIELDS hold their values; the others may not)."""
+        rows = self.due_candidates(now, n)
+        num = np.zeros(len(rows), PAGE_NUM)
+        if rows:
+            columns = list(zip(*rows))
+            for j, name in enumerate(CANDIDATE_FIELDS[2:], 2):
+                num[name] = columns[j]
+        return Pages([r[0] for r in rows], [r[1] for r in rows], [None] * len(rows),
+                     [None] * len(rows), num)
 
     @abc.abstractmethod
     def count_due(self, now: float) -> int:
@@ -175,15 +236,34 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         # one paid a checkpoint and its fsync, and pages that successive
         # batches rewrite (the URL index, the hosts) were written each time.
         conn.execute("PRAGMA wal_autocheckpoint=16384")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            columns = [r[1] for r in conn.execute("PRAGMA table_info(pages)")]
+            if columns and "data" not in columns:
+                _convert_v1(conn, columns, self.path)
+            elif columns and version != SQLITE_FORMAT:
+                raise CorruptFileError(self.path, f"recrawl state of format {version}, "
+                                       f"this crawldedup reads {SQLITE_FORMAT} and converts 1")
+            self._create(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _create(conn: Any) -> None:
         # A rowid table, with the URL in its own index: a batch of new
         # pages is appended at the end of the table, and a batch of due
         # pages (recorded together before) is rewritten in place on
         # neighbouring pages; only the small URL index takes random
         # inserts.  (Keyed by URL without a rowid, every batch rewrote
         # pages all over the table: about 2.5 times the bytes written.)
-        columns = ", ".join(f"{name} {_sql_type(name)}" for name in PAGE_FIELDS[1:])
-        conn.execute(f"CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
-                     f"url TEXT NOT NULL UNIQUE, {columns})")
+        # A page's numbers are one BLOB (pages.pack): a batch binds 6
+        # values a page instead of 18, and reads 7.
+        conn.execute("CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
+                     "url TEXT NOT NULL UNIQUE, host TEXT NOT NULL, etag TEXT, "
+                     "last_modified TEXT, due_at REAL NOT NULL, data BLOB NOT NULL)")
         conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
         host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
         conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
@@ -192,19 +272,38 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
                      "n INTEGER NOT NULL)")
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, "
                      "value REAL) WITHOUT ROWID")
+        conn.execute(f"PRAGMA user_version = {SQLITE_FORMAT}")
+
+    def _pages_of(self, rows: List[Tuple[Any, ...]]) -> Pages:
+        """Pages from rows of (url, host, etag, last_modified, due_at, data),
+        every BLOB checked: a damaged one raises CorruptFileError naming its
+        URL."""
+        if not rows:
+            return Pages.empty()
+        urls, hosts, etags, lms, dues, blobs = (list(c) for c in zip(*rows))
+        if set(map(type, blobs)) != {bytes} or set(map(len, blobs)) != {PACKED_SIZE}:
+            i = bad_blob(blobs)
+            raise CorruptFileError(self.path, f"the recrawl page {urls[i]!r} is damaged: its "
+                                   f"data is {type(blobs[i]).__name__} of "
+                                   f"{len(blobs[i]) if blobs[i] is not None else 0} bytes, "
+                                   f"not {PACKED_SIZE} bytes")
+        if set(map(type, dues)) - {float, int}:
+            i = next(i for i, d in enumerate(dues) if type(d) not in (float, int))
+            raise CorruptFileError(self.path, f"the recrawl page {urls[i]!r} is damaged: its "
+                                   f"due time is {dues[i]!r}")
+        return Pages(urls, hosts, etags, lms, unpack(blobs, dues))
+
+    def read_pages(self, urls: Sequence[str]) -> Pages:
+        def work(conn: Any) -> Pages:
+            rows = list(_select_in(conn, f"SELECT id, {_PAGE_COLUMNS} FROM pages WHERE url",
+                                   urls))
+            # remembered for write_pages: these pages are rewritten by row id
+            self._ids = {row[1]: row[0] for row in rows}
+            return self._pages_of([row[1:] for row in rows])
+        return self._run(work)  # type: ignore[no-any-return]
 
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
-        fields = ", ".join(PAGE_FIELDS)
-
-        def work(conn: Any) -> Dict[str, PageRow]:
-            found: Dict[str, PageRow] = {}
-            ids: Dict[str, int] = {}
-            for row in _select_in(conn, f"SELECT id, {fields} FROM pages WHERE url", urls):
-                found[row[1]] = row[1:]
-                ids[row[1]] = row[0]
-            self._ids = ids
-            return found
-        return self._run(work)  # type: ignore[no-any-return]
+        return {row[0]: row for row in self.read_pages(urls).rows()}
 
     def get_hosts(self, hosts: Sequence[str],
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
@@ -215,21 +314,18 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             return {row[0]: list(row[1:]) for row in rows}
         return self._run(work)  # type: ignore[no-any-return]
 
-    def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
-               hist_deltas: Mapping[int, int]) -> None:
-        # An upsert updates a known page in place (REPLACE would delete and
-        # re-insert it, touching the B-trees twice).
-        page_sql = (f"INSERT INTO pages ({', '.join(PAGE_FIELDS)}) VALUES ("
-                    + ",".join("?" * len(PAGE_FIELDS)) + ") ON CONFLICT(url) DO UPDATE SET "
-                    + ", ".join(f"{f} = excluded.{f}" for f in PAGE_FIELDS[1:]))
+    def write_pages(self, pages: Pages, host_deltas: Mapping[str, Sequence[float]],
+                    hist_deltas: Mapping[int, int]) -> None:
         host_sql = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
                     + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
                     + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS))
         hist_sql = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
                     "n = n + excluded.n")
+        blobs = pack(pages.num)
+        dues = pages.num["due_at"].tolist()
 
         def work(conn: Any) -> None:
-            # The pages the last get_pages read are updated in place by
+            # The pages the last read_pages read are updated in place by
             # their row id (one B-tree seek instead of two), in table
             # order; the URL is checked too, and should a row have gone or
             # changed hands since it was read (another process), the
@@ -237,27 +333,37 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             ids, self._ids = self._ids, {}
             known = []
             new = []
-            for row in pages:
-                rowid = ids.get(row[0])
+            for url, host, etag, lm, due, blob in zip(pages.keys, pages.host, pages.etag,
+                                                      pages.last_modified, dues, blobs):
+                rowid = ids.get(url)
                 if rowid is None:
-                    new.append(row)
+                    new.append((url, host, etag, lm, due, blob))
                 else:
-                    known.append((*row[1:], rowid, row[0]))
+                    known.append((etag, lm, due, blob, rowid, url, host))
             conn.execute("BEGIN IMMEDIATE")
             if known:
                 known.sort(key=_ROWID)
-                if conn.executemany(_UPDATE_SQL, known).rowcount != len(known):
-                    new.extend((row[-1], *row[:-2]) for row in known)
-            conn.executemany(page_sql, new)
+                if conn.executemany(_UPDATE_SQL, [r[:6] for r in known]).rowcount != len(known):
+                    new.extend((r[5], r[6], *r[:4]) for r in known)
+            conn.executemany(_INSERT_SQL, new)
             conn.executemany(host_sql, [(host, *delta) for host, delta in host_deltas.items()])
             conn.executemany(hist_sql, [(b, d) for b, d in hist_deltas.items() if d])
             conn.execute("COMMIT")
         self._run(work)
 
+    def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
+               hist_deltas: Mapping[int, int]) -> None:
+        self.write_pages(Pages.from_rows(pages), host_deltas, hist_deltas)
+
+    def due_window(self, now: float, n: int) -> Pages:
+        sql = f"SELECT {_PAGE_COLUMNS} FROM pages WHERE due_at <= ? ORDER BY due_at LIMIT ?"
+        return self._pages_of(self._run(lambda conn: conn.execute(sql, (now, n)).fetchall()))
+
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
-        sql = (f"SELECT {', '.join(CANDIDATE_FIELDS)} FROM pages WHERE due_at <= ? "
-               f"ORDER BY due_at LIMIT ?")
-        return self._run(lambda conn: conn.execute(sql, (now, n)).fetchall())  # type: ignore
+        window = self.due_window(now, n)
+        num = window.num
+        columns = [num[name].tolist() for name in CANDIDATE_FIELDS[2:]]
+        return list(zip(window.keys, window.host, *columns))
 
     def count_due(self, now: float) -> int:
         sql = "SELECT COUNT(*) FROM pages WHERE due_at <= ?"

@@ -98,6 +98,9 @@ class SQLiteFile:
         except sqlite3.Error as exc:
             conn.close()
             raise self._fail(exc) from exc
+        except BaseException:
+            conn.close()
+            raise
         self._conn, self._pid = conn, os.getpid()
         return conn
 

@@ -1,0 +1,145 @@
+"""A batch of page states held column by column (``Pages``), and the packed
+form the SQLite store keeps them in.
+
+A page row (``PAGE_FIELDS``) has four strings (url, host, ETag,
+Last-Modified) and thirteen numbers.  ``Pages`` keeps the strings in lists
+and the numbers in one numpy structured array of ``PAGE_NUM``, so that a
+batch is compared, estimated and scheduled with array operations instead of
+a Python object per value.  The SQLite store writes each page's numbers but
+the due time as one BLOB of ``PACKED_SIZE`` bytes (``pack``/``unpack``;
+the due time is a column of its own, for its index).
+
+Absent values (a page without Content-Length, digest or SimHash) are marked
+in ``flags`` (``HAS_LENGTH``, ``HAS_DIGEST``, ``HAS_SIMHASH``) and hold 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+PAGE_FIELDS = ("url", "host", "etag", "last_modified", "content_length", "digest", "simhash",
+               "first_seen", "last_fetched", "last_changed", "fetches", "changes",
+               "t_changed", "t_unchanged", "rate", "interval", "due_at")
+
+HAS_LENGTH, HAS_DIGEST, HAS_SIMHASH = 1, 2, 4
+
+#: The numbers of a page (little-endian, no padding); the digest is two
+#: 64-bit words (numpy's bytes types would drop its trailing zero bytes).
+PAGE_NUM = np.dtype([
+    ("content_length", "<i8"), ("digest", "<u8", (2,)), ("simhash", "<i8"),
+    ("first_seen", "<f8"), ("last_fetched", "<f8"), ("last_changed", "<f8"),
+    ("fetches", "<i8"), ("changes", "<i8"), ("t_changed", "<f8"), ("t_unchanged", "<f8"),
+    ("rate", "<f8"), ("interval", "<f8"), ("flags", "<i8"), ("due_at", "<f8")])
+#: Bytes of the packed form: every field of PAGE_NUM but the last (due_at).
+PACKED_SIZE = PAGE_NUM.itemsize - 8
+_ZERO16 = bytes(16)
+
+
+class Pages:
+    """Page states, one entry per page in every column: ``keys``, ``host``,
+    ``etag``, ``last_modified`` (lists) and ``num`` (PAGE_NUM array);
+    ``index`` maps a key to its position."""
+
+    __slots__ = ("keys", "host", "etag", "last_modified", "num", "_index")
+
+    def __init__(self, keys: List[str], host: List[str], etag: List[Optional[str]],
+                 last_modified: List[Optional[str]], num: np.ndarray) -> None:
+        self.keys = keys
+        self.host = host
+        self.etag = etag
+        self.last_modified = last_modified
+        self.num = num
+        self._index: Optional[Dict[str, int]] = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def index(self) -> Dict[str, int]:
+        if self._index is None:
+            self._index = {key: i for i, key in enumerate(self.keys)}
+        return self._index
+
+    def subset(self, positions: Sequence[int]) -> "Pages":
+        """The pages at those positions, in that order."""
+        return Pages([self.keys[i] for i in positions], [self.host[i] for i in positions],
+                     [self.etag[i] for i in positions],
+                     [self.last_modified[i] for i in positions],
+                     self.num[np.asarray(positions, dtype=np.intp)])
+
+    @classmethod
+    def empty(cls) -> "Pages":
+        return cls([], [], [], [], np.zeros(0, PAGE_NUM))
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Sequence[Any]]) -> "Pages":
+        """From rows in PAGE_FIELDS order (None where a value is absent)."""
+        n = len(rows)
+        num = np.zeros(n, PAGE_NUM)
+        if n == 0:
+            return cls.empty()
+        columns = list(zip(*rows))
+        lengths = columns[4]
+        digests = columns[5]
+        sims = columns[6]
+        num["content_length"] = [0 if v is None else v for v in lengths]
+        num["digest"] = np.frombuffer(b"".join(_ZERO16 if d is None else bytes(d)
+                                               for d in digests), "<u8").reshape(n, 2)
+        num["simhash"] = [0 if v is None else v for v in sims]
+        for j, name in enumerate(PAGE_FIELDS[7:], 7):
+            num[name] = columns[j]
+        num["flags"] = (np.array([v is not None for v in lengths]) * HAS_LENGTH
+                        + np.array([v is not None for v in digests]) * HAS_DIGEST
+                        + np.array([v is not None for v in sims]) * HAS_SIMHASH)
+        return cls(list(columns[0]), list(columns[1]), list(columns[2]), list(columns[3]), num)
+
+    def rows(self) -> List[Tuple[Any, ...]]:
+        """The pages as rows in PAGE_FIELDS order."""
+        num = self.num
+        flags = num["flags"].tolist()
+        raw = num["digest"].tobytes()
+        lengths = num["content_length"].tolist()
+        sims = num["simhash"].tolist()
+        rest = [num[name].tolist() for name in PAGE_FIELDS[7:]]
+        out = []
+        for i, f in enumerate(flags):
+            out.append((self.keys[i], self.host[i], self.etag[i], self.last_modified[i],
+                        lengths[i] if f & HAS_LENGTH else None,
+                        raw[16 * i:16 * i + 16] if f & HAS_DIGEST else None,
+                        sims[i] if f & HAS_SIMHASH else None,
+                        *(column[i] for column in rest)))
+        return out
+
+
+def pack(num: np.ndarray) -> List[bytes]:
+    """Each page's numbers but its due time, PACKED_SIZE bytes a page."""
+    n = len(num)
+    raw = np.ascontiguousarray(num).view(np.uint8).reshape(n, PAGE_NUM.itemsize)
+    joined = raw[:, :PACKED_SIZE].tobytes()
+    return [joined[i:i + PACKED_SIZE] for i in range(0, n * PACKED_SIZE, PACKED_SIZE)]
+
+
+def unpack(blobs: Sequence[bytes], due_at: Iterable[float]) -> np.ndarray:
+    """The PAGE_NUM array of packed pages and their due times (the caller
+    checked that every blob is bytes of PACKED_SIZE)."""
+    n = len(blobs)
+    num = np.empty(n, PAGE_NUM)
+    if n:
+        raw = num.view(np.uint8).reshape(n, PAGE_NUM.itemsize)
+        raw[:, :PACKED_SIZE] = np.frombuffer(b"".join(blobs), np.uint8).reshape(n, PACKED_SIZE)
+        num["due_at"] = np.fromiter(due_at, np.float64, n)
+    return num
+
+
+def bad_blob(blobs: Sequence[Any]) -> int:
+    """The position of the first blob that is not bytes of PACKED_SIZE, or -1."""
+    for i, blob in enumerate(blobs):
+        if type(blob) is not bytes or len(blob) != PACKED_SIZE:
+            return i
+    return -1
+
+
+__all__ = ["Pages", "PAGE_FIELDS", "PAGE_NUM", "PACKED_SIZE", "HAS_LENGTH", "HAS_DIGEST",
+           "HAS_SIMHASH", "pack", "unpack", "bad_blob"]
