@@ -59,8 +59,6 @@ _INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
                "last_modified = excluded.last_modified, due_at = excluded.due_at, "
                "data = excluded.data")
 _ROWID = operator.itemgetter(4)
-# At most this many rows read by due_window are kept for read_pages.
-_WINDOW_ROWS = 1 << 18
 # Pages converted a statement at a time from format 1.
 _CONVERT_ROWS = 20_000
 
@@ -223,13 +221,6 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         self.address = f"SQLite file {os.fspath(path)!r}"
         #: URL -> row id of the pages the last get_pages read (see commit)
         self._ids: Dict[str, int] = {}
-        # URL -> (id, url, host, etag, last_modified, due_at, data): the rows
-        # due_window read, which the next read_pages takes instead of
-        # reading them again (a crawler records what due handed out), as
-        # long as no other connection has written to the file since
-        # (PRAGMA data_version) and this one has not written them.
-        self._window: Dict[str, Tuple[Any, ...]] = {}
-        self._window_version: Tuple[int, int] = (-1, -1)
         self._open_file(path, timeout, synchronous)
 
     def __repr__(self) -> str:
@@ -313,33 +304,10 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
                                    f"due time is {dues[i]!r}")
         return Pages(urls, hosts, etags, lms, unpack(blobs, dues))
 
-    def _window_valid(self, conn: Any) -> None:
-        """Forget the rows due_window read if another connection has
-        written to the file since."""
-        # (a forked child has a connection of its own, with its own count)
-        version = (os.getpid(), conn.execute("PRAGMA data_version").fetchone()[0])
-        if version != self._window_version:
-            self._window.clear()
-            self._window_version = version
-
     def read_pages(self, urls: Sequence[str]) -> Pages:
         def work(conn: Any) -> Pages:
-            window = self._window
-            rows: List[Tuple[Any, ...]] = []
-            if window:
-                self._window_valid(conn)
-                missing = []
-                for url in dict.fromkeys(urls):
-                    row = window.pop(url, None)
-                    if row is None:
-                        missing.append(url)
-                    else:
-                        rows.append(row)
-            else:
-                missing = list(urls)
-            if missing:
-                rows.extend(_select_in(conn, f"SELECT id, {_PAGE_COLUMNS} FROM pages WHERE url",
-                                       missing))
+            rows = list(_select_in(conn, f"SELECT id, {_PAGE_COLUMNS} FROM pages WHERE url",
+                                   urls))
             # remembered for write_pages: these pages are rewritten by row id
             self._ids = {row[1]: row[0] for row in rows}
             return self._pages_of([row[1:] for row in rows])
@@ -374,23 +342,24 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # changed hands since it was read (another process), the
             # upsert below writes it like any new page.
             ids, self._ids = self._ids, {}
-            if self._window:
-                for url in pages.keys:
-                    self._window.pop(url, None)
-            known = []
-            new = []
-            for url, host, etag, lm, due, blob in zip(pages.keys, pages.host, pages.etag,
-                                                      pages.last_modified, dues, blobs):
-                rowid = ids.get(url)
-                if rowid is None:
-                    new.append((url, host, etag, lm, due, blob))
-                else:
-                    known.append((etag, lm, due, blob, rowid, url, host))
+            keys = pages.keys
+            rowids = list(map(ids.get, keys))
+            # (etag, last_modified, due_at, data, id, url): the update's values
+            known = [r for r in zip(pages.etag, pages.last_modified, dues, blobs, rowids, keys)
+                     if r[4] is not None] if ids else []
+            if len(known) == len(keys):
+                new = []
+            elif not known:
+                new = list(zip(keys, pages.host, pages.etag, pages.last_modified, dues, blobs))
+            else:
+                new = [r for r in zip(keys, pages.host, pages.etag, pages.last_modified, dues,
+                                      blobs) if ids.get(r[0]) is None]
             conn.execute("BEGIN IMMEDIATE")
             if known:
                 known.sort(key=_ROWID)
-                if conn.executemany(_UPDATE_SQL, [r[:6] for r in known]).rowcount != len(known):
-                    new.extend((r[5], r[6], *r[:4]) for r in known)
+                if conn.executemany(_UPDATE_SQL, known).rowcount != len(known):
+                    host_of = dict(zip(keys, pages.host))
+                    new.extend((r[5], host_of[r[5]], *r[:4]) for r in known)
             conn.executemany(_INSERT_SQL, new)
             conn.executemany(host_sql, [(host, *delta) for host, delta in host_deltas.items()])
             conn.executemany(hist_sql, [(b, d) for b, d in hist_deltas.items() if d])
@@ -402,18 +371,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         self.write_pages(Pages.from_rows(pages), host_deltas, hist_deltas)
 
     def due_window(self, now: float, n: int) -> Pages:
-        sql = (f"SELECT id, {_PAGE_COLUMNS} FROM pages WHERE due_at <= ? ORDER BY due_at "
-               f"LIMIT ?")
-
-        def work(conn: Any) -> Pages:
-            self._window_valid(conn)
-            rows = conn.execute(sql, (now, n)).fetchall()
-            pages = self._pages_of([row[1:] for row in rows])  # checked before kept
-            if len(self._window) + len(rows) > _WINDOW_ROWS:
-                self._window.clear()
-            self._window.update(zip(pages.keys, rows))
-            return pages
-        return self._run(work)  # type: ignore[no-any-return]
+        sql = f"SELECT {_PAGE_COLUMNS} FROM pages WHERE due_at <= ? ORDER BY due_at LIMIT ?"
+        return self._pages_of(self._run(lambda conn: conn.execute(sql, (now, n)).fetchall()))
 
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
         window = self.due_window(now, n)
@@ -427,8 +386,6 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     def set_due(self, items: Sequence[Tuple[str, float]]) -> None:
         def work(conn: Any) -> None:
-            for url, _ in items:
-                self._window.pop(url, None)
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("UPDATE pages SET due_at = ? WHERE url = ?",
                              [(due, url) for url, due in items])
@@ -458,7 +415,6 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     def clear(self) -> None:
         def work(conn: Any) -> None:
-            self._window.clear()
             conn.execute("BEGIN IMMEDIATE")
             for table in ("pages", "hosts", "hist", "meta"):
                 conn.execute(f"DELETE FROM {table}")
