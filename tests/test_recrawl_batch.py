@@ -31,7 +31,8 @@ def key_of(url):
 
 HEADER_VALUES = st.sampled_from(['"v1"', ' "v2" ', "", "Tue, 01 Dec 2026 00:00:00 GMT",
                                  "yesterday", "12", " 7 ", "many", "caf\u00e9", b'"b"',
-                                 ['"l1"', '"l2"'], [], 5])
+                                 ['"l1"', '"l2"'], [], 5, str((1 << 63) - 1),
+                                 str(1 << 63)])
 HEADER_NAMES = st.sampled_from(["ETag", "etag", "Last-Modified", "last-modified",
                                 "Content-Length", "X-Other", b"ETag", 3])
 HEADERS = st.one_of(
@@ -68,7 +69,7 @@ PLAIN = st.fixed_dictionaries(
      "headers": st.one_of(st.none(), st.dictionaries(
          st.sampled_from(["ETag", "Last-Modified", "Content-Length", "Server"]),
          st.sampled_from(['"a"', " \"b\" ", "Tue, 01 Dec 2026 00:00:00 GMT", "soon", "10",
-                          "x", ""]), max_size=4))},
+                          "x", "", "99999999999999999999"]), max_size=4))},
     optional={"digest": st.binary(min_size=16, max_size=16), "body": st.binary(max_size=8),
               "text": st.text(max_size=8)})
 
@@ -145,3 +146,36 @@ def test_sqlite_cache_size_is_an_option(tmp_path):
     for bad in (0, -1, 1.5, True, "64"):
         with pytest.raises(ValueError, match="cache_mib"):
             SQLiteRecrawlStore(str(tmp_path / "e.db"), cache_mib=bad)
+
+
+def test_a_content_length_beyond_64_bits_is_a_bad_length(tmp_path):
+    """Counted and ignored like any unparseable length, in a batch of the
+    plain shape and one by one; the largest signed 64-bit value is kept."""
+    state = RecrawlState(str(tmp_path / "l.db"))
+    huge, largest = str(1 << 63), str((1 << 63) - 1)
+    fetches = [{"url": f"https://l.example/{i}", "status": 200, "time": T0, "body": b"x",
+                "headers": {"Content-Length": value}} for i, value in enumerate((huge, largest))]
+    assert state.record_many(fetches) == [Verdict.NEW, Verdict.NEW]
+    assert state.record("https://l.example/2", 200, {"Content-Length": huge}, body=b"y",
+                        now=T0) is Verdict.NEW
+    # a bad header's length is the body's
+    assert state.get("https://l.example/0").content_length == 1
+    assert state.get("https://l.example/1").content_length == (1 << 63) - 1
+    assert state.get("https://l.example/2").content_length == 1
+    assert state.stats["bad_lengths"] == 2
+    assert state.host_stats("l.example")["bad_lengths"] == 2
+    state.close()
+
+
+def test_an_error_inside_a_write_leaves_no_transaction_open(tmp_path):
+    """A value sqlite3 cannot bind, met halfway through a transaction,
+    rolls it back: nothing of it is kept and the next call works."""
+    state = RecrawlState(str(tmp_path / "t.db"))
+    store = state.store
+    with pytest.raises(OverflowError):
+        store.commit([], {"a.example": [1.0] + [0.0] * 8 + [1 << 70],
+                          "b.example": [1.0] * 10}, {})
+    assert not store._connection().in_transaction
+    assert store.get_hosts(["a.example", "b.example"]) == {}
+    assert state.record("https://a.example/1", 200, {}, body=b"x", now=T0) is Verdict.NEW
+    state.close()

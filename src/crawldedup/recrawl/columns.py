@@ -24,7 +24,8 @@ from itertools import repeat
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from crawldedup._kernel import hash128
-from crawldedup.recrawl.fetches import NETLOC, Fetch, hostname, parse_fetch, parse_http_date
+from crawldedup.recrawl.fetches import (MAX_LENGTH, NETLOC, Fetch, hostname, parse_fetch,
+                                        parse_http_date)
 
 _NONE = type(None)
 _GET: Any = dict.get  # a column of a batch of dicts: map(_GET, items, repeat(name))
@@ -162,7 +163,7 @@ def parse_columns(fetches: Iterable[Any], clock: float, key_of: Callable[[Any], 
         for i, v in enumerate(raw[2]):
             if v is not None:
                 v = v.strip()
-                if v.isdigit():
+                if v.isdigit() and int(v) <= MAX_LENGTH:
                     lengths[i] = int(v)
                 else:
                     bad_lengths[i] = True

@@ -34,6 +34,11 @@ class Fetch(NamedTuple):
     bad_length: bool
 
 
+#: The largest Content-Length kept (a signed 64-bit integer, as stored);
+#: a longer one is counted as a bad length, like one that is not a number.
+MAX_LENGTH = (1 << 63) - 1
+
+
 def signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -236,7 +241,7 @@ def parse_fetch(i: int, item: Any, clock: float, key_of: Callable[[Any], str],
             lm, bad_date = None, True
         content_length = found.get("content_length")
         if content_length is not None:
-            if content_length.isdigit():
+            if content_length.isdigit() and int(content_length) <= MAX_LENGTH:
                 length = int(content_length)
             else:
                 bad_length = True

@@ -110,12 +110,21 @@ class SQLiteFile:
             try:
                 return work(conn)
             except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
+                self._roll_back(conn)
                 raise self._fail(exc) from exc
+            except BaseException:
+                # (a value sqlite3 cannot bind, an interrupt): the
+                # transaction is not left open for the next call
+                self._roll_back(conn)
+                raise
+
+    @staticmethod
+    def _roll_back(conn: "sqlite3.Connection") -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def close(self) -> None:
         """Close the connection (the data is already committed).  Idempotent."""
