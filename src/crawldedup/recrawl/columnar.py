@@ -16,7 +16,7 @@ import gc
 import operator
 from collections import Counter
 from itertools import repeat
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,7 +35,9 @@ from crawldedup.recrawl.verdicts import (
     H_T_CHANGED,
     H_T_UNCHANGED,
     Verdict,
+    compare,
 )
+from crawldedup.simhash import simhash_many
 
 _ZERO16 = bytes(16)
 
@@ -84,6 +86,36 @@ class Compared(NamedTuple):
     host_of: np.ndarray
     deltas: np.ndarray
     old_rates: np.ndarray
+    #: key -> what NutchPolicy.next needs (compare_rows with nutch=True)
+    nutch_rows: Optional[Dict[str, Tuple[Optional[float], Optional[bool], float,
+                                         Optional[str]]]] = None
+
+
+def simhashes_of(texts: Sequence[Optional[str]]) -> List[Optional[int]]:
+    """The SimHash of each text (None where there is none), in one call."""
+    present = [t for t in texts if t is not None]
+    if not present:
+        return [None] * len(texts)
+    sims = iter(simhash_many(present).tolist())
+    return [None if t is None else next(sims) for t in texts]
+
+
+def compare_rows(batch: Columns, simhashes: Sequence[Optional[int]], stored: Pages, *,
+                 k: int, near_duplicate_is_change: bool, nutch: bool,
+                 stats: Counter[str]) -> Compared:
+    """verdicts.compare (fetch by fetch: a batch may fetch a page twice),
+    its result as compare_columns gives it (the pages in key order)."""
+    hosts = list(dict.fromkeys(batch.host))
+    compared = compare(zip(*batch), simhashes, {row[0]: row for row in stored.rows()}, hosts,
+                       k=k, near_duplicate_is_change=near_duplicate_is_change, nutch=nutch,
+                       stats=stats)
+    pages = Pages.from_rows(sorted(compared.rows.values()))
+    host_index = {h: i for i, h in enumerate(hosts)}
+    return Compared(pages, compared.verdicts, hosts,
+                    np.fromiter(map(host_index.__getitem__, pages.host), np.intp, len(pages)),
+                    np.array([compared.deltas[h] for h in hosts], dtype=np.float64),
+                    np.array(list(compared.old_rates.values()), dtype=np.float64),
+                    compared.nutch_rows if nutch else None)
 
 
 def _strings_equal(a: Sequence[Optional[str]], b: Sequence[Optional[str]]) -> np.ndarray:

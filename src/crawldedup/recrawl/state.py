@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Se
 import numpy as np
 
 from crawldedup.fingerprint import canonicalize_url
-from crawldedup.recrawl.columnar import compare_columns, paused_gc
+from crawldedup.recrawl.columnar import compare_columns, compare_rows, paused_gc, simhashes_of
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
 from crawldedup.recrawl.schedule import (
@@ -56,7 +56,6 @@ from crawldedup.recrawl.verdicts import (
     P_LAST_MODIFIED,
     P_SIMHASH,
     Verdict,
-    compare,
 )
 from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (
@@ -65,7 +64,6 @@ from crawldedup.recrawl.stores import (
     RecrawlStore,
     open_recrawl_store,
 )
-from crawldedup.simhash import simhash_many
 
 
 #: A host's validator is ignored once it lied at least LIE_MIN times and in at
@@ -312,35 +310,19 @@ class RecrawlState:
                 if status == 304 and key not in index and keys.index(key) == i:
                     raise ValueError(f"fetches[{i}] ({key}): a 304 for a URL the state has "
                                      f"no version of (was the request conditional?)")
-        texts = [t for t in batch.text if t is not None]
-        if texts:
-            sims = iter(simhash_many(texts).tolist())
-            simhashes: List[Optional[int]] = [None if t is None else next(sims)
-                                              for t in batch.text]
-        else:
-            simhashes = [None] * len(keys)
-        nutch_rows = None
+        simhashes = simhashes_of(batch.text)
         if isinstance(self.policy, ChangeRatePolicy) and len(set(keys)) == len(keys):
             # Distinct pages (nearly every batch): an array operation a field.
             done = compare_columns(batch, simhashes, stored, k=self.k,
                                    near_duplicate_is_change=self.near_duplicate_is_change,
                                    stats=self.stats)
-            pages, verdicts, hosts = done.pages, done.verdicts, done.hosts
-            host_of, deltas, old_rates = done.host_of, done.deltas, done.old_rates
         else:
             # A page fetched twice in the batch, or Nutch's policy: fetch by
             # fetch, each seeing what the ones before it left.
-            hosts = list(dict.fromkeys(batch.host))
-            compared = compare(
-                zip(*batch), simhashes, {row[0]: row for row in stored.rows()}, hosts,
-                k=self.k, near_duplicate_is_change=self.near_duplicate_is_change,
-                nutch=isinstance(self.policy, NutchPolicy), stats=self.stats)
-            verdicts, nutch_rows = compared.verdicts, compared.nutch_rows
-            pages = Pages.from_rows(sorted(compared.rows.values()))
-            host_index = {h: i for i, h in enumerate(hosts)}
-            host_of = np.fromiter(map(host_index.__getitem__, pages.host), np.intp, len(pages))
-            deltas = np.array([compared.deltas[h] for h in hosts], dtype=np.float64)
-            old_rates = np.array(list(compared.old_rates.values()), dtype=np.float64)
+            done = compare_rows(batch, simhashes, stored, k=self.k,
+                                near_duplicate_is_change=self.near_duplicate_is_change,
+                                nutch=isinstance(self.policy, NutchPolicy), stats=self.stats)
+        pages, verdicts, hosts, host_of, deltas, old_rates, nutch_rows = done
         # Rates and due times, with each host's pooled rate (its stored sums
         # plus this batch's) as the prior.
         host_stats = self.store.get_hosts(hosts, HOST_RATE_FIELDS)
