@@ -98,26 +98,26 @@ def run_peer(path: str, n: int, batch: int) -> tuple:
         now = T0 + round_ * 86400
         for start in range(0, n, batch):
             fetches = [fetch(i, round_, now) for i in range(start, min(n, start + batch))]
-            clock.__enter__()
-            urls = [f["url"] for f in fetches]
-            old = {}
-            for s in range(0, len(urls), 500):
-                part = urls[s:s + 500]
-                old.update((row[0], row[1:]) for row in conn.execute(
-                    "SELECT url, etag, lm, md5 FROM pages WHERE url IN ("
-                    + ",".join("?" * len(part)) + ")", part))
-            rows = []
-            for f in fetches:
-                if f["status"] == 304:
-                    continue
-                md5 = hashlib.md5(f["digest"]).digest()
-                prev = old.get(f["url"])
-                _changed = prev is None or prev[2] != md5
-                rows.append((f["url"], f["headers"]["ETag"], f["headers"]["Last-Modified"], md5))
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)", rows)
-            conn.execute("COMMIT")
-            clock.__exit__()
+            with clock:
+                urls = [f["url"] for f in fetches]
+                old = {}
+                for s in range(0, len(urls), 500):
+                    part = urls[s:s + 500]
+                    old.update((row[0], row[1:]) for row in conn.execute(
+                        "SELECT url, etag, lm, md5 FROM pages WHERE url IN ("
+                        + ",".join("?" * len(part)) + ")", part))
+                rows = []
+                for f in fetches:
+                    if f["status"] == 304:
+                        continue
+                    md5 = hashlib.md5(f["digest"]).digest()
+                    prev = old.get(f["url"])
+                    _changed = prev is None or prev[2] != md5
+                    headers = f["headers"]
+                    rows.append((f["url"], headers["ETag"], headers["Last-Modified"], md5))
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
         times.append((clock.wall, clock.cpu))
     conn.close()
     return times[0], times[1]

@@ -6,14 +6,13 @@ format-1 file."""
 import sqlite3
 from collections import Counter
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawldedup.errors import CorruptFileError
 from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
-from crawldedup.recrawl.columnar import compare_columns, popcount64
+from crawldedup.recrawl.columnar import compare_columns
 from crawldedup.recrawl.columns import Columns
 from crawldedup.recrawl.pages import PACKED_SIZE, PAGE_FIELDS, Pages, pack, unpack
 from crawldedup.recrawl.verdicts import compare
@@ -73,12 +72,6 @@ def test_compare_columns_is_compare(data, k, near_is_change):
     assert by_columns.deltas.tolist() == [by_rows.deltas[h] for h in hosts]
     assert by_columns.old_rates.tolist() == list(by_rows.old_rates.values())
     assert stats_columns == stats_rows
-
-
-@given(st.lists(st.integers(0, (1 << 64) - 1), max_size=20))
-def test_popcount64(values):
-    assert popcount64(np.array(values, dtype=np.uint64)).tolist() == [
-        bin(v).count("1") for v in values]
 
 
 @given(st.lists(st.sampled_from(KEYS), unique=True).flatmap(

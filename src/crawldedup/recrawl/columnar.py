@@ -16,7 +16,7 @@ import gc
 import operator
 from collections import Counter
 from itertools import repeat
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from crawldedup.recrawl.verdicts import (
     Verdict,
     compare,
 )
-from crawldedup.simhash import simhash_many
+from crawldedup.simhash import hamming_many, simhash_many
 
 _ZERO16 = bytes(16)
 
@@ -61,19 +61,6 @@ def paused_gc() -> Iterator[None]:
 _VERDICTS = (Verdict.NEW, Verdict.NOT_MODIFIED, Verdict.UNCHANGED, Verdict.NEAR_DUPLICATE,
              Verdict.CHANGED)
 _NEW, _NOT_MODIFIED, _UNCHANGED, _NEAR, _CHANGED = range(5)
-# Set bits of each byte value, for SimHash distances on numpy before 2.0.
-_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-
-
-def popcount64(x: np.ndarray) -> np.ndarray:
-    """Set bits of each element of a uint64 array."""
-    count: Optional[Callable[[np.ndarray], np.ndarray]] = getattr(np, "bitwise_count", None)
-    if count is not None:
-        return np.asarray(count(x), dtype=np.int64)
-    bits: np.ndarray = _BITS[x.view(np.uint8).reshape(-1, 8)].sum(axis=1, dtype=np.int64)
-    return bits
-
-
 class Compared(NamedTuple):
     """What a batch did: the pages after it (in the batch's order), the
     verdict of each fetch, what it adds to each host's sums (rows of
@@ -159,11 +146,11 @@ def compare_columns(batch: Columns, simhashes: Sequence[Optional[int]], stored: 
     old_has_digest = (flags & HAS_DIGEST) != 0
     same = full & old_has_digest & has_digest & (digest == num["digest"]).all(axis=1)
     near = (full & ~same & ((flags & HAS_SIMHASH) != 0) & has_sim
-            & (popcount64(old_sim ^ sim) <= k))
+            & (hamming_many(old_sim ^ sim, 0) <= k))
     moved = full & ~same & ~near
     code = np.where(known, np.where(full, np.where(same, _UNCHANGED, np.where(
         near, _NEAR, _CHANGED)), _NOT_MODIFIED), _NEW)
-    changed = moved | (near & near_duplicate_is_change) if near_duplicate_is_change else moved
+    changed = moved | (near & near_duplicate_is_change)
 
     # Validator checks: a page whose previous and current response both
     # carry it, its previous version with a digest.
@@ -231,8 +218,6 @@ def compare_columns(batch: Columns, simhashes: Sequence[Optional[int]], stored: 
     num["last_fetched"] = np.where(fresh, at, np.maximum(num["last_fetched"], at))
     num["first_seen"] = np.where(fresh, at, num["first_seen"])
     num["fetches"] += 1
-    for name in ("t_changed", "t_unchanged", "rate", "interval"):
-        num[name][fresh] = 0.0
     num["due_at"] = np.where(fresh, at, num["due_at"])
     pages = Pages(list(keys), list(batch.host), etag, lm, num)
     return Compared(pages, [_VERDICTS[c] for c in code.tolist()], hosts, host_of, deltas,

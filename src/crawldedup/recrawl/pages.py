@@ -77,9 +77,9 @@ class Pages:
     def from_rows(cls, rows: Sequence[Sequence[Any]]) -> "Pages":
         """From rows in PAGE_FIELDS order (None where a value is absent)."""
         n = len(rows)
-        num = np.zeros(n, PAGE_NUM)
         if n == 0:
             return cls.empty()
+        num = np.zeros(n, PAGE_NUM)
         columns = list(zip(*rows))
         lengths = columns[4]
         digests = columns[5]
