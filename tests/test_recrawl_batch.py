@@ -179,3 +179,28 @@ def test_an_error_inside_a_write_leaves_no_transaction_open(tmp_path):
     assert store.get_hosts(["a.example", "b.example"]) == {}
     assert state.record("https://a.example/1", 200, {}, body=b"x", now=T0) is Verdict.NEW
     state.close()
+
+
+def test_a_batch_that_cannot_be_written_counts_nothing(tmp_path):
+    """The file locked by another connection: the batch fails naming the file,
+    and neither the file nor the state's counts keep anything of it."""
+    from crawldedup.errors import StoreUnavailableError
+    path = str(tmp_path / "k.db")
+    state = RecrawlState(path, timeout=0)
+    url = "https://k.example/1"
+    state.record(url, 200, {"ETag": '"v1"'}, body=b"one", now=T0)
+    before = dict(state.stats)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailableError, match="k.db"):
+        # the same ETag on new content: a lie, a changed page, a bad date
+        state.record(url, 200, {"ETag": '"v1"', "Last-Modified": "soon"}, body=b"two",
+                     now=T0 + 60)
+    assert dict(state.stats) == before
+    other.execute("ROLLBACK")
+    other.close()
+    assert state.get(url).fetches == 1
+    assert state.record(url, 200, {"ETag": '"v1"', "Last-Modified": "soon"}, body=b"two",
+                        now=T0 + 60) is Verdict.CHANGED
+    assert state.stats["etag_lies"] == 1 and state.stats["bad_dates"] == 1
+    state.close()

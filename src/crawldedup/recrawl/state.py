@@ -311,17 +311,20 @@ class RecrawlState:
                     raise ValueError(f"fetches[{i}] ({key}): a 304 for a URL the state has "
                                      f"no version of (was the request conditional?)")
         simhashes = simhashes_of(batch.text)
+        # what the batch counts (lies, bad dates and lengths, verdicts): added
+        # to self.stats once it is recorded
+        counts: Counter[str] = Counter()
         if isinstance(self.policy, ChangeRatePolicy) and len(set(keys)) == len(keys):
             # Distinct pages (nearly every batch): an array operation a field.
             done = compare_columns(batch, simhashes, stored, k=self.k,
                                    near_duplicate_is_change=self.near_duplicate_is_change,
-                                   stats=self.stats)
+                                   stats=counts)
         else:
             # A page fetched twice in the batch, or Nutch's policy: fetch by
             # fetch, each seeing what the ones before it left.
             done = compare_rows(batch, simhashes, stored, k=self.k,
                                 near_duplicate_is_change=self.near_duplicate_is_change,
-                                nutch=isinstance(self.policy, NutchPolicy), stats=self.stats)
+                                nutch=isinstance(self.policy, NutchPolicy), stats=counts)
         pages, verdicts, hosts, host_of, deltas, old_rates, nutch_rows = done
         # Rates and due times, with each host's pooled rate (its stored sums
         # plus this batch's) as the prior.
@@ -353,8 +356,8 @@ class RecrawlState:
         self.store.write_pages(pages, {h: d for h, d in zip(hosts, deltas.tolist()) if any(d)},
                                hist)
         self._remember_host_rates(dict(zip(hosts, host_rates.tolist())))
-        for verdict, count in Counter(verdicts).items():
-            self.stats[verdict.value] += count
+        counts.update(verdict.value for verdict in verdicts)
+        self.stats.update(counts)
         return verdicts
 
     # ------------------------------------------------------------ scheduling

@@ -251,7 +251,7 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             self._create(conn)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._roll_back(conn)
             raise
 
     @staticmethod
@@ -343,24 +343,18 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # changed hands since it was read (another process), the
             # upsert below writes it like any new page.
             ids, self._ids = self._ids, {}
-            keys = pages.keys
-            rowids = list(map(ids.get, keys))
+            rows = list(zip(pages.keys, pages.host, pages.etag, pages.last_modified, dues,
+                            blobs))
+            rowids = list(map(ids.get, pages.keys))
+            new = [row for row, rowid in zip(rows, rowids) if rowid is None]
             # (etag, last_modified, due_at, data, id, url): the update's values
-            known = [r for r in zip(pages.etag, pages.last_modified, dues, blobs, rowids, keys)
-                     if r[4] is not None] if ids else []
-            if len(known) == len(keys):
-                new = []
-            elif not known:
-                new = list(zip(keys, pages.host, pages.etag, pages.last_modified, dues, blobs))
-            else:
-                new = [r for r in zip(keys, pages.host, pages.etag, pages.last_modified, dues,
-                                      blobs) if ids.get(r[0]) is None]
+            known = [(*row[2:], rowid, row[0]) for row, rowid in zip(rows, rowids)
+                     if rowid is not None]
             conn.execute("BEGIN IMMEDIATE")
             if known:
                 known.sort(key=_ROWID)
                 if conn.executemany(_UPDATE_SQL, known).rowcount != len(known):
-                    host_of = dict(zip(keys, pages.host))
-                    new.extend((r[5], host_of[r[5]], *r[:4]) for r in known)
+                    new.extend(row for row, rowid in zip(rows, rowids) if rowid is not None)
             # New pages in URL order: the URL index is walked left to right,
             # and their row ids (the due index's tie-break) follow the URLs.
             new.sort(key=_URL)
