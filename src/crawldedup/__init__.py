@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Dict
 from crawldedup._lazy import lazy_names
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
 from crawldedup._version import __version__
-from crawldedup.errors import (CorruptFileError, CrawldedupError, IncompatibleFilterError,
-                               StoreUnavailableError)
+from crawldedup.errors import (CorruptFileError, CorruptStateError, CrawldedupError,
+                               IncompatibleFilterError, StoreUnavailableError)
 # Imported here, not lazily: the function `simhash` must win over the
 # submodule of the same name as the package's attribute.
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
@@ -94,6 +94,7 @@ __all__ = [
     "hash_indices",
     # errors
     "CorruptFileError",
+    "CorruptStateError",
     "CrawldedupError",
     "IncompatibleFilterError",
     "StoreUnavailableError",

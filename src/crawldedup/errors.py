@@ -38,6 +38,21 @@ class CorruptFileError(CrawldedupError):
         super().__init__(f"{where} is not a valid crawldedup file: {reason}")
 
 
+class CorruptStateError(CorruptFileError):
+    """State that crawldedup keeps in a server (Redis keys) holds values it
+    never writes: a damaged or hand-edited key.
+
+    ``where`` names the server and the keys' prefix, ``reason`` the key and
+    the value; ``path`` is None.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        CrawldedupError.__init__(self, f"{where}: the crawldedup state is damaged: {reason}")
+        self.path = None
+        self.where = where
+        self.reason = reason
+
+
 class IncompatibleFilterError(CrawldedupError, ValueError):
     """Two filters, or a filter and a file, differ in parameters or format
     version, so they cannot be combined or opened as asked."""
@@ -51,5 +66,5 @@ class StoreUnavailableError(CrawldedupError):
     """
 
 
-__all__ = ["CrawldedupError", "CorruptFileError", "IncompatibleFilterError",
+__all__ = ["CrawldedupError", "CorruptFileError", "CorruptStateError", "IncompatibleFilterError",
            "StoreUnavailableError"]

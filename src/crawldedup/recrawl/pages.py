@@ -15,7 +15,7 @@ in ``flags`` (``HAS_LENGTH``, ``HAS_DIGEST``, ``HAS_SIMHASH``) and hold 0.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -133,6 +133,45 @@ def unpack(blobs: Sequence[bytes], due_at: Iterable[float]) -> np.ndarray:
     return num
 
 
+_TIMES = ("first_seen", "last_fetched", "last_changed", "due_at")
+
+
+def damaged(num: np.ndarray) -> Optional[Tuple[int, str]]:
+    """The first page whose numbers RecrawlState never writes, and what is
+    wrong with them; None when every page is sound.  (A damaged or
+    hand-edited store: times that are not finite, counts below zero or
+    more changes than fetches, a negative or infinite rate, interval or
+    interval sum, unknown flags.)"""
+    if not len(num):
+        return None
+    fetches, changes = num["fetches"], num["changes"]
+    tests: Tuple[Tuple[np.ndarray, Callable[[int], str]], ...] = (
+        ((fetches < 1) | (changes < 0) | (changes > fetches),
+         lambda i: f"{int(changes[i])} changes in {int(fetches[i])} fetches"),
+        (~np.isfinite(np.stack([num[t] for t in _TIMES])).all(axis=0),
+         lambda i: "a time that is not a finite number: " + ", ".join(
+             f"{t}={float(num[t][i])!r}" for t in _TIMES)),
+        (~(np.stack([num[f] for f in _SPANS]) >= 0).all(axis=0)
+         | ~np.isfinite(np.stack([num[f] for f in _SPANS])).all(axis=0),
+         lambda i: "a negative or infinite rate, interval or interval sum: " + ", ".join(
+             f"{f}={float(num[f][i])!r}" for f in _SPANS)),
+        ((num["flags"] & ~(HAS_LENGTH | HAS_DIGEST | HAS_SIMHASH)) != 0,
+         lambda i: f"unknown flags {int(num['flags'][i])}"),
+        (num["content_length"] < 0,
+         lambda i: f"a negative Content-Length {int(num['content_length'][i])}"),
+    )
+    first = None
+    for bad, say in tests:
+        if bad.any():
+            i = int(np.argmax(bad))
+            if first is None or i < first[0]:
+                first = (i, say(i))
+    return first
+
+
+_SPANS = ("t_changed", "t_unchanged", "rate", "interval")
+
+
 def bad_blob(blobs: Sequence[Any]) -> int:
     """The position of the first blob that is not bytes of PACKED_SIZE, or -1."""
     for i, blob in enumerate(blobs):
@@ -142,4 +181,4 @@ def bad_blob(blobs: Sequence[Any]) -> int:
 
 
 __all__ = ["Pages", "PAGE_FIELDS", "PAGE_NUM", "PACKED_SIZE", "HAS_LENGTH", "HAS_DIGEST",
-           "HAS_SIMHASH", "pack", "unpack", "bad_blob"]
+           "HAS_SIMHASH", "pack", "unpack", "bad_blob", "damaged"]

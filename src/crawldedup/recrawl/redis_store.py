@@ -15,9 +15,23 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from crawldedup.errors import StoreUnavailableError
-from crawldedup.recrawl.schedule import HIST_BINS
+from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (_INT, _TEXT, CANDIDATE_FIELDS, HOST_FIELDS, PAGE_FIELDS,
-                                       PageRow, RecrawlStore, _check_prefix, _host_fields)
+                                       PageRow, RecrawlStore, _check_prefix, _host_fields,
+                                       check_hist, check_hosts, check_meta, check_pages)
+
+_INT64 = (-(1 << 63), 1 << 63)
+#: The fields of a page that may be absent.
+_OPTIONAL = {"etag", "last_modified", "content_length", "digest", "simhash"}
+
+
+def _number(raw: Any, kind: Any = float) -> Any:
+    """``kind(raw)`` of a Redis value; the raw value itself when it is not a
+    number (the checks then name it)."""
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        return raw
 
 
 def _redis_module() -> Any:
@@ -85,25 +99,34 @@ class RedisRecrawlStore(RecrawlStore):
     def _host_key(self, host: str) -> str:
         return f"{self.prefix}:host:{host}"
 
-    @staticmethod
-    def _decode(url: str, raw: Mapping[bytes, bytes]) -> PageRow:
-        row: List[Any] = []
-        for name in PAGE_FIELDS:
-            if name == "url":
-                row.append(url)
-                continue
+    def _decode(self, url: str, raw: Mapping[bytes, bytes]) -> PageRow:
+        row: List[Any] = [url]
+        for name in PAGE_FIELDS[1:]:
             value = raw.get(name.encode())
-            if value is None or value == b"" and name != "digest":
-                row.append(None)
+            parsed: Any = None
+            if not value:  # absent, or written as b"" (None)
+                if name in _OPTIONAL:
+                    row.append(None)
+                    continue
             elif name == "digest":
-                row.append(value if value else None)
+                parsed = value if len(value) == 16 else None
             elif name in _TEXT:
-                row.append(value.decode("utf-8"))
+                parsed = _number(value, lambda v: v.decode("utf-8"))
             elif name in _INT:
-                row.append(int(value))
+                parsed = _number(value, int)
+                if type(parsed) is int and not _INT64[0] <= parsed < _INT64[1]:
+                    parsed = None
             else:
-                row.append(float(value))
+                parsed = _number(value)
+            if parsed is None or type(parsed) is bytes and name != "digest":
+                raise self._corrupt(f"the recrawl page {url!r} is damaged: its {name} is "
+                                    f"{value!r}")
+            row.append(parsed)
         return tuple(row)
+
+    def _checked(self, rows: List[PageRow]) -> List[PageRow]:
+        check_pages(Pages.from_rows(rows), self._corrupt)
+        return rows
 
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
         unique = list(dict.fromkeys(urls))
@@ -114,7 +137,9 @@ class RedisRecrawlStore(RecrawlStore):
                 pipe.hgetall(self._page_key(url))
             return pipe.execute()  # type: ignore[no-any-return]
         results = self._call(work)
-        return {url: self._decode(url, raw) for url, raw in zip(unique, results) if raw}
+        rows = self._checked([self._decode(url, raw) for url, raw in zip(unique, results)
+                              if raw])
+        return {row[0]: row for row in rows}
 
     def get_hosts(self, hosts: Sequence[str],
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
@@ -130,11 +155,20 @@ class RedisRecrawlStore(RecrawlStore):
         found = {}
         for host, values in zip(unique, results):
             if any(v is not None for v in values):
-                found[host] = [0.0 if v is None else float(v) for v in values]
-        return found
+                found[host] = [0.0 if v is None else _number(v) for v in values]
+        return check_hosts(found, names, self._corrupt)
 
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
+        # What the transaction adds to is checked first: in MULTI/EXEC a
+        # command that fails (HINCRBYFLOAT on a value that is not a number)
+        # does not stop the others, and adding to a damaged value would
+        # hide it.
+        if host_deltas:
+            self.get_hosts(list(host_deltas))
+        if any(hist_deltas.values()):
+            self.histogram()
+
         def work() -> None:
             pipe = self.client.pipeline(transaction=True)
             for row in pages:
@@ -174,8 +208,12 @@ class RedisRecrawlStore(RecrawlStore):
             for (member, _score), values in zip(items, pipe.execute()):
                 if values[0] is None:
                     continue  # removed meanwhile
-                out.append((member.decode("utf-8"), values[0].decode("utf-8"),
-                            *(float(v) for v in values[1:])))
+                url = _number(member, lambda v: v.decode("utf-8"))
+                numbers = [_number(v) for v in values[1:]]
+                if type(url) is bytes or not all(type(v) is float for v in numbers):
+                    raise self._corrupt(f"the recrawl page {member!r} is damaged: "
+                                        f"{dict(zip(CANDIDATE_FIELDS[1:], values))!r}")
+                out.append((url, _number(values[0], lambda v: v.decode("utf-8")), *numbers))
             return out
         return self._call(work)  # type: ignore[no-any-return]
 
@@ -192,16 +230,14 @@ class RedisRecrawlStore(RecrawlStore):
         self._call(work)
 
     def histogram(self) -> np.ndarray:
-        counts = np.zeros(HIST_BINS, dtype=np.int64)
-        for b, n in self._call(lambda: self.client.hgetall(self._hist)).items():
-            index = int(b)
-            if 0 <= index < HIST_BINS:
-                counts[index] = int(n)
-        return counts
+        raw = self._call(lambda: self.client.hgetall(self._hist))
+        return check_hist([(_number(b, int), _number(n, int)) for b, n in raw.items()],
+                          self._corrupt)
 
     def get_meta(self) -> Dict[str, float]:
         raw = self._call(lambda: self.client.hgetall(self._meta))
-        return {k.decode("utf-8"): float(v) for k, v in raw.items()}
+        return check_meta({k.decode("utf-8", "replace"): _number(v) for k, v in raw.items()},
+                          self._corrupt)
 
     def set_meta(self, values: Mapping[str, float]) -> None:
         if values:

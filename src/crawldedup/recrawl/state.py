@@ -362,15 +362,22 @@ class RecrawlState:
 
     # ------------------------------------------------------------ scheduling
 
-    def _update_mu(self, budget: float) -> None:
-        """Solve the Lagrange multiplier that spends ``budget`` fetches per
-        second over the estimated rates (the rate histogram), and save it."""
+    def _solve_mu(self, budget: float) -> Optional[float]:
+        """The Lagrange multiplier that spends ``budget`` fetches per second
+        over the estimated rates (the rate histogram); None before any page."""
         assert isinstance(self.policy, ChangeRatePolicy)
         counts = self.store.histogram()
         if counts.sum() > 0:
-            self._mu = solve_mu(hist_rates(), budget, self.policy.min_interval,
-                                self.policy.max_interval, counts)
-            self.store.set_meta({"mu": self._mu})
+            return solve_mu(hist_rates(), budget, self.policy.min_interval,
+                            self.policy.max_interval, counts)
+        return None
+
+    def _update_mu(self, budget: float) -> None:
+        """Solve mu for ``budget`` (see _solve_mu), and save it."""
+        mu = self._solve_mu(budget)
+        if mu is not None:
+            self._mu = mu
+            self.store.set_meta({"mu": mu})
 
     def due(self, now: Optional[float] = None, limit: int = 1000, *,
             per_host: Optional[int] = None, lease: Optional[float] = None,
@@ -406,7 +413,10 @@ class RecrawlState:
 
     def _due(self, now: float, limit: int, per_host: Optional[int], lease: Optional[float],
              fill: bool) -> List[str]:
+        # Everything is read (and checked) before anything is written: the
+        # scheduler's settings are saved once the URLs are chosen.
         policy = self.policy
+        settings: Dict[str, float] = {}
         if isinstance(policy, ChangeRatePolicy):
             budget = None if policy.budget_per_day is None else policy.budget_per_day / 86400.0
             if budget is None:
@@ -416,11 +426,13 @@ class RecrawlState:
                 if last is not None and now > last:
                     observed = limit / (now - last)
                     estimate = observed if estimate is None else 0.8 * estimate + 0.2 * observed
-                self.store.set_meta({"last_due": now, **({} if estimate is None
-                                                         else {"budget": estimate})})
+                settings = {"last_due": now, **({} if estimate is None
+                                                 else {"budget": estimate})}
                 budget = estimate
             if budget is not None:
-                self._update_mu(budget)
+                mu = self._solve_mu(budget)
+                if mu is not None:
+                    settings["mu"] = mu
         # The window: the pages due earliest, a few more than asked for (many
         # more with a per-host cap, which skips some).  Reading 4 x limit
         # rows to rank them cost more than recording the batch.
@@ -448,6 +460,9 @@ class RecrawlState:
                 break
             if fill:  # the next pass reads these again: skip them
                 seen.update(candidates.keys)
+        if settings:
+            self.store.set_meta(settings)
+            self._mu = settings.get("mu", self._mu)
         if lease is not None and chosen:
             self.store.set_due([(url, now + lease) for url in chosen])
         return chosen

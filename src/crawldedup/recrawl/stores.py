@@ -14,15 +14,16 @@ increments (so crawlers sharing a store add up correctly).
 from __future__ import annotations
 
 import abc
+import math
 import operator
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
-from crawldedup.errors import CorruptFileError, StoreUnavailableError
+from crawldedup.errors import CorruptFileError, CorruptStateError, StoreUnavailableError
 from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
-                                      pack, unpack)
+                                      damaged, pack, unpack)
 from crawldedup.recrawl.schedule import HIST_BINS
 from crawldedup.stores.base import Store
 from crawldedup.stores.sqlite import SQLiteFile
@@ -58,6 +59,15 @@ _INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
                "ON CONFLICT(url) DO UPDATE SET etag = excluded.etag, "
                "last_modified = excluded.last_modified, due_at = excluded.due_at, "
                "data = excluded.data")
+# A host's sums are added to only while they hold what crawldedup writes
+# (finite sums of at least 0); the histogram is checked whole before a write.
+_HOST_SQL = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
+             + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
+             + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS) + " WHERE "
+             + " AND ".join(f"typeof({f}) = 'real' AND {f} BETWEEN 0 AND 1.7976931348623157e308"
+                            for f in HOST_FIELDS))
+_HIST_SQL = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
+             "n = n + excluded.n")
 _ROWID = operator.itemgetter(4)
 _URL = operator.itemgetter(0)
 # Pages converted a statement at a time from format 1.
@@ -106,6 +116,10 @@ class RecrawlStore(Store):
     #: where the data lives, for error messages
     address: str
 
+    def _corrupt(self, reason: str) -> CorruptFileError:
+        """The error for damaged data read from this store."""
+        return CorruptStateError(self.address, reason)
+
     @abc.abstractmethod
     def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
         """The stored rows of those URLs that are known."""
@@ -148,8 +162,8 @@ class RecrawlStore(Store):
             columns = list(zip(*rows))
             for j, name in enumerate(CANDIDATE_FIELDS[2:], 2):
                 num[name] = columns[j]
-        return Pages([r[0] for r in rows], [r[1] for r in rows], [None] * len(rows),
-                     [None] * len(rows), num)
+        return check_pages(Pages([r[0] for r in rows], [r[1] for r in rows],
+                                 [None] * len(rows), [None] * len(rows), num), self._corrupt)
 
     @abc.abstractmethod
     def count_due(self, now: float) -> int:
@@ -195,6 +209,79 @@ def _check_prefix(prefix: object) -> str:
     return prefix
 
 
+# What a store reads is checked before RecrawlState uses it: a value that
+# RecrawlState never writes (a damaged file, a hand-edited key) raises the
+# store's CorruptFileError naming the page, host or setting, instead of
+# being taken for data or overwritten by the next write.
+
+_STR = {str}
+_STR_OR_NONE = {str, type(None)}
+_NUMBER = {float, int}
+#: Saved scheduler numbers that are positive when present.
+_META_POSITIVE = ("mu", "budget")
+
+
+def check_pages(pages: Pages, corrupt: Any) -> Pages:
+    """``pages``, when every page holds what RecrawlState writes; else
+    ``corrupt(reason)`` is raised for the first damaged one."""
+    for name, column, allowed in (("URL", pages.keys, _STR), ("host", pages.host, _STR),
+                                  ("ETag", pages.etag, _STR_OR_NONE),
+                                  ("Last-Modified", pages.last_modified, _STR_OR_NONE)):
+        if not set(map(type, column)) <= allowed:
+            i = next(i for i, v in enumerate(column) if type(v) not in allowed)
+            raise corrupt(f"the recrawl page {pages.keys[i]!r} is damaged: its {name} is "
+                          f"{column[i]!r}")
+    found = damaged(pages.num)
+    if found is not None:
+        i, why = found
+        raise corrupt(f"the recrawl page {pages.keys[i]!r} is damaged: {why}")
+    return pages
+
+
+def _sound(value: Any) -> bool:
+    return type(value) in _NUMBER and math.isfinite(value) and value >= 0
+
+
+def check_hosts(found: Dict[str, List[Any]], fields: Sequence[str],
+                corrupt: Any) -> Dict[str, List[float]]:
+    """``found`` (host -> its ``fields``), when every value is a finite sum
+    of at least 0; else ``corrupt(reason)`` for the first that is not."""
+    flat = [v for values in found.values() for v in values]
+    if set(map(type, flat)) <= _NUMBER:
+        sums = np.array(flat, dtype=np.float64)
+        if (sums >= 0).all() and np.isfinite(sums).all():
+            return found
+    for host, values in found.items():
+        for name, value in zip(fields, values):
+            if not _sound(value):
+                raise corrupt(f"the recrawl host {host!r} is damaged: its {name} is "
+                              f"{value!r}")
+    return found  # pragma: no cover - the loop finds what the test above did
+
+
+def check_hist(items: Sequence[Tuple[Any, Any]], corrupt: Any) -> np.ndarray:
+    """Pages per rate bin from (bin, count) pairs; ``corrupt(reason)`` for a
+    bin that does not exist or a count that is not an integer.  A count
+    below 0 counts 0: two processes re-recording one page at the same
+    moment each take it out of its old bin once."""
+    counts = np.zeros(HIST_BINS, dtype=np.int64)
+    for b, n in items:
+        if type(b) is not int or not 0 <= b < HIST_BINS or type(n) is not int:
+            raise corrupt(f"the recrawl rate histogram is damaged: bin {b!r} holds {n!r}")
+        counts[b] = max(n, 0)
+    return counts
+
+
+def check_meta(meta: Dict[str, Any], corrupt: Any) -> Dict[str, float]:
+    """The scheduler's saved numbers; ``corrupt(reason)`` for one that is not
+    a finite number (or not positive, for mu and the budget)."""
+    for key, value in meta.items():
+        if type(value) not in _NUMBER or not math.isfinite(value) \
+                or (key in _META_POSITIVE and not value > 0):
+            raise corrupt(f"the recrawl scheduler setting {key!r} is damaged: {value!r}")
+    return meta
+
+
 # ---------------------------------------------------------------- SQLite
 
 class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
@@ -229,6 +316,9 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"recrawl store {self.address}: {exc}")
+
+    def _corrupt(self, reason: str) -> CorruptFileError:
+        return CorruptFileError(self.path, reason)
 
     def _prepare(self, conn: Any) -> None:
         conn.execute(f"PRAGMA cache_size=-{self.cache_mib * 1024}")
@@ -303,7 +393,7 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             i = next(i for i, d in enumerate(dues) if type(d) not in (float, int))
             raise CorruptFileError(self.path, f"the recrawl page {urls[i]!r} is damaged: its "
                                    f"due time is {dues[i]!r}")
-        return Pages(urls, hosts, etags, lms, unpack(blobs, dues))
+        return check_pages(Pages(urls, hosts, etags, lms, unpack(blobs, dues)), self._corrupt)
 
     def read_pages(self, urls: Sequence[str]) -> Pages:
         def work(conn: Any) -> Pages:
@@ -324,15 +414,10 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         def work(conn: Any) -> Dict[str, List[float]]:
             rows = _select_in(conn, f"SELECT host, {columns} FROM hosts WHERE host", hosts)
             return {row[0]: list(row[1:]) for row in rows}
-        return self._run(work)  # type: ignore[no-any-return]
+        return check_hosts(self._run(work), _host_fields(fields), self._corrupt)
 
     def write_pages(self, pages: Pages, host_deltas: Mapping[str, Sequence[float]],
                     hist_deltas: Mapping[int, int]) -> None:
-        host_sql = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
-                    + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
-                    + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS))
-        hist_sql = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
-                    "n = n + excluded.n")
         blobs = pack(pages.num)
         dues = pages.num["due_at"].tolist()
 
@@ -359,8 +444,18 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # and their row ids (the due index's tie-break) follow the URLs.
             new.sort(key=_URL)
             conn.executemany(_INSERT_SQL, new)
-            conn.executemany(host_sql, [(host, *delta) for host, delta in host_deltas.items()])
-            conn.executemany(hist_sql, [(b, d) for b, d in hist_deltas.items() if d])
+            # A damaged host or bin is not added to (which would hide it):
+            # its upsert changes nothing, and the transaction is refused.
+            sums = [(host, *delta) for host, delta in host_deltas.items()]
+            if conn.executemany(_HOST_SQL, sums).rowcount != len(sums):
+                check_hosts({row[0]: list(row[1:]) for row in _select_in(
+                    conn, f"SELECT host, {', '.join(HOST_FIELDS)} FROM hosts WHERE host",
+                    list(host_deltas))}, HOST_FIELDS, self._corrupt)
+                raise self._corrupt("a recrawl host could not be updated")  # pragma: no cover
+            bins = [(b, d) for b, d in hist_deltas.items() if d]
+            if bins:  # (a few hundred rows at most)
+                check_hist(conn.execute("SELECT bin, n FROM hist").fetchall(), self._corrupt)
+                conn.executemany(_HIST_SQL, bins)
             conn.execute("COMMIT")
         self._run(work)
 
@@ -393,15 +488,12 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         self._run(work)
 
     def histogram(self) -> np.ndarray:
-        counts = np.zeros(HIST_BINS, dtype=np.int64)
-        for b, n in self._run(lambda conn: conn.execute("SELECT bin, n FROM hist").fetchall()):
-            if 0 <= b < HIST_BINS:
-                counts[b] = n
-        return counts
+        return check_hist(self._run(lambda conn: conn.execute("SELECT bin, n FROM hist")
+                                    .fetchall()), self._corrupt)
 
     def get_meta(self) -> Dict[str, float]:
         rows = self._run(lambda conn: conn.execute("SELECT key, value FROM meta").fetchall())
-        return {key: value for key, value in rows}
+        return check_meta({key: value for key, value in rows}, self._corrupt)
 
     def set_meta(self, values: Mapping[str, float]) -> None:
         def work(conn: Any) -> None:

@@ -1,0 +1,242 @@
+"""A recrawl state that holds values RecrawlState never writes (a damaged
+SQLite file, a hand-edited Redis key) is refused wherever it is read, with
+an error naming the page, host or setting; a batch that would add to a
+damaged value writes nothing, so the damage is not hidden by the next write.
+Both stores, on the real servers."""
+
+import sqlite3
+import uuid
+
+import numpy as np
+import pytest
+
+from crawldedup.errors import CorruptFileError, CorruptStateError
+from crawldedup.recrawl import RecrawlState
+from crawldedup.recrawl.pages import pack, unpack
+
+T0 = 1_700_000_000.0
+DAY = 86400.0
+URLS = [f"https://h{i % 2}.example/{i}" for i in range(6)]
+
+
+def fetches(version, at):
+    return [{"url": url, "status": 200, "time": at,
+             "headers": {"ETag": f'"{i}-{version}"',
+                         "Last-Modified": "Tue, 01 Dec 2026 00:00:00 GMT"},
+             "digest": bytes([version]) * 16} for i, url in enumerate(URLS)]
+
+
+class SQLiteDamage:
+    """Writes values into a state's SQLite file behind its back."""
+
+    error = CorruptFileError
+
+    def __init__(self, path):
+        self.path = path
+
+    def open(self):
+        return RecrawlState(self.path, canonical=False)
+
+    def _sql(self, sql, args=()):
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+
+    def page_number(self, url, field, value):
+        (blob, due), = self._sql("SELECT data, due_at FROM pages WHERE url = ?", (url,))
+        num = unpack([blob], [due])
+        num[field] = value
+        self._sql("UPDATE pages SET data = ? WHERE url = ?", (pack(num)[0], url))
+
+    def page_etag(self, url):
+        self._sql("UPDATE pages SET etag = x'ff00' WHERE url = ?", (url,))
+
+    def host(self, host, field, value):
+        self._sql(f"UPDATE hosts SET {field} = ? WHERE host = ?", (value, host))
+
+    def hist(self, value):
+        self._sql("UPDATE hist SET n = ? WHERE bin = (SELECT min(bin) FROM hist)", (value,))
+
+    def meta(self, key, value):
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def snapshot(self):
+        return [self._sql(f"SELECT * FROM {table} ORDER BY 1")
+                for table in ("pages", "hosts", "hist", "meta")]
+
+
+class RedisDamage:
+    """Writes values into a state's Redis keys behind its back."""
+
+    error = CorruptStateError
+
+    def __init__(self, url, prefix):
+        import redis
+        self.url, self.prefix = url, prefix
+        self.client = redis.Redis.from_url(url)
+
+    def open(self):
+        return RecrawlState(self.url, prefix=self.prefix, canonical=False)
+
+    _REDIS_VALUES = {np.nan: "nan", np.inf: "inf"}
+
+    def page_number(self, url, field, value):
+        if isinstance(value, float) and not np.isfinite(value):
+            value = "nan" if np.isnan(value) else "inf"
+        self.client.hset(f"{self.prefix}:page:{url}", field, value)
+
+    def page_etag(self, url):
+        self.client.hset(f"{self.prefix}:page:{url}", "etag", b"\xff\x00")
+
+    def host(self, host, field, value):
+        self.client.hset(f"{self.prefix}:host:{host}", field, value)
+
+    def hist(self, value):
+        key = f"{self.prefix}:hist"
+        self.client.hset(key, min(self.client.hkeys(key), key=int), value)
+
+    def meta(self, key, value):
+        self.client.hset(f"{self.prefix}:meta", key, value)
+
+    def snapshot(self):
+        out = {}
+        for key in sorted(self.client.scan_iter(match=f"{self.prefix}:*")):
+            kind = self.client.type(key)
+            out[key] = (self.client.hgetall(key) if kind == b"hash"
+                        else self.client.zrange(key, 0, -1, withscores=True))
+        return out
+
+    def clean(self):
+        keys = list(self.client.scan_iter(match=f"{self.prefix}:*"))
+        if keys:
+            self.client.delete(*keys)
+        self.client.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def damage(request, tmp_path):
+    """A store of each kind with two crawls of URLS recorded (so it holds
+    pages, host sums, a rate histogram and the scheduler's mu), and the means
+    to damage it."""
+    if request.param == "sqlite":
+        tool = SQLiteDamage(str(tmp_path / "recrawl.db"))
+    else:
+        tool = RedisDamage(request.getfixturevalue("redis_url"),
+                           f"test:recrawl-damage:{uuid.uuid4().hex}")
+    state = tool.open()
+    state.record_many(fetches(1, T0))
+    state.record_many(fetches(2, T0 + DAY))
+    state.due(T0 + 2 * DAY, 2)
+    state.close()
+    yield tool
+    if request.param == "redis":
+        tool.clean()
+
+
+def refused_everywhere(tool, match, *, reads=("get", "record", "due")):
+    """Each call in ``reads`` raises the store's damage error matching
+    ``match``, and the refused batch wrote nothing."""
+    state = tool.open()
+    try:
+        before = tool.snapshot()
+        calls = {"get": lambda: [state.get(url) for url in URLS],
+                 "record": lambda: state.record_many(fetches(3, T0 + 400 * DAY)),
+                 "due": lambda: state.due(T0 + 400 * DAY, 100),
+                 "host_stats": lambda: state.host_stats("h0.example")}
+        for name in reads:
+            with pytest.raises(tool.error, match=match):
+                calls[name]()
+        assert tool.snapshot() == before
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("fetches", 0, r"\d+ changes in 0 fetches"),
+    ("changes", -1, "-1 changes in 2 fetches"),
+    ("changes", 5, "5 changes in 2 fetches"),
+    ("last_fetched", np.nan, "not a finite number.*last_fetched=nan"),
+    ("first_seen", np.inf, "not a finite number.*first_seen=inf"),
+    ("rate", -1.0, "negative or infinite rate.*rate=-1.0"),
+    ("interval", np.inf, "negative or infinite rate.*interval=inf"),
+    ("t_unchanged", -5.0, "negative or infinite rate.*t_unchanged=-5.0"),
+])
+def test_a_page_with_numbers_never_written_is_named(damage, field, value, said):
+    damage.page_number(URLS[3], field, value)
+    # due reads every number of a SQLite page, and those it ranks by of a
+    # Redis page
+    due = (isinstance(damage, SQLiteDamage)
+           or field in ("fetches", "changes", "last_fetched", "t_unchanged"))
+    refused_everywhere(damage, f"page 'https://h1.example/3' is damaged: .*({said})",
+                       reads=("get", "record", "due") if due else ("get", "record"))
+
+
+def test_page_fields_that_are_not_numbers_or_text(damage):
+    if isinstance(damage, RedisDamage):
+        damage.page_number(URLS[2], "changes", "many")
+        refused_everywhere(damage, "h0.example/2' is damaged: its changes is b'many'",
+                           reads=("get", "record"))
+        damage.page_number(URLS[2], "changes", "0")
+        damage.page_number(URLS[2], "last_fetched", "soon")
+        refused_everywhere(damage, "h0.example/2' is damaged")
+    else:
+        damage.page_number(URLS[2], "flags", 64)
+        refused_everywhere(damage, "h0.example/2' is damaged: unknown flags 64")
+    damage.page_number(URLS[2], "last_fetched", T0 + DAY)
+    damage.page_number(URLS[2], "flags" if isinstance(damage, SQLiteDamage) else "changes", 0)
+    damage.page_etag(URLS[4])
+    refused_everywhere(damage, r"h0.example/4' is damaged: its (ETag|etag) is b'\\xff\\x00'",
+                       reads=("get", "record"))
+
+
+@pytest.mark.parametrize("field", ["t_unchanged", "lm_lies"])
+@pytest.mark.parametrize("value", ["x", -5.0, float("inf")])
+def test_a_host_with_sums_never_written_is_named_and_not_added_to(damage, field, value):
+    if isinstance(damage, RedisDamage) and isinstance(value, float) and value > 0:
+        value = "inf"
+    damage.host("h1.example", field, value)
+    # t_unchanged pools the host's rate (read by due and record); lm_lies
+    # is read where the host's validators are judged, and is added to by a
+    # batch, which is refused rather than hide it
+    reads = ("record", "due") if field == "t_unchanged" else ("record",)
+    refused_everywhere(damage, f"host 'h1.example' is damaged: its {field} is", reads=reads)
+
+
+def test_a_damaged_histogram_is_named_and_not_added_to(damage):
+    damage.hist("lots")
+    refused_everywhere(damage, "rate histogram is damaged: bin .* holds .*lots",
+                       reads=("record", "due"))
+
+
+def test_a_negative_histogram_count_counts_zero(damage):
+    """Two crawlers re-recording one page at once each take it out of its
+    old rate bin: a count below zero is drift, not damage."""
+    damage.hist(-3)
+    state = damage.open()
+    try:
+        assert state.store.histogram().min() == 0
+        assert state.due(T0 + 400 * DAY, 100)
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize("key, value", [("mu", "abc"), ("mu", -1.0), ("budget", 0.0),
+                                        ("last_due", "yesterday")])
+def test_damaged_scheduler_settings_are_named_at_open(damage, key, value):
+    damage.meta(key, value)
+    with pytest.raises(damage.error, match=f"setting '{key}' is damaged"):
+        damage.open()
+
+
+def test_the_redis_error_names_the_server_and_prefix(damage):
+    damage.page_number(URLS[0], "fetches", 0)
+    state = damage.open()
+    try:
+        with pytest.raises(CorruptFileError) as caught:
+            state.get(URLS[0])
+    finally:
+        state.close()
+    where = damage.prefix if isinstance(damage, RedisDamage) else damage.path
+    assert where in str(caught.value)
