@@ -27,12 +27,13 @@ def verdicts(run):
     return [json.loads(line) for line in run.stdout.decode().splitlines()]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
 def state_arg(request, tmp_path):
     if request.param == "sqlite":
         yield [f"--state={tmp_path / 'recrawl.db'}"]
         return
-    url = request.getfixturevalue("redis_url")
+    url = request.getfixturevalue("redis_cluster_url" if request.param == "cluster"
+                                  else "redis_url")
     prefix = f"test:recrawl-cli:{uuid.uuid4().hex}"
     yield [f"--state={url}", f"--prefix={prefix}"]
     RecrawlState(url, prefix=prefix).store.clear()

@@ -72,10 +72,12 @@ class RedisDamage:
 
     error = CorruptStateError
 
-    def __init__(self, url, prefix):
+    def __init__(self, url, prefix, cluster):
         import redis
         self.url, self.prefix = url, prefix
-        self.client = redis.Redis.from_url(url)
+        # a Redis Cluster's keys carry the prefix as their hash tag
+        self.keys = "{" + prefix + "}" if cluster else prefix
+        self.client = (redis.cluster.RedisCluster if cluster else redis.Redis).from_url(url)
 
     def open(self):
         return RecrawlState(self.url, prefix=self.prefix, canonical=False)
@@ -85,37 +87,37 @@ class RedisDamage:
     def page_number(self, url, field, value):
         if isinstance(value, float) and not np.isfinite(value):
             value = "nan" if np.isnan(value) else "inf"
-        self.client.hset(f"{self.prefix}:page:{url}", field, value)
+        self.client.hset(f"{self.keys}:page:{url}", field, value)
 
     def page_etag(self, url):
-        self.client.hset(f"{self.prefix}:page:{url}", "etag", b"\xff\x00")
+        self.client.hset(f"{self.keys}:page:{url}", "etag", b"\xff\x00")
 
     def host(self, host, field, value):
-        self.client.hset(f"{self.prefix}:host:{host}", field, value)
+        self.client.hset(f"{self.keys}:host:{host}", field, value)
 
     def hist(self, value):
-        key = f"{self.prefix}:hist"
+        key = f"{self.keys}:hist"
         self.client.hset(key, min(self.client.hkeys(key), key=int), value)
 
     def meta(self, key, value):
-        self.client.hset(f"{self.prefix}:meta", key, value)
+        self.client.hset(f"{self.keys}:meta", key, value)
 
     def snapshot(self):
         out = {}
-        for key in sorted(self.client.scan_iter(match=f"{self.prefix}:*")):
+        for key in sorted(self.client.scan_iter(match=f"{self.keys}:*")):
             kind = self.client.type(key)
             out[key] = (self.client.hgetall(key) if kind == b"hash"
                         else self.client.zrange(key, 0, -1, withscores=True))
         return out
 
     def clean(self):
-        keys = list(self.client.scan_iter(match=f"{self.prefix}:*"))
+        keys = list(self.client.scan_iter(match=f"{self.keys}:*"))
         if keys:
             self.client.delete(*keys)
         self.client.close()
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
 def damage(request, tmp_path):
     """A store of each kind with two crawls of URLS recorded (so it holds
     pages, host sums, a rate histogram and the scheduler's mu), and the means
@@ -123,15 +125,17 @@ def damage(request, tmp_path):
     if request.param == "sqlite":
         tool = SQLiteDamage(str(tmp_path / "recrawl.db"))
     else:
-        tool = RedisDamage(request.getfixturevalue("redis_url"),
-                           f"test:recrawl-damage:{uuid.uuid4().hex}")
+        cluster = request.param == "cluster"
+        tool = RedisDamage(request.getfixturevalue("redis_cluster_url" if cluster
+                                                   else "redis_url"),
+                           f"test:recrawl-damage:{uuid.uuid4().hex}", cluster)
     state = tool.open()
     state.record_many(fetches(1, T0))
     state.record_many(fetches(2, T0 + DAY))
     state.due(T0 + 2 * DAY, 2)
     state.close()
     yield tool
-    if request.param == "redis":
+    if request.param != "sqlite":
         tool.clean()
 
 

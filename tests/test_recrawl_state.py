@@ -40,13 +40,16 @@ PAGE = ("Crawlers fetch the same article from many portals. A page that differs 
         "that differ in few bits. Visitors today: 1041.")
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
 def make_state(request, tmp_path):
-    """Builds RecrawlStates on a fresh store of each kind, cleaned up after."""
+    """Builds RecrawlStates on a fresh store of each kind (a SQLite file,
+    Redis, a Redis Cluster of three masters), cleaned up after."""
     made = []
     prefix = f"test:recrawl:{uuid.uuid4().hex}"
     if request.param == "redis":
         url = request.getfixturevalue("redis_url")
+    elif request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster_url")
 
     def make(**kwargs):
         if request.param == "sqlite":
@@ -359,6 +362,36 @@ def test_redis_unreachable_names_the_address():
     require_module("redis")
     with pytest.raises(StoreUnavailableError, match="127.0.0.1:1"):
         RedisRecrawlStore("redis://127.0.0.1:1/0")
+
+
+def test_on_a_redis_cluster_the_state_keeps_to_one_slot(redis_cluster_url):
+    """Every key of a state on a Redis Cluster has its prefix as hash tag, so
+    record_many stays one MULTI/EXEC; a plain client to a node is refused."""
+    import redis
+    prefix = f"test:recrawl:{uuid.uuid4().hex}"
+    state = RecrawlState(redis_cluster_url, prefix=prefix)
+    client = redis.cluster.RedisCluster.from_url(redis_cluster_url)
+    try:
+        assert state.store.cluster
+        state.record_many([{"url": f"https://h{i % 7}.example/{i}", "status": 200,
+                            "body": b"v1", "time": T0} for i in range(40)])
+        state.record_many([{"url": f"https://h{i % 7}.example/{i}", "status": 200,
+                            "body": b"v2", "time": T0 + DAY} for i in range(40)])
+        assert len(state.due(T0 + 400 * DAY, 100)) == 40
+        keys = list(client.scan_iter(match="{" + prefix + "}:*"))
+        # 40 pages, 7 hosts, the due set, the histogram, the settings
+        assert len(keys) == 40 + 7 + 3
+        assert {client.keyslot(key) for key in keys} == {client.keyslot(prefix)}
+        with pytest.raises(ValueError, match="braces"):
+            RedisRecrawlStore(redis_cluster_url, prefix="a{b}")
+        node = redis.Redis.from_url(redis_cluster_url)
+        with pytest.raises(ValueError, match="Redis Cluster"):
+            RedisRecrawlStore(node, prefix=prefix)
+        node.close()
+    finally:
+        state.store.clear()
+        state.close()
+        client.close()
 
 
 def test_sqlite_unusable_path_names_the_file(tmp_path):

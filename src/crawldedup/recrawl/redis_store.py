@@ -46,40 +46,81 @@ def _redis_module() -> Any:
 class RedisRecrawlStore(RecrawlStore):
     """Pages in Redis: ``RedisRecrawlStore("redis://localhost:6379/0", prefix="recrawl")``.
 
-    ``client_or_url`` is a ``redis.Redis`` client or a URL.  Every key starts
-    with ``prefix + ":"``.  A server that cannot be reached, or any Redis
-    error, raises StoreUnavailableError naming the address.
+    ``client_or_url`` is a ``redis.Redis`` or ``redis.cluster.RedisCluster``
+    client, or a URL (of a Redis Cluster node too: the server says it is
+    one).  Every key starts with ``prefix + ":"``; on a Redis Cluster with
+    ``"{" + prefix + "}:"``, a hash tag that keeps a state's keys in one
+    slot, so that each ``record_many`` is still one MULTI/EXEC (the state
+    lives on one node of the cluster).  A server that cannot be reached, or
+    any Redis error, raises StoreUnavailableError naming the address.
     """
 
     def __init__(self, client_or_url: Any = "redis://127.0.0.1:6379/0", *,
                  prefix: str = "crawldedup:recrawl") -> None:
         redis = _redis_module()
-        self._errors = (redis.RedisError, OSError)
+        from redis.cluster import RedisCluster
+        from redis.exceptions import RedisClusterException
+
+        from crawldedup.redis._conn import connect, describe
+        self._errors = (redis.RedisError, RedisClusterException, OSError)
+        self._closed = False
         self.prefix = _check_prefix(prefix)
         if isinstance(client_or_url, str):
             try:
-                self.client = redis.Redis.from_url(client_or_url)
+                self.client, cluster, self._owned = connect(client_or_url)
             except ValueError as exc:
                 raise ValueError(f"client_or_url is not a Redis URL: {client_or_url!r} "
                                  f"({exc})") from None
-            where = client_or_url
-        elif hasattr(client_or_url, "pipeline") and hasattr(client_or_url, "hgetall"):
-            self.client = client_or_url
-            kwargs = getattr(getattr(client_or_url, "connection_pool", None),
-                             "connection_kwargs", {})
+            where = describe(self.client) if cluster else client_or_url
+        elif isinstance(client_or_url, RedisCluster) or (
+                hasattr(client_or_url, "pipeline") and hasattr(client_or_url, "hgetall")):
+            self.client, cluster, self._owned = client_or_url, isinstance(
+                client_or_url, RedisCluster), False
+            if cluster:
+                kwargs = client_or_url.get_connection_kwargs()
+                where = describe(client_or_url)
+            else:
+                kwargs = getattr(getattr(client_or_url, "connection_pool", None),
+                                 "connection_kwargs", {})
+                where = (f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+                         f"/{kwargs.get('db', 0)}")
             if kwargs.get("decode_responses"):
                 raise ValueError("client_or_url: give a client without decode_responses=True "
                                  "(digests are bytes)")
-            where = (f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-                     f"/{kwargs.get('db', 0)}")
         else:
             raise TypeError(f"client_or_url must be a redis.Redis client or a redis:// URL, "
                             f"got {type(client_or_url).__name__}")
         self.address = f"Redis {where} (prefix {prefix!r})"
-        self._due = f"{prefix}:due"
-        self._hist = f"{prefix}:hist"
-        self._meta = f"{prefix}:meta"
-        self._closed = False
+        self.cluster = cluster
+        try:
+            self._check_server(redis, client_or_url)
+        except BaseException:
+            self.close()
+            raise
+        self._keys = "{" + prefix + "}" if cluster else prefix
+        self._due = f"{self._keys}:due"
+        self._hist = f"{self._keys}:hist"
+        self._meta = f"{self._keys}:meta"
+
+    def _check_server(self, redis: Any, client_or_url: Any) -> None:
+        """That the server answers, and can hold the state as asked."""
+        from redis.exceptions import RedisClusterException
+        prefix = self.prefix
+        if self.cluster:
+            if "{" in prefix or "}" in prefix:
+                raise ValueError(f"prefix: on a Redis Cluster the prefix becomes the keys' "
+                                 f"hash tag, so it cannot hold braces; got {prefix!r}")
+            try:
+                self.client.pipeline(transaction=True)
+            except RedisClusterException as exc:
+                raise StoreUnavailableError(
+                    f"recrawl store {self.address}: this redis-py "
+                    f"({redis.__version__}) cannot run a transaction on a Redis Cluster "
+                    f"({exc}); a newer redis-py can") from None
+        elif not isinstance(client_or_url, str) and self._call(
+                lambda: self.client.info("cluster")).get("cluster_enabled"):
+            raise ValueError(f"client_or_url: {self.address} is a node of a Redis Cluster; "
+                             f"give a redis.cluster.RedisCluster client or the node's URL")
         self._call(lambda: self.client.ping())
 
     def __repr__(self) -> str:
@@ -94,10 +135,10 @@ class RedisRecrawlStore(RecrawlStore):
             raise StoreUnavailableError(f"recrawl store {self.address}: {exc}") from exc
 
     def _page_key(self, url: str) -> str:
-        return f"{self.prefix}:page:{url}"
+        return f"{self._keys}:page:{url}"
 
     def _host_key(self, host: str) -> str:
-        return f"{self.prefix}:host:{host}"
+        return f"{self._keys}:host:{host}"
 
     def _decode(self, url: str, raw: Mapping[bytes, bytes]) -> PageRow:
         row: List[Any] = [url]
@@ -250,7 +291,7 @@ class RedisRecrawlStore(RecrawlStore):
     def clear(self) -> None:
         def work() -> None:
             batch: List[Any] = []
-            for key in self.client.scan_iter(match=f"{self.prefix}:*", count=1000):
+            for key in self.client.scan_iter(match=f"{self._keys}:*", count=1000):
                 batch.append(key)
                 if len(batch) >= 1000:
                     self.client.delete(*batch)
@@ -260,6 +301,12 @@ class RedisRecrawlStore(RecrawlStore):
         self._call(work)
 
     def close(self) -> None:
+        """Stop using the store (a client it made from a URL is closed)."""
+        if not self._closed and self._owned:
+            try:
+                self.client.close()
+            except self._errors:  # pragma: no cover - closing a broken connection
+                pass
         self._closed = True
 
 
