@@ -4,13 +4,15 @@ an error naming the page, host or setting; a batch that would add to a
 damaged value writes nothing, so the damage is not hidden by the next write.
 Both stores, on the real servers."""
 
+import os
 import sqlite3
 import uuid
 
 import numpy as np
 import pytest
 
-from crawldedup.errors import CorruptFileError, CorruptStateError
+from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
+                               StoreUnavailableError)
 from crawldedup.recrawl import RecrawlState
 from crawldedup.recrawl.pages import pack, unpack
 
@@ -244,3 +246,33 @@ def test_the_redis_error_names_the_server_and_prefix(damage):
         state.close()
     where = damage.prefix if isinstance(damage, RedisDamage) else damage.path
     assert where in str(caught.value)
+
+
+def test_a_file_sqlite_finds_damaged_is_a_corrupt_database(tmp_path):
+    """A state file that is not a database, or whose pages SQLite finds
+    malformed, raises CorruptDatabaseError: a CorruptFileError naming the
+    file, and a StoreUnavailableError as SQLite's other errors are."""
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(bytes(range(256)) * 40)
+    with pytest.raises(CorruptDatabaseError, match="junk.db.*not a database") as caught:
+        RecrawlState(str(junk))
+    assert isinstance(caught.value, StoreUnavailableError)
+    assert caught.value.path == str(junk)
+
+    path = str(tmp_path / "cut.db")
+    state = RecrawlState(path, canonical=False)
+    state.record_many([{"url": f"https://h{i % 50}.example/{i}", "status": 200,
+                        "digest": i.to_bytes(16, "little"), "time": T0}
+                       for i in range(3000)])
+    state.close()
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:  # a page in the middle of the tables, zeroed
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(bytes(4096))
+    with pytest.raises(CorruptDatabaseError, match="cut.db.*malformed"):
+        state = RecrawlState(path, canonical=False)
+        try:
+            state.due(T0 + 400 * DAY, 5000)
+            [state.get(f"https://h{i % 50}.example/{i}") for i in range(3000)]
+        finally:
+            state.close()

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawldedup import SQLiteStore, SQLStore, StoreUnavailableError
-from crawldedup.errors import CrawldedupError
+from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup.stores import open_store
 
 from conftest import examples, require_service
@@ -159,8 +159,11 @@ def test_unopenable_sqlite_raises(tmp_path):
     with pytest.raises(StoreUnavailableError):
         SQLiteStore(tmp_path)  # a directory
     (tmp_path / "junk.db").write_bytes(b"not a database" * 100)
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError) as caught:
         SQLiteStore(tmp_path / "junk.db")
+    # damage, said as such: a CorruptFileError naming the file too
+    assert isinstance(caught.value, CorruptFileError)
+    assert caught.value.path == str(tmp_path / "junk.db")
 
 
 def test_a_failing_store_never_answers_not_seen(spec):

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Dict
 from crawldedup._lazy import lazy_names
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
 from crawldedup._version import __version__
-from crawldedup.errors import (CorruptFileError, CorruptStateError, CrawldedupError,
-                               IncompatibleFilterError, StoreUnavailableError)
+from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
+                               CrawldedupError, IncompatibleFilterError,
+                               StoreUnavailableError)
 # Imported here, not lazily: the function `simhash` must win over the
 # submodule of the same name as the package's attribute.
 from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
@@ -93,6 +94,7 @@ __all__ = [
     "hash128",
     "hash_indices",
     # errors
+    "CorruptDatabaseError",
     "CorruptFileError",
     "CorruptStateError",
     "CrawldedupError",

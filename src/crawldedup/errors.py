@@ -66,5 +66,14 @@ class StoreUnavailableError(CrawldedupError):
     """
 
 
-__all__ = ["CrawldedupError", "CorruptFileError", "CorruptStateError", "IncompatibleFilterError",
-           "StoreUnavailableError"]
+class CorruptDatabaseError(CorruptFileError, StoreUnavailableError):
+    """A SQLite file that SQLite itself finds damaged ("database disk image
+    is malformed") or that is not a database at all.
+
+    Both a CorruptFileError (the file is damaged) and a StoreUnavailableError
+    (the store cannot be used, what SQLite's other errors raise).
+    """
+
+
+__all__ = ["CrawldedupError", "CorruptFileError", "CorruptStateError", "CorruptDatabaseError",
+           "IncompatibleFilterError", "StoreUnavailableError"]

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Iterator, List, Optional, Set
 
-from crawldedup.errors import StoreUnavailableError
+from crawldedup.errors import CorruptDatabaseError, StoreUnavailableError
 
 try:
     import sqlite3
@@ -23,6 +23,19 @@ STATEMENT_ROWS = 500
 TRANSACTION_ROWS = 50_000
 _RETURNING = sqlite3 is not None and sqlite3.sqlite_version_info >= (3, 35, 0)
 CACHE_KIB = 64 << 10
+
+
+# SQLite's result codes for a damaged file and for one that is not a database.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+def _is_damage(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc)
+    return isinstance(exc, sqlite3.DatabaseError) and (
+        "file is not a database" in text or "database disk image is malformed" in text)
 
 
 class SQLiteFile:
@@ -60,6 +73,13 @@ class SQLiteFile:
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"SQLite file {self.path!r}: {exc}")
 
+    def _error(self, exc: BaseException) -> StoreUnavailableError:
+        """What an error of SQLite raises: CorruptDatabaseError when SQLite
+        finds the file damaged or not a database, else ``_fail``'s error."""
+        if _is_damage(exc):
+            return CorruptDatabaseError(self.path, f"SQLite says: {exc}")
+        return self._fail(exc)
+
     def _prepare(self, conn: "sqlite3.Connection") -> None:
         """Create the tables (and set the pragmas) a new connection needs."""
 
@@ -74,7 +94,7 @@ class SQLiteFile:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
-            raise self._fail(exc) from exc
+            raise self._error(exc) from exc
         try:
             # Switching a new database to WAL while another process does the
             # same fails at once with "database is locked" (SQLite does not
@@ -97,7 +117,7 @@ class SQLiteFile:
             self._prepare(conn)
         except sqlite3.Error as exc:
             conn.close()
-            raise self._fail(exc) from exc
+            raise self._error(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -111,7 +131,7 @@ class SQLiteFile:
                 return work(conn)
             except sqlite3.Error as exc:
                 self._roll_back(conn)
-                raise self._fail(exc) from exc
+                raise self._error(exc) from exc
             except BaseException:
                 # (a value sqlite3 cannot bind, an interrupt): the
                 # transaction is not left open for the next call
