@@ -60,12 +60,13 @@ _INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
                "last_modified = excluded.last_modified, due_at = excluded.due_at, "
                "data = excluded.data")
 # A host's sums are added to only while they hold what crawldedup writes
-# (finite sums of at least 0); the histogram is checked whole before a write.
+# (finite sums of at least 0; SQLite orders text and BLOBs after every
+# number, and a NULL fails any comparison, so one BETWEEN a field tells).
+# The histogram is checked whole before a write.
 _HOST_SQL = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
              + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
              + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS) + " WHERE "
-             + " AND ".join(f"typeof({f}) = 'real' AND {f} BETWEEN 0 AND 1.7976931348623157e308"
-                            for f in HOST_FIELDS))
+             + " AND ".join(f"{f} BETWEEN 0 AND 1.7976931348623157e308" for f in HOST_FIELDS))
 _HIST_SQL = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
              "n = n + excluded.n")
 _ROWID = operator.itemgetter(4)
