@@ -36,7 +36,8 @@ def state_arg(request, tmp_path):
                                   else "redis_url")
     prefix = f"test:recrawl-cli:{uuid.uuid4().hex}"
     yield [f"--state={url}", f"--prefix={prefix}"]
-    RecrawlState(url, prefix=prefix).store.clear()
+    with RecrawlState(url, prefix=prefix) as state:
+        state.store.clear()
 
 
 def test_record_then_due(state_arg):
