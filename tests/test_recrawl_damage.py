@@ -14,6 +14,7 @@ import pytest
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
                                StoreUnavailableError)
 from crawldedup.recrawl import RecrawlState
+from crawldedup.redis import RedisKeyTypeError
 from crawldedup.recrawl.pages import pack, unpack
 
 T0 = 1_700_000_000.0
@@ -109,7 +110,8 @@ class RedisDamage:
         for key in sorted(self.client.scan_iter(match=f"{self.keys}:*")):
             kind = self.client.type(key)
             out[key] = (self.client.hgetall(key) if kind == b"hash"
-                        else self.client.zrange(key, 0, -1, withscores=True))
+                        else self.client.zrange(key, 0, -1, withscores=True)
+                        if kind == b"zset" else self.client.get(key))
         return out
 
     def clean(self):
@@ -119,15 +121,11 @@ class RedisDamage:
         self.client.close()
 
 
-@pytest.fixture(params=["sqlite", "redis", "cluster"])
-def damage(request, tmp_path):
-    """A store of each kind with two crawls of URLS recorded (so it holds
-    pages, host sums, a rate histogram and the scheduler's mu), and the means
-    to damage it."""
-    if request.param == "sqlite":
+def _recorded(request, kind, tmp_path):
+    if kind == "sqlite":
         tool = SQLiteDamage(str(tmp_path / "recrawl.db"))
     else:
-        cluster = request.param == "cluster"
+        cluster = kind == "cluster"
         tool = RedisDamage(request.getfixturevalue("redis_cluster_url" if cluster
                                                    else "redis_url"),
                            f"test:recrawl-damage:{uuid.uuid4().hex}", cluster)
@@ -136,9 +134,26 @@ def damage(request, tmp_path):
     state.record_many(fetches(2, T0 + DAY))
     state.due(T0 + 2 * DAY, 2)
     state.close()
+    return tool
+
+
+@pytest.fixture(params=["sqlite", "redis", "cluster"])
+def damage(request, tmp_path):
+    """A store of each kind with two crawls of URLS recorded (so it holds
+    pages, host sums, a rate histogram and the scheduler's mu), and the means
+    to damage it."""
+    tool = _recorded(request, request.param, tmp_path)
     yield tool
     if request.param != "sqlite":
         tool.clean()
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def redis_damage(request, tmp_path):
+    """The same, on Redis and on the cluster only."""
+    tool = _recorded(request, request.param, tmp_path)
+    yield tool
+    tool.clean()
 
 
 def refused_everywhere(tool, match, *, reads=("get", "record", "due")):
@@ -214,6 +229,22 @@ def test_a_damaged_histogram_is_named_and_not_added_to(damage):
     damage.hist("lots")
     refused_everywhere(damage, "rate histogram is damaged: bin .* holds .*lots",
                        reads=("record", "due"))
+
+
+def test_a_redis_due_set_of_another_type_stops_the_batch_before_it_writes(redis_damage):
+    """In MULTI/EXEC a ZADD on a key of another type fails alone: the batch
+    is refused before its transaction instead of half written."""
+    damage = redis_damage
+    damage.client.delete(f"{damage.keys}:due")
+    damage.client.set(f"{damage.keys}:due", b"not a sorted set")
+    state = damage.open()
+    try:
+        before = damage.snapshot()
+        with pytest.raises(RedisKeyTypeError, match=r"due.*holds a value of another type"):
+            state.record_many(fetches(3, T0 + 400 * DAY))
+        assert damage.snapshot() == before
+    finally:
+        state.close()
 
 
 def test_a_negative_histogram_count_counts_zero(damage):

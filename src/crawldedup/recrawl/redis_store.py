@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from crawldedup.errors import StoreUnavailableError
+from crawldedup.redis._conn import RedisKeyTypeError, connect, describe
 from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (_INT, _TEXT, CANDIDATE_FIELDS, HOST_FIELDS, PAGE_FIELDS,
                                        PageRow, RecrawlStore, _check_prefix, _host_fields,
@@ -60,8 +61,6 @@ class RedisRecrawlStore(RecrawlStore):
         redis = _redis_module()
         from redis.cluster import RedisCluster
         from redis.exceptions import RedisClusterException
-
-        from crawldedup.redis._conn import connect, describe
         self._errors = (redis.RedisError, RedisClusterException, OSError)
         self._closed = False
         self.prefix = _check_prefix(prefix)
@@ -202,13 +201,19 @@ class RedisRecrawlStore(RecrawlStore):
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
         # What the transaction adds to is checked first: in MULTI/EXEC a
-        # command that fails (HINCRBYFLOAT on a value that is not a number)
-        # does not stop the others, and adding to a damaged value would
-        # hide it.
+        # command that fails (HINCRBYFLOAT on a value that is not a number,
+        # ZADD on a key of another type) does not stop the others, and
+        # adding to a damaged value would hide it.  (The pages' hashes were
+        # read by read_pages.)
         if host_deltas:
             self.get_hosts(list(host_deltas))
         if any(hist_deltas.values()):
             self.histogram()
+        if pages:
+            kind = self._call(lambda: self.client.type(self._due))
+            if kind not in (b"zset", b"none"):
+                raise RedisKeyTypeError(self._due, f"a {kind.decode('ascii', 'replace')}, "
+                                                   f"not the sorted set of due times")
 
         def work() -> None:
             pipe = self.client.pipeline(transaction=True)
