@@ -204,3 +204,25 @@ def test_a_batch_that_cannot_be_written_counts_nothing(tmp_path):
                         now=T0 + 60) is Verdict.CHANGED
     assert state.stats["etag_lies"] == 1 and state.stats["bad_dates"] == 1
     state.close()
+
+
+def test_a_new_file_has_pages_of_8_kib_and_an_old_one_keeps_its_own(tmp_path):
+    new = str(tmp_path / "new.db")
+    state = RecrawlState(new)
+    state.record("https://a.example/", 200, {}, body=b"x", now=T0)
+    state.close()
+    old = str(tmp_path / "old.db")
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("CREATE TABLE unrelated (x)")  # the file exists before the store opens it
+    conn.close()
+    state = RecrawlState(old)
+    state.record("https://a.example/", 200, {}, body=b"x", now=T0)
+    assert state.get("https://a.example/").fetches == 1
+    state.close()
+    sizes = []
+    for path in (new, old):
+        conn = sqlite3.connect(path)
+        sizes.append(conn.execute("PRAGMA page_size").fetchone()[0])
+        conn.close()
+    assert sizes == [8192, 4096]

@@ -299,6 +299,12 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     Errors of SQLite raise StoreUnavailableError naming the file.
     """
 
+    # Pages of 8 KiB in a new file instead of SQLite's 4: a million pages
+    # recorded in batches of 10,000 went 9 to 12% faster over both crawls
+    # (the first crawl 13 to 24%: a batch's scattered URL-index inserts
+    # dirty fewer pages of the WAL), 16 KiB no better than 4.
+    _page_size = 8192
+
     def __init__(self, path: Any, *, timeout: float = 60.0, synchronous: str = "NORMAL",
                  cache_mib: int = 256) -> None:
         if sqlite3 is None:  # pragma: no cover

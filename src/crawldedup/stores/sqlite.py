@@ -50,6 +50,9 @@ class SQLiteFile:
     ``_fail``.
     """
 
+    #: The page size of a file this store creates (None: SQLite's default).
+    _page_size: Optional[int] = None
+
     def _open_file(self, path: Any, timeout: Any, synchronous: Any) -> None:
         if sqlite3 is None:
             raise ImportError(f"{type(self).__name__} needs the sqlite3 module, which this "
@@ -96,6 +99,8 @@ class SQLiteFile:
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
         try:
+            if self._page_size:  # a new file's page size (an existing one keeps its own)
+                conn.execute(f"PRAGMA page_size={int(self._page_size)}")
             # Switching a new database to WAL while another process does the
             # same fails at once with "database is locked" (SQLite does not
             # wait on its busy timeout there): try again until the timeout.
