@@ -309,6 +309,10 @@ class RedisRecrawlStore(RecrawlStore):
         """Stop using the store (a client it made from a URL is closed)."""
         if not self._closed and self._owned:
             try:
+                if self.cluster:  # every node's connections (close() may leave some)
+                    for node in self.client.get_nodes():
+                        if node.redis_connection is not None:
+                            node.redis_connection.connection_pool.disconnect()
                 self.client.close()
             except self._errors:  # pragma: no cover - closing a broken connection
                 pass

@@ -134,11 +134,16 @@ class RecrawlState:
         # instead of reading every candidate's host again, so other
         # crawlers' fetches reach the ranking within that time.
         self._host_rate_cache: Dict[str, Tuple[float, float]] = {}
-        meta = self.store.get_meta()
-        self._mu = float(meta.get("mu", getattr(policy, "initial_mu", 3600.0)))
-        if isinstance(policy, ChangeRatePolicy) and policy.budget_per_day is not None \
-                and "mu" not in meta:
-            self._update_mu(policy.budget_per_day / 86400.0)
+        try:
+            meta = self.store.get_meta()
+            self._mu = float(meta.get("mu", getattr(policy, "initial_mu", 3600.0)))
+            if isinstance(policy, ChangeRatePolicy) and policy.budget_per_day is not None \
+                    and "mu" not in meta:
+                self._update_mu(policy.budget_per_day / 86400.0)
+        except BaseException:
+            if self.store is not store:  # opened here (damaged settings, a lost server)
+                self.store.close()
+            raise
 
     def __repr__(self) -> str:
         return f"RecrawlState({self.store!r}, policy={self.policy!r})"
