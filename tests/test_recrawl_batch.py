@@ -2,6 +2,7 @@
 column-wise reading of a batch (recrawl/columns.py) against parse_fetch,
 and the SQLite store's in-place update of the pages it read."""
 
+import random
 import sqlite3
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawldedup.errors import CorruptFileError
 from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
 from crawldedup.recrawl.columns import parse_columns
@@ -226,3 +228,34 @@ def test_a_new_file_has_pages_of_8_kib_and_an_old_one_keeps_its_own(tmp_path):
         sizes.append(conn.execute("PRAGMA page_size").fetchone()[0])
         conn.close()
     assert sizes == [8192, 4096]
+
+
+def _batch(rnd, at):
+    return [{"url": f"https://h{rnd.randrange(7)}.example/{rnd.randrange(20)}.html",
+             "status": 200, "time": at + i, "headers": {"ETag": f'"{rnd.randrange(3)}"'},
+             "digest": bytes([rnd.randrange(3)]) * 16} for i in range(rnd.randrange(1, 40))]
+
+
+def test_a_host_damaged_between_two_batches_of_one_open_state_is_named(tmp_path):
+    """Damage made by another program while the state is open is found by
+    the next batch, and that batch writes nothing."""
+    path = str(tmp_path / "d.db")
+    state = RecrawlState(path, canonical=False)
+    rnd = random.Random(7)
+    for step in range(3):
+        state.record_many(list({f["url"]: f for f in _batch(rnd, T0 + step * 86400)}.values()))
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("UPDATE hosts SET t_unchanged = 'x'")
+    conn.close()
+    def tables():
+        conn = sqlite3.connect(path)
+        try:
+            return [conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                    for t in ("pages", "hosts", "hist")]
+        finally:
+            conn.close()
+    before = tables()
+    with pytest.raises(CorruptFileError, match="host .* is damaged: its t_unchanged is 'x'"):
+        state.record_many(list({f["url"]: f for f in _batch(rnd, T0 + 9 * 86400)}.values()))
+    assert tables() == before
+    state.close()
