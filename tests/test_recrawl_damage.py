@@ -85,8 +85,6 @@ class RedisDamage:
     def open(self):
         return RecrawlState(self.url, prefix=self.prefix, canonical=False)
 
-    _REDIS_VALUES = {np.nan: "nan", np.inf: "inf"}
-
     def page_number(self, url, field, value):
         if isinstance(value, float) and not np.isfinite(value):
             value = "nan" if np.isnan(value) else "inf"

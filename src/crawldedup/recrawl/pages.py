@@ -134,6 +134,7 @@ def unpack(blobs: Sequence[bytes], due_at: Iterable[float]) -> np.ndarray:
 
 
 _TIMES = ("first_seen", "last_fetched", "last_changed", "due_at")
+_SPANS = ("t_changed", "t_unchanged", "rate", "interval")
 
 
 def damaged(num: np.ndarray) -> Optional[Tuple[int, str]]:
@@ -145,14 +146,14 @@ def damaged(num: np.ndarray) -> Optional[Tuple[int, str]]:
     if not len(num):
         return None
     fetches, changes = num["fetches"], num["changes"]
+    spans = np.stack([num[f] for f in _SPANS])
     tests: Tuple[Tuple[np.ndarray, Callable[[int], str]], ...] = (
         ((fetches < 1) | (changes < 0) | (changes > fetches),
          lambda i: f"{int(changes[i])} changes in {int(fetches[i])} fetches"),
         (~np.isfinite(np.stack([num[t] for t in _TIMES])).all(axis=0),
          lambda i: "a time that is not a finite number: " + ", ".join(
              f"{t}={float(num[t][i])!r}" for t in _TIMES)),
-        (~(np.stack([num[f] for f in _SPANS]) >= 0).all(axis=0)
-         | ~np.isfinite(np.stack([num[f] for f in _SPANS])).all(axis=0),
+        (~(np.isfinite(spans) & (spans >= 0)).all(axis=0),
          lambda i: "a negative or infinite rate, interval or interval sum: " + ", ".join(
              f"{f}={float(num[f][i])!r}" for f in _SPANS)),
         ((num["flags"] & ~(HAS_LENGTH | HAS_DIGEST | HAS_SIMHASH)) != 0,
@@ -167,9 +168,6 @@ def damaged(num: np.ndarray) -> Optional[Tuple[int, str]]:
             if first is None or i < first[0]:
                 first = (i, say(i))
     return first
-
-
-_SPANS = ("t_changed", "t_unchanged", "rate", "interval")
 
 
 def bad_blob(blobs: Sequence[Any]) -> int:

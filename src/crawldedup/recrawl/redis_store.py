@@ -164,11 +164,7 @@ class RedisRecrawlStore(RecrawlStore):
             row.append(parsed)
         return tuple(row)
 
-    def _checked(self, rows: List[PageRow]) -> List[PageRow]:
-        check_pages(Pages.from_rows(rows), self._corrupt)
-        return rows
-
-    def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
+    def read_pages(self, urls: Sequence[str]) -> Pages:
         unique = list(dict.fromkeys(urls))
 
         def work() -> List[Any]:
@@ -177,9 +173,12 @@ class RedisRecrawlStore(RecrawlStore):
                 pipe.hgetall(self._page_key(url))
             return pipe.execute()  # type: ignore[no-any-return]
         results = self._call(work)
-        rows = self._checked([self._decode(url, raw) for url, raw in zip(unique, results)
-                              if raw])
-        return {row[0]: row for row in rows}
+        return check_pages(Pages.from_rows([self._decode(url, raw)
+                                            for url, raw in zip(unique, results) if raw]),
+                           self._corrupt)
+
+    def get_pages(self, urls: Sequence[str]) -> Dict[str, PageRow]:
+        return {row[0]: row for row in self.read_pages(urls).rows()}
 
     def get_hosts(self, hosts: Sequence[str],
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:

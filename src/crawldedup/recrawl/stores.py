@@ -392,14 +392,14 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         urls, hosts, etags, lms, dues, blobs = (list(c) for c in zip(*rows))
         if set(map(type, blobs)) != {bytes} or set(map(len, blobs)) != {PACKED_SIZE}:
             i = bad_blob(blobs)
-            raise CorruptFileError(self.path, f"the recrawl page {urls[i]!r} is damaged: its "
-                                   f"data is {type(blobs[i]).__name__} of "
-                                   f"{len(blobs[i]) if blobs[i] is not None else 0} bytes, "
-                                   f"not {PACKED_SIZE} bytes")
+            raise self._corrupt(f"the recrawl page {urls[i]!r} is damaged: its data is "
+                                f"{type(blobs[i]).__name__} of "
+                                f"{len(blobs[i]) if blobs[i] is not None else 0} bytes, "
+                                f"not {PACKED_SIZE} bytes")
         if set(map(type, dues)) - {float, int}:
             i = next(i for i, d in enumerate(dues) if type(d) not in (float, int))
-            raise CorruptFileError(self.path, f"the recrawl page {urls[i]!r} is damaged: its "
-                                   f"due time is {dues[i]!r}")
+            raise self._corrupt(f"the recrawl page {urls[i]!r} is damaged: its due time is "
+                                f"{dues[i]!r}")
         return check_pages(Pages(urls, hosts, etags, lms, unpack(blobs, dues)), self._corrupt)
 
     def read_pages(self, urls: Sequence[str]) -> Pages:
@@ -416,12 +416,15 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     def get_hosts(self, hosts: Sequence[str],
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
-        columns = ", ".join(_host_fields(fields))
+        fields = _host_fields(fields)
+        return self._run(lambda conn: self._hosts_in(conn, hosts, fields))  # type: ignore[no-any-return]
 
-        def work(conn: Any) -> Dict[str, List[float]]:
-            rows = _select_in(conn, f"SELECT host, {columns} FROM hosts WHERE host", hosts)
-            return {row[0]: list(row[1:]) for row in rows}
-        return check_hosts(self._run(work), _host_fields(fields), self._corrupt)
+    def _hosts_in(self, conn: Any, hosts: Sequence[str],
+                  fields: Sequence[str]) -> Dict[str, List[float]]:
+        """The ``fields`` of those hosts that are known, checked."""
+        rows = _select_in(conn, f"SELECT host, {', '.join(fields)} FROM hosts WHERE host",
+                          hosts)
+        return check_hosts({row[0]: list(row[1:]) for row in rows}, fields, self._corrupt)
 
     def write_pages(self, pages: Pages, host_deltas: Mapping[str, Sequence[float]],
                     hist_deltas: Mapping[int, int]) -> None:
@@ -455,9 +458,7 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # its upsert changes nothing, and the transaction is refused.
             sums = [(host, *delta) for host, delta in host_deltas.items()]
             if conn.executemany(_HOST_SQL, sums).rowcount != len(sums):
-                check_hosts({row[0]: list(row[1:]) for row in _select_in(
-                    conn, f"SELECT host, {', '.join(HOST_FIELDS)} FROM hosts WHERE host",
-                    list(host_deltas))}, HOST_FIELDS, self._corrupt)
+                self._hosts_in(conn, list(host_deltas), HOST_FIELDS)
                 raise self._corrupt("a recrawl host could not be updated")  # pragma: no cover
             bins = [(b, d) for b, d in hist_deltas.items() if d]
             if bins:  # (a few hundred rows at most)
