@@ -42,6 +42,7 @@ Run:  PYTHONPATH=src python benchmarks/recrawl_bytes.py [--pages 200] [--changed
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -74,8 +75,10 @@ def page(i: int, version: int) -> str:
     return f"<html><body><h1>Page {i} v{version}</h1><p>{' '.join(words)}</p></body></html>"
 
 
-def crawl(urls, settings) -> dict:
-    config = {"urls": urls, "settings": settings}
+def crawl(urls, settings, options=None) -> dict:
+    """One crawl in a process of its own; ``options`` go to recrawl_crawl.py
+    (``urls`` there replaces the start URLs)."""
+    config = {"urls": urls, "settings": settings, **(options or {})}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(os.path.dirname(HERE), "src"),
                                                     env.get("PYTHONPATH")) if p)
@@ -84,6 +87,28 @@ def crawl(urls, settings) -> dict:
     if run.returncode != 0:
         raise SystemExit(run.stderr.decode()[-3000:])
     return json.loads(run.stdout.decode().strip().splitlines()[-1])
+
+
+def peers(tmp: str, index: str) -> list:
+    """The peers the issue names, as (name, settings, crawl options): Scrapy's
+    HTTP cache with RFC2616Policy (conditional requests, as a cache), and
+    scrapy-deltafetch when installed (it skips a request that once gave an
+    item; it filters only requests made by callbacks, so its spider starts
+    from an index page that links to the pages; tests/recrawl_peers.py
+    lets it run on Scrapy 2.13 and later)."""
+    found = [("Scrapy HTTP cache (RFC2616Policy)", {
+        "HTTPCACHE_ENABLED": True,
+        "HTTPCACHE_POLICY": "scrapy.extensions.httpcache.RFC2616Policy",
+        "HTTPCACHE_DIR": os.path.join(tmp, "httpcache")}, {})]
+    if importlib.util.find_spec("scrapy_deltafetch") is None:
+        print("scrapy-deltafetch is not installed: its row is left out "
+              "(pip install scrapy-deltafetch)\n")
+    else:
+        found.append(("scrapy-deltafetch (from an index)", {
+            "SPIDER_MIDDLEWARES": {"recrawl_peers.DeltaFetchAsync": 100},
+            "DELTAFETCH_ENABLED": True, "DELTAFETCH_DIR": os.path.join(tmp, "deltafetch")},
+            {"urls": [index], "follow": True, "items": True}))
+    return found
 
 
 def main() -> None:
@@ -97,74 +122,89 @@ def main() -> None:
     PAGE_BYTES = args.page_bytes
     half = args.pages // 2
     paths = [f"/v/{i}" for i in range(half)] + [f"/plain/{i}" for i in range(half, args.pages)]
-    site = Site({p: page(i, 0) for i, p in enumerate(paths)})
+    links = "".join(f'<a href="{p}">{p}</a>' for p in paths)
+    site = Site({**{p: page(i, 0) for i, p in enumerate(paths)},
+                 "/index": f"<html><body>{links}</body></html>"})
     urls = [site.url + p for p in paths]
     middleware = {"DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580}}
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            others = peers(tmp, site.url + "/index")
             state = os.path.join(tmp, "recrawl.db")
             crawl(urls, {**middleware, "CRAWLDEDUP_RECRAWL_STATE": state})
             first = site.total("bytes") + site.total("received")
+            for _name, settings, options in others:  # their own first crawls
+                crawl(urls, settings, options)
             rng = random.Random(7)
             changed = rng.sample(range(args.pages), int(args.changed * args.pages))
             for i in changed:
                 site.change(paths[i], page(i, 1))
             rows = []
             variants = [
-                ("plain Scrapy (no crawldedup)", {}),
+                ("plain Scrapy (no crawldedup)", {}, {}),
                 ("crawldedup: conditional requests", {
-                    **middleware, "CRAWLDEDUP_RECRAWL_DROP": True}),
+                    **middleware, "CRAWLDEDUP_RECRAWL_DROP": True}, {}),
                 ("crawldedup: conditional + HEAD", {
                     **middleware, "CRAWLDEDUP_RECRAWL_DROP": True,
-                    "CRAWLDEDUP_RECRAWL_HEAD": True}),
+                    "CRAWLDEDUP_RECRAWL_HEAD": True}, {}),
+                *others,
             ]
-            for name, settings in variants:
-                copy = os.path.join(tmp, f"state-{len(rows)}.db")
-                for suffix in ("", "-wal", "-shm"):
-                    if os.path.exists(state + suffix):
-                        shutil.copyfile(state + suffix, copy + suffix)
-                if settings:
+            for name, settings, options in variants:
+                if name.startswith("crawldedup"):
+                    copy = os.path.join(tmp, f"state-{len(rows)}.db")
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(state + suffix):
+                            shutil.copyfile(state + suffix, copy + suffix)
                     settings = {**settings, "CRAWLDEDUP_RECRAWL_STATE": copy}
                 site.reset_counts()
-                out = crawl(urls, settings)
+                out = crawl(urls, settings, options)
                 bodies = sum(counts["full"] * len(site.pages[path][0].encode("utf-8"))
                              for path, counts in site.counts.items() if path in site.pages)
+                seen = sum(out["versions"].get(urls[i]) == "v1" for i in changed)
                 rows.append((name, site.total("received"), site.total("bytes"), bodies,
                              site.total("full"), site.total("304"), site.total("head"),
-                             len(out["parsed"])))
+                             len(out["parsed"]), seen))
+            # the crawldedup + HEAD crawl's counts, for the bound below
+            site.reset_counts()
+            copy = os.path.join(tmp, "state-bound.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(state + suffix):
+                    shutil.copyfile(state + suffix, copy + suffix)
+            crawl(urls, {**variants[2][1], "CRAWLDEDUP_RECRAWL_STATE": copy})
     finally:
         site.close()
     unchanged = 1 - len(changed) / args.pages
     print(f"{args.pages} pages of about {PAGE_BYTES:,} bytes ({half} with ETag/Last-Modified, "
           f"{args.pages - half} with Content-Length only), {len(changed)} changed "
           f"({1 - unchanged:.0%}); the first crawl transferred {first:,} bytes\n")
-    print(f"{'second crawl':<34}{'requests':>10}{'answers':>11}{'all bytes':>11}{'saved':>7}"
-          f"{'bodies':>11}{'saved':>7}{'200s':>6}{'304s':>6}{'HEADs':>7}{'parsed':>8}")
+    print(f"{'second crawl':<36}{'requests':>9}{'answers':>11}{'all bytes':>11}{'saved':>7}"
+          f"{'bodies':>11}{'saved':>7}{'200s':>6}{'304s':>6}{'HEADs':>7}{'parsed':>8}"
+          f"{'changed seen':>14}")
     base_all = rows[0][1] + rows[0][2]
     base_bodies = rows[0][3]
-    for name, received, sent, bodies, full, not_modified, heads, parsed in rows:
+    for name, received, sent, bodies, full, not_modified, heads, parsed, seen in rows:
         total = received + sent
-        print(f"{name:<34}{received:>10,}{sent:>11,}{total:>11,}{1 - total / base_all:>7.1%}"
+        print(f"{name:<36}{received:>9,}{sent:>11,}{total:>11,}{1 - total / base_all:>7.1%}"
               f"{bodies:>11,}{1 - bodies / base_bodies:>7.1%}{full:>6}{not_modified:>6}"
-              f"{heads:>7}{parsed:>8}")
+              f"{heads:>7}{parsed:>8}{f'{seen} of {len(changed)}':>14}")
     print("\n(requests: request lines and headers the crawler sent; answers: status lines, "
-          "headers and bodies it received)")
-    _name, received, sent, bodies, full, not_modified, heads, _parsed = rows[-1]
+          "headers and bodies it received; parsed: responses that reached the spider's "
+          "callback; changed seen: changed pages whose new version reached it)")
+    _name, received, sent, bodies, full, not_modified, heads, parsed, seen = rows[2]
     saved = 1 - (received + sent) / base_all
     saved_bodies = 1 - bodies / base_bodies
     print(f"share of unchanged pages: {unchanged:.0%}; conditional + HEAD saved {saved:.1%} of "
           f"all bytes transferred: target {'met' if saved >= unchanged else 'missed'} "
           f"({(saved - unchanged) * 100:+.1f} points)")
-    missed = len(changed) - rows[-1][7]
-    if missed:
-        print(f"WARNING: the HEAD strategy missed {missed} changed pages (same Content-Length)")
+    if seen != len(changed):
+        print(f"WARNING: the HEAD strategy missed {len(changed) - seen} changed pages")
     changed_bodies = sum(len(site.pages[paths[i]][0].encode("utf-8")) for i in changed)
     print(f"bodies: {bodies:,} bytes ({saved_bodies:.1%} saved); the bodies of the "
           f"{len(changed)} changed pages are {changed_bodies:,} bytes "
           f"({changed_bodies / base_bodies:.1%} of the plain crawl's)"
           f"{': no unchanged page sent its body' if bodies == changed_bodies else ''}")
     # The bound: a plain fetch costs c, asking about an unchanged page costs a
-    # (both ways, from the server's counts of the last crawl).
+    # (both ways, from the server's counts of the crawldedup + HEAD crawl).
     plain_fetch = base_all / args.pages
     still = [p for i, p in enumerate(paths) if i not in set(changed)]
     per_ask = sum(site.counts[p]["received"] + site.counts[p]["bytes"] for p in still) / \

@@ -3,10 +3,18 @@
 
     python recrawl_crawl.py '{"urls": [...], "settings": {...}}'
 
-prints {"parsed": [[url, verdict], ...], "stats": {...}} as JSON.
+prints {"parsed": [[url, verdict], ...], "versions": {url: "v2", ...},
+"stats": {...}} as JSON: the pages that reached the callback, their verdicts,
+and the version each showed (from the benchmark pages' ``<h1>Page N vK</h1>``).
+
+Options of the config besides urls and settings: ``follow`` (the start URLs
+are index pages: their links are followed, and they are not parsed
+themselves) and ``items`` (the callback yields an item a page, which
+scrapy-deltafetch needs to remember a page).
 """
 
 import json
+import re
 import sys
 
 import scrapy
@@ -16,16 +24,30 @@ from scrapy.crawler import CrawlerProcess
 def main() -> None:
     config = json.loads(sys.argv[1])
     parsed = []
+    versions = {}
     stats = {}
+    finished = []
+    follow = config.get("follow", False)
+    items = config.get("items", False)
+    title = re.compile(rb"<h1>Page \d+ (v\d+)</h1>")
 
     class Pages(scrapy.Spider):
         name = "pages"
         start_urls = config["urls"]
 
         def parse(self, response):
+            if follow and response.url in config["urls"]:
+                for href in response.css("a::attr(href)").getall():
+                    yield response.follow(href, callback=self.parse)
+                return
             parsed.append([response.url, response.meta.get("crawldedup_verdict")])
+            found = title.search(response.body)
+            versions[response.url] = found.group(1).decode() if found else None
+            if items:
+                yield {"url": response.url}
 
         def closed(self, reason):
+            finished.append(reason)
             stats.update({k: v for k, v in self.crawler.stats.get_stats().items()
                           if k.startswith(("crawldedup/", "downloader/response_status"))})
 
@@ -42,7 +64,9 @@ def main() -> None:
     process = CrawlerProcess(settings)
     process.crawl(Pages)
     process.start()
-    print(json.dumps({"parsed": sorted(parsed), "stats": stats}))
+    if not finished:  # Scrapy logs why a crawl did not start, and exits 0
+        sys.exit("the crawl did not run (see Scrapy's log above)")
+    print(json.dumps({"parsed": sorted(parsed), "versions": versions, "stats": stats}))
 
 
 if __name__ == "__main__":
