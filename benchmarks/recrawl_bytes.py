@@ -3,10 +3,14 @@
 A local site (127.0.0.1, random port) of 200 pages: half send
 ETag/Last-Modified and answer conditional requests, half send only
 Content-Length.  A first crawl with RecrawlMiddleware records them all; then
-20% of the pages change, and the second crawl is made three ways over the
+20% of the pages change, and the second crawl is made several ways over the
 same site: plain Scrapy (no crawldedup), crawldedup with conditional requests
-only, and crawldedup with conditional requests plus the HEAD strategy for the
-pages without validators.
+only, crawldedup with conditional requests plus the HEAD strategy for the
+pages without validators, and the peers the issue names, each after a first
+crawl of its own: Scrapy's HTTP cache with RFC2616Policy, and
+scrapy-deltafetch when it is installed (``pip install scrapy-deltafetch``).
+Besides the bytes, each row says how many of the changed pages reached the
+spider's callback in their new version.
 
 What is counted is what the crawler transfers, both ways, as the server sees
 it: every request's request line and headers (Scrapy's defaults, plus the
@@ -89,6 +93,14 @@ def crawl(urls, settings, options=None) -> dict:
     return json.loads(run.stdout.decode().strip().splitlines()[-1])
 
 
+def copy_state(state: str, copy: str) -> str:
+    """A copy of the first crawl's state (with its WAL), for one variant."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(state + suffix):
+            shutil.copyfile(state + suffix, copy + suffix)
+    return copy
+
+
 def peers(tmp: str, index: str) -> list:
     """The peers the issue names, as (name, settings, crawl options): Scrapy's
     HTTP cache with RFC2616Policy (conditional requests, as a cache), and
@@ -151,11 +163,8 @@ def main() -> None:
             ]
             for name, settings, options in variants:
                 if name.startswith("crawldedup"):
-                    copy = os.path.join(tmp, f"state-{len(rows)}.db")
-                    for suffix in ("", "-wal", "-shm"):
-                        if os.path.exists(state + suffix):
-                            shutil.copyfile(state + suffix, copy + suffix)
-                    settings = {**settings, "CRAWLDEDUP_RECRAWL_STATE": copy}
+                    settings = {**settings, "CRAWLDEDUP_RECRAWL_STATE": copy_state(
+                        state, os.path.join(tmp, f"state-{len(rows)}.db"))}
                 site.reset_counts()
                 out = crawl(urls, settings, options)
                 bodies = sum(counts["full"] * len(site.pages[path][0].encode("utf-8"))
@@ -166,11 +175,8 @@ def main() -> None:
                              len(out["parsed"]), seen))
             # the crawldedup + HEAD crawl's counts, for the bound below
             site.reset_counts()
-            copy = os.path.join(tmp, "state-bound.db")
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(state + suffix):
-                    shutil.copyfile(state + suffix, copy + suffix)
-            crawl(urls, {**variants[2][1], "CRAWLDEDUP_RECRAWL_STATE": copy})
+            crawl(urls, {**variants[2][1], "CRAWLDEDUP_RECRAWL_STATE": copy_state(
+                state, os.path.join(tmp, "state-bound.db"))})
     finally:
         site.close()
     unchanged = 1 - len(changed) / args.pages
