@@ -398,8 +398,14 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         _mapped.check_asked(path, asked, dict(zip(names, params)))
         end = _files.HEADER_SIZE + header.payload_size
         check_padding(params[3], mapping.mem[end - 8:end], path)
-        mapping.check_on_open(verify)
         self = mapped_member(cls, mapping, _files.HEADER_SIZE, _files.COUNT_AT, params)
+        try:
+            # Last: it may seal a file a killed writer left DIRTY, and only a
+            # file accepted in every other respect may be written.
+            mapping.check_on_open(verify)
+        except BaseException:
+            self._release()
+            raise
         self._mapping = mapping
         return self
 

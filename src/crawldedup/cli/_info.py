@@ -30,8 +30,9 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
     lines = [f"file: {path} ({size:,} bytes, format version {header.version})", f"kind: {kind}"]
     if header.kind == _files.KIND_BLOOM:
         mode = "c" if args.repair else "r"
-        with BloomFilter.open(path, mode=mode, verify=args.verify) as bf:
+        with BloomFilter.open(path, mode=mode, verify=_verify(args)) as bf:
             dirty = bool(header.flags & _files.FLAG_DIRTY)
+            still_dirty = _is_dirty(path)
             lines += [
                 f"capacity: {bf.capacity:,}",
                 f"error rate (target): {bf.error_rate:g}",
@@ -42,7 +43,7 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
                 f"estimated count: {bf.estimated_count():,}",
                 f"fill ratio: {bf.fill_ratio:.4f}",
                 f"estimated false-positive rate now: {bf.estimated_error_rate:.4g}",
-                _checksum_note(dirty, args, size),
+                _checksum_note(dirty, still_dirty, args, size),
             ]
     elif header.kind == _files.KIND_ROTATING:
         lines += _describe_rotating(path, header, size, args)
@@ -57,10 +58,32 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _checksum_note(dirty: bool, args: argparse.Namespace, size: int) -> str:
+def _verify(args: argparse.Namespace) -> Optional[bool]:
+    """--repair checks the checksum of a file that is not DIRTY before it
+    changes anything, whatever its size: a repair never seals damage."""
+    return True if args.repair else args.verify
+
+
+def _is_dirty(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    flags = int.from_bytes(head[_files.FLAGS_AT:_files.FLAGS_AT + 4], "little")
+    return bool(flags & _files.FLAG_DIRTY)
+
+
+def _checksum_note(dirty: bool, still_dirty: bool, args: argparse.Namespace,
+                   size: int) -> str:
+    """What the open did with the checksum.  ``dirty``: the file was DIRTY
+    before; ``still_dirty``: it is after opening it (a repair seals a DIRTY
+    file only when no other process has it open)."""
     if dirty and not args.repair:
         return ("checksum: not up to date (open for writing, or its writer was killed; "
                 "--repair seals it)")
+    if dirty and still_dirty:
+        return "checksum: not sealed (another process has the file open for writing)"
+    if dirty:
+        return ("checksum: sealed (its writer was killed: the checksum was recomputed over "
+                "bits that writer had checked; header, structure and padding checked)")
     if args.verify or args.repair or size < 64 << 20:
         return "checksum: verified"
     return "checksum: not checked (large file; --verify checks it)"
@@ -83,7 +106,8 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
     dirty = bool(header.flags & _files.FLAG_DIRTY)
     # Read-only: it shows the state its writers left, and rotates nothing.
     with RotatingBloomFilter.open(path, mode="c" if args.repair else "r",
-                                  verify=args.verify) as rf:
+                                  verify=_verify(args)) as rf:
+        still_dirty = _is_dirty(path)
         first = rf.filters[0]
         every = rf.rotate_every
         due = rf.next_rotation
@@ -105,7 +129,7 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
             f"estimated count: {rf.estimated_count():,}",
             f"fill ratio: {rf.fill_ratio:.4f}",
             f"estimated false-positive rate now: {rf.estimated_error_rate:.4g}",
-            _checksum_note(dirty, args, size),
+            _checksum_note(dirty, still_dirty, args, size),
         ]
     return lines
 
