@@ -219,3 +219,152 @@ def test_repair_says_what_it_did(tmp_path):
     again = _cli("info", "--repair", path)
     assert "checksum: verified" in again.stdout
     assert _cli("info", "--verify", path).returncode == 0
+
+
+# ------------------------- 11. every field's range, with recomputed checksums
+
+def _u64(path, offset, value):
+    patch(path, offset, struct.pack("<Q", value))
+
+
+def _f64(path, offset, value):
+    patch(path, offset, struct.pack("<d", value))
+
+
+@pytest.mark.parametrize("layout", ["standard", "blocked"])
+@pytest.mark.parametrize("count", [2 ** 63, 2 ** 64 - 1, "64m+1"])
+def test_a_bloom_insert_count_out_of_range_is_refused(api, tmp_path, layout, count):
+    path = str(tmp_path / "seen.bloom")
+    bf = api.BloomFilter(1_000, layout=layout)
+    bf.add("a")
+    bf.save(path)
+    if count == "64m+1":
+        count = 64 * bf.num_bits + 1
+    _u64(path, _files.COUNT_AT, count)
+    reseal(path)
+    for read in (api.BloomFilter.load,
+                 lambda p: api.BloomFilter.open(p, mode="r"),
+                 lambda p: api.BloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match=f"insert count {count} out of range"):
+            read(path)
+    # The largest count in range is read.
+    _u64(path, _files.COUNT_AT, 64 * bf.num_bits)
+    reseal(path)
+    assert api.BloomFilter.load(path).insert_count == 64 * bf.num_bits
+
+
+def test_a_scalable_member_insert_count_out_of_range_is_refused(api, tmp_path):
+    sbf = api.ScalableBloomFilter(100)
+    sbf.add("a")
+    data = bytearray(sbf.to_bytes())
+    # The first member's file follows the header, the 24-byte parameter
+    # block and its 8-byte length; its insert count is at 64 in it.
+    member = H + 24 + 8
+    struct.pack_into("<Q", data, member + _files.COUNT_AT, 2 ** 63)
+    head = data[member:member + H]
+    struct.pack_into("<I", data, member + _files.HEADER_CHECKSUM_AT,
+                     _files.header_checksum(head))
+    path = tmp_path / "s.sbf"
+    path.write_bytes(bytes(data))
+    reseal(str(path))
+    with pytest.raises(CorruptFileError, match="insert count 9223372036854775808 out of range"):
+        api.ScalableBloomFilter.load(str(path))
+
+
+def _rotating(api, path, every=60.0):
+    rf = api.RotatingBloomFilter(1_000, generations=3, rotate_every=every)
+    rf.add("a")
+    rf.save(path)
+
+
+STATE = H  # the state block starts the payload
+
+
+@pytest.mark.parametrize("every", [60.0, None])
+@pytest.mark.parametrize("epoch", [1e308, -1e308, 2.0 ** 53, 1e20])
+def test_a_rotating_epoch_out_of_range_is_refused(api, tmp_path, every, epoch):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path, every)
+    _f64(path, STATE + 24, epoch)
+    reseal(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match=r"epoch .* outside \(-2\*\*53, 2\*\*53\)"):
+            read(path)
+
+
+def test_a_rotating_pending_epoch_out_of_range_is_refused(api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    with open(path, "rb") as f:
+        words = struct.unpack_from("<13Q", f.read(STATE + 104), STATE)
+    # A rotation in progress (sequence odd) to the next slot, dropping one.
+    newest, rotations = words[6], words[5]
+    patch(path, STATE + 56, struct.pack("<QdQQQQ", 1, 1e308, 0, rotations + 1,
+                                        (newest + 1) % 3, 1))
+    reseal(path)
+    with pytest.raises(CorruptFileError, match="the rotation in progress: epoch 1e"):
+        api.RotatingBloomFilter.load(path)
+
+
+@pytest.mark.parametrize("where", ["slot", "header"])
+def test_a_rotating_insert_count_out_of_range_is_refused(api, tmp_path, where):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    if where == "slot":
+        _u64(path, STATE + 128 + 8, 2 ** 63)
+        # the header's count is the sum: make it agree, so that only the
+        # range can refuse the file
+        with open(path, "rb") as f:
+            data = f.read(STATE + 128 + 24)
+        total = sum(struct.unpack_from("<3Q", data, STATE + 128)) % 2 ** 64
+        _u64(path, _files.COUNT_AT, total)
+        match = "slot 1: insert count 9223372036854775808 out of range"
+    else:
+        reseal_header(path, dirty=True)  # a DIRTY file's header count is not summed
+        _u64(path, _files.COUNT_AT, 2 ** 63)
+        match = "insert count 9223372036854775808 in the header out of range"
+    if where == "slot":
+        reseal(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r")):
+        with pytest.raises(CorruptFileError, match=match):
+            read(path)
+
+
+@pytest.mark.parametrize("now", [1e308, -1e308, 2.0 ** 53])
+def test_a_clock_outside_the_time_range_is_refused(api, now):
+    rf = api.RotatingBloomFilter(100, generations=2, rotate_every=10, clock=lambda: 0.0)
+    rf.add("k")
+    rf._clock = lambda: now
+    with pytest.raises(ValueError, match=r"clock\(\) returned .* in \(-2\*\*53, 2\*\*53\)"):
+        rf.add("j")
+    with pytest.raises(ValueError, match=r"clock\(\) returned"):
+        api.RotatingBloomFilter(100, generations=2, rotate_every=10, clock=lambda: now)
+
+
+@pytest.mark.parametrize("value, length", [(5, 8), (0, 2), (255, 3), (-1, 4)])
+def test_an_index_int_id_record_not_in_save_form_is_refused(api, tmp_path, value, length):
+    index = api.SimhashIndex(k=3)
+    index.add("x", 123)  # a str id: the file keeps id records
+    index.add(value, 456)
+    data = bytearray(index.to_bytes())
+    saved = (value.bit_length() + 8) // 8
+    # The id records follow the two fingerprints: "x" (tag 1, length 1, "x"),
+    # then the int id (tag 0, its length, its bytes).
+    at = H + 16 + 5 + 1
+    tag, old = struct.unpack_from("<BI", data, at)
+    assert (tag, old) == (0, saved)
+    record = struct.pack("<BI", 0, length) + value.to_bytes(length, "little", signed=True)
+    data[at:at + 5 + saved] = record
+    struct.pack_into("<Q", data, 80, len(data) - H)  # payload size
+    path = tmp_path / "i.idx"
+    path.write_bytes(bytes(data))
+    reseal_header(str(path))
+    reseal(str(path))
+    with pytest.raises(CorruptFileError, match=f"an int id record of {length} bytes for id "
+                                               f"{value}"):
+        api.SimhashIndex.load(str(path))
+    # The file as saved is read back.
+    assert api.SimhashIndex.from_bytes(index.to_bytes()).query(456) == [(value, 0)]

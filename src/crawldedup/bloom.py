@@ -19,7 +19,7 @@ from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
 from crawldedup._checks import LAYOUTS as LAYOUTS
-from crawldedup._sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory
+from crawldedup._sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory, max_insert_count
 from crawldedup._sizing import format_size as format_size
 from crawldedup._sizing import optimal_parameters as optimal_parameters
 
@@ -301,6 +301,9 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
             raise bad(f"seed {header.seed} does not fit in 32 bits")
         if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
             raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
+        if header.insert_count > max_insert_count(header.num_bits):
+            raise bad(f"insert count {header.insert_count} out of range for {header.num_bits} "
+                      f"bits (at most {max_insert_count(header.num_bits)})")
         return (header.capacity, header.error_rate, header.seed, header.num_bits,
                 header.num_hashes, layout)
 
