@@ -42,8 +42,9 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     >>> bf.add_many(["https://example.com/a", "https://example.com/c"]).tolist()
     [False, True]
 
-    Adding from several threads at once is safe: bits are set atomically.  Two
-    threads adding the same key at the same moment may both be told it is new.
+    Adding from several threads at once is safe, and so is adding from
+    several processes to one file (:meth:`open`): no bit is lost, and of
+    those adding one key at the same moment exactly one is told it is new.
     """
 
     __slots__ = ("_capacity", "_error_rate", "_mapping")
