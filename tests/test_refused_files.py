@@ -368,3 +368,23 @@ def test_an_index_int_id_record_not_in_save_form_is_refused(api, tmp_path, value
         api.SimhashIndex.load(str(path))
     # The file as saved is read back.
     assert api.SimhashIndex.from_bytes(index.to_bytes()).query(456) == [(value, 0)]
+
+
+@pytest.mark.parametrize("kind", ["fpset", "index"])
+def test_a_zero_field_holding_minus_zero_is_refused(api, tmp_path, kind):
+    # The error rate field is left at 0 by these kinds: -0.0 compares equal
+    # to 0.0, but it is not a file crawldedup wrote.
+    if kind == "fpset":
+        obj = api.FingerprintSet(16)
+        obj.add(b"a" * 16)
+        cls, match = api.FingerprintSet, "header fields that fingerprint sets leave at 0"
+    else:
+        obj = api.SimhashIndex(k=3)
+        obj.add(1, 99)
+        cls, match = api.SimhashIndex, "fields unused by an index are not zero"
+    path = tmp_path / "f"
+    path.write_bytes(obj.to_bytes())
+    _f64(str(path), 56, -0.0)
+    reseal(str(path))
+    with pytest.raises(CorruptFileError, match=match):
+        cls.load(str(path))

@@ -389,7 +389,7 @@ class SimhashIndex:
         if header.flags:
             raise bad(f"unknown flags {header.flags:#x}")
         if header.hash_algorithm != 0 or header.seed != 0 or header.capacity != 0 \
-                or header.error_rate != 0.0:
+                or not _files.zero_float(header.error_rate):
             raise bad("fields unused by an index are not zero")
         if header.num_bits != 64:
             raise bad(f"fingerprints of {header.num_bits} bits, expected 64")
