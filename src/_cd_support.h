@@ -45,6 +45,28 @@ static inline uint8_t cd_atomic_or8(uint8_t *p, uint8_t v) {
 #endif
 }
 
+/* The same with acquire-release order: the fetch-or that decides whether a
+ * key was new in a shared mapping.  Release: the key's other bits, set
+ * before it, are visible to whoever sees this bit set; acquire: so are the
+ * bits of adders whose deciding bit this process saw set. */
+static inline uint8_t cd_atomic_or8_acq_rel(uint8_t *p, uint8_t v) {
+#if defined(_MSC_VER)
+    return (uint8_t)_InterlockedOr8((volatile char *)p, (char)v);  /* a full barrier */
+#else
+    return __atomic_fetch_or(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
+/* A load with acquire order (a plain load on x86 and a load-acquire on
+ * ARM): see cd_atomic_or8_acq_rel. */
+static inline uint8_t cd_load8_acquire(const uint8_t *p) {
+#if defined(_MSC_VER)
+    return *(volatile const uint8_t *)p;  /* /volatile:ms: acquire */
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
 static inline uint8_t cd_load8(const uint8_t *p) {
 #if defined(_MSC_VER)
     return *(volatile const uint8_t *)p;

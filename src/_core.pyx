@@ -55,6 +55,8 @@ cdef extern from "Python.h" nogil:
 cdef extern from "_cd_support.h" nogil:
     uint64_t cd_mulhi64(uint64_t a, uint64_t b)
     uint8_t cd_atomic_or8(uint8_t* p, uint8_t v)
+    uint8_t cd_atomic_or8_acq_rel(uint8_t* p, uint8_t v)
+    uint8_t cd_load8_acquire(const uint8_t* p)
     uint8_t cd_load8(const uint8_t* p)
     void cd_store8(uint8_t* p, uint8_t v)
     void cd_atomic_add64(uint64_t* p, uint64_t v)

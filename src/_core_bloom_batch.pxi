@@ -7,20 +7,40 @@
 
 cdef inline bint _probe_add(uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:
     """Set the k bits with atomic ORs; True when one was clear (the key was new).
-    For storage that other processes may write at the same time."""
-    cdef bint fresh = False
-    cdef int i
-    cdef uint64_t pos
+    For storage that other processes may write at the same time.
+
+    Of processes adding one key at once, exactly one is told it is new: the
+    bits are read first, the clear ones but the last (in probe order) are
+    set, and the last clear one, the deciding bit, is set by a fetch-or whose
+    old value is the answer.  Two adders that pick the same deciding bit are
+    ordered by its fetch-or.  When P's deciding bit d comes before Q's e, P
+    read e set, so after Q's fetch-or of e (P's read is an acquire, that
+    fetch-or a release), by which time d was set: by Q itself, before e
+    (Q read d clear), or before Q read it.  So P finds d set.  Alone, the
+    answer is "one of the k bits was clear", as in _probe_add_excl (a bit
+    probed twice counts once: the deciding bit is not set early).  The
+    reads are plain loads (most bits of a busy filter are set, and a load is
+    far cheaper than a locked read-modify-write); one fetch-or a clear bit,
+    as before."""
+    cdef int i, last = -1
+    cdef uint64_t pos, decide
     cdef uint8_t mask
     for i in range(k):
         pos = idx[i]
+        if not (cd_load8_acquire(bits + (pos >> 3)) & (1 << (pos & 7))):
+            last = i
+    if last < 0:
+        return False
+    decide = idx[last]
+    for i in range(last):
+        pos = idx[i]
+        if pos == decide:
+            continue
         mask = <uint8_t>(1 << (pos & 7))
-        # Read first: most bits of a busy filter are already set, and a plain
-        # load is far cheaper than a locked read-modify-write.
         if not (cd_load8(bits + (pos >> 3)) & mask):
-            if not (cd_atomic_or8(bits + (pos >> 3), mask) & mask):
-                fresh = True
-    return fresh
+            cd_atomic_or8(bits + (pos >> 3), mask)
+    mask = <uint8_t>(1 << (decide & 7))
+    return not (cd_atomic_or8_acq_rel(bits + (decide >> 3), mask) & mask)
 
 
 cdef inline bint _probe_add_excl(uint8_t* bits, const uint64_t* idx, int k) noexcept nogil:

@@ -163,6 +163,12 @@ def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
                   payload_size=payload_size, version=version, checksum=stored_checksum)
 
 
+def zero_float(value: float) -> bool:
+    """True for +0.0 only: a header field a kind leaves at 0 holds eight zero
+    bytes (-0.0 compares equal to 0.0 but is not what crawldedup writes)."""
+    return struct.pack("<d", value) == bytes(8)
+
+
 def _where(path: Optional[PathLike]) -> str:
     return "the data" if path is None else repr(os.fspath(path))
 

@@ -280,8 +280,9 @@ class MappedFile:
     def back_to_shared(self) -> None:
         _shared(self.fd)
 
-    def close(self) -> None:
+    def close(self, seal: bool = True) -> None:
         """Seal the file if this is its last writer, flush, unmap, unlock.
+        ``seal=False`` (an open that refused the file) writes nothing.
 
         The descriptor and its locks are let go of whatever happens."""
         if self.closed:
@@ -290,7 +291,7 @@ class MappedFile:
             # A writer seals what it changed, and also a file another writer
             # changed and left to it (that writer closed while this one had
             # the file open).
-            if not self.readonly and (self._marked or self.dirty):
+            if seal and not self.readonly and (self._marked or self.dirty):
                 # The exclusive lock is tried once, and not given back as a
                 # shared one when refused: two writers closing at the same
                 # instant each hold their shared lock only until their own
@@ -453,8 +454,11 @@ def open_state(path: object, mode: str, asked: Dict[str, Any],
     create when missing (which needs ``capacity`` in ``asked``, the checked
     arguments); ``blank()`` gives a new file's header and payload prefix,
     ``attach(mapping)`` the object, after its checks (see ``check_on_open``).
-    A refused attach releases the lock, descriptor and mapping it took.  A
-    symbolic link is followed to its target."""
+    A refused attach releases the lock, descriptor and mapping it took and
+    writes nothing: the flags word of a refused file is not to be trusted
+    (a foreign file, a damaged header), so a file that reads DIRTY is not
+    sealed, and a second open refuses it again.  A symbolic link is followed
+    to its target."""
     if mode not in ("r", "w", "c"):
         raise ValueError(f"mode must be 'r', 'w' or 'c', got {mode!r}")
     target = _files.resolve(_files.check_path(path))
@@ -468,7 +472,7 @@ def open_state(path: object, mode: str, asked: Dict[str, Any],
     try:
         return attach(mapping)
     except BaseException:
-        mapping.close()
+        mapping.close(seal=False)
         raise
 
 

@@ -20,6 +20,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence
 from crawldedup import _files, _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
+from crawldedup._sizing import max_insert_count
 from crawldedup.bloom import BloomFilter, check_padding, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
@@ -35,6 +36,10 @@ _PAGE = 4096
 # Past this many periods since the epoch, float arithmetic can no longer tell
 # consecutive period boundaries apart: the schedule is re-anchored.
 MAX_PERIODS = 1 << 52
+# A clock time (an epoch) is within this many seconds of 0: beyond it a float
+# no longer counts whole seconds, and no clock gives such times (time.time is
+# near 2**31).  The filter's clock is held to the same range.
+MAX_TIME = 2.0 ** 53
 
 
 def slot_bytes(num_bits: int) -> int:
@@ -84,6 +89,8 @@ def check_schedule(every: Optional[float], epoch: float, periods: int, what: str
     if every is not None and not math.isfinite(epoch + (periods + 1) * every):
         raise bad(f"{what}the next rotation after epoch {epoch!r} and {periods} periods of "
                   f"{every!r} s is not a finite time")
+    if not -MAX_TIME < epoch < MAX_TIME:
+        raise bad(f"{what}epoch {epoch!r} outside (-2**53, 2**53) seconds")
 
 
 def parse_state(header: _files.Header, payload: memoryview,
@@ -143,6 +150,14 @@ def parse_state(header: _files.Header, payload: memoryview,
     if size != expected:
         raise bad(f"payload of {size} bytes; {generations} generations of "
                   f"{header.num_bits} bits take {expected}")
+    most = max_insert_count(header.num_bits)
+    for slot, count in enumerate(insert_counts(payload, generations)):
+        if count > most:
+            raise bad(f"slot {slot}: insert count {count} out of range for "
+                      f"{header.num_bits} bits (at most {most})")
+    if header.insert_count > min(generations * most, 2 ** 63 - 1):
+        raise bad(f"insert count {header.insert_count} in the header out of range for "
+                  f"{generations} generations of {header.num_bits} bits")
     return State(generations, rotate_every, rotate_at_fill, epoch, periods, rotations, newest,
                   sequence, p_epoch, p_periods, p_rotations, p_newest, drops)
 

@@ -72,8 +72,9 @@ class Schedule:
         if isinstance(now, bool) or not isinstance(now, numbers.Real):
             raise TypeError(f"clock() must return a number of seconds, not {type(now).__name__}")
         now = float(now)
-        if not math.isfinite(now):
-            raise ValueError(f"clock() returned {now!r}, not a finite number of seconds")
+        if not -_state.MAX_TIME < now < _state.MAX_TIME:
+            raise ValueError(f"clock() returned {now!r}, not a finite number of seconds "
+                             f"in (-2**53, 2**53)")
         return now
 
     def _boundary(self: Ring, periods: int) -> float:

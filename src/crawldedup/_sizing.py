@@ -16,6 +16,14 @@ from crawldedup._kernel import MAX_NUM_HASHES, nbytes_for
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
 
+
+def max_insert_count(num_bits: int) -> int:
+    """The largest insert count a filter of num_bits bits can carry: an add
+    that reports a new key sets a bit, and a merge's estimate stays below
+    (m / k) ln(2m) < 44 m (m below 2**62), so 64 m bounds both; counts are
+    signed 64-bit in the core."""
+    return min(64 * num_bits, 2 ** 63 - 1)
+
 BLOCK_BITS = 512  # one 64-byte cache line
 
 

@@ -19,7 +19,7 @@ from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
 from crawldedup._checks import LAYOUTS as LAYOUTS
-from crawldedup._sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory
+from crawldedup._sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory, max_insert_count
 from crawldedup._sizing import format_size as format_size
 from crawldedup._sizing import optimal_parameters as optimal_parameters
 
@@ -42,8 +42,9 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     >>> bf.add_many(["https://example.com/a", "https://example.com/c"]).tolist()
     [False, True]
 
-    Adding from several threads at once is safe: bits are set atomically.  Two
-    threads adding the same key at the same moment may both be told it is new.
+    Adding from several threads at once is safe, and so is adding from
+    several processes to one file (:meth:`open`): no bit is lost, and of
+    those adding one key at the same moment exactly one is told it is new.
     """
 
     __slots__ = ("_capacity", "_error_rate", "_mapping")
@@ -301,6 +302,9 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
             raise bad(f"seed {header.seed} does not fit in 32 bits")
         if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:
             raise bad(f"capacity {header.capacity} / error_rate {header.error_rate!r} out of range")
+        if header.insert_count > max_insert_count(header.num_bits):
+            raise bad(f"insert count {header.insert_count} out of range for {header.num_bits} "
+                      f"bits (at most {max_insert_count(header.num_bits)})")
         return (header.capacity, header.error_rate, header.seed, header.num_bits,
                 header.num_hashes, layout)
 
@@ -398,8 +402,14 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         _mapped.check_asked(path, asked, dict(zip(names, params)))
         end = _files.HEADER_SIZE + header.payload_size
         check_padding(params[3], mapping.mem[end - 8:end], path)
-        mapping.check_on_open(verify)
         self = mapped_member(cls, mapping, _files.HEADER_SIZE, _files.COUNT_AT, params)
+        try:
+            # Last: it may seal a file a killed writer left DIRTY, and only a
+            # file accepted in every other respect may be written.
+            mapping.check_on_open(verify)
+        except BaseException:
+            self._release()
+            raise
         self._mapping = mapping
         return self
 

@@ -205,8 +205,8 @@ def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     if not 1 <= header.capacity <= FP_MAX_DIGEST_SIZE:
         raise CorruptFileError(path, f"digest size {header.capacity} outside 1.."
                                      f"{FP_MAX_DIGEST_SIZE}")
-    if (header.layout, header.flags, header.seed, header.num_bits, header.num_hashes,
-            header.error_rate) != (_files.LAYOUT_STANDARD, 0, 0, 0, 0, 0.0):
+    if (header.layout, header.flags, header.seed, header.num_bits, header.num_hashes) \
+            != (_files.LAYOUT_STANDARD, 0, 0, 0, 0) or not _files.zero_float(header.error_rate):
         raise CorruptFileError(path, "header fields that fingerprint sets leave at 0 are not 0")
 
 

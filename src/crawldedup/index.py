@@ -389,7 +389,7 @@ class SimhashIndex:
         if header.flags:
             raise bad(f"unknown flags {header.flags:#x}")
         if header.hash_algorithm != 0 or header.seed != 0 or header.capacity != 0 \
-                or header.error_rate != 0.0:
+                or not _files.zero_float(header.error_rate):
             raise bad("fields unused by an index are not zero")
         if header.num_bits != 64:
             raise bad(f"fingerprints of {header.num_bits} bits, expected 64")
@@ -432,7 +432,12 @@ class SimhashIndex:
             if tag == _TAG_INT:
                 if not length:
                     raise bad("an int id record of length 0")
-                keys.append(int.from_bytes(raw, "little", signed=True))
+                value = int.from_bytes(raw, "little", signed=True)
+                # save writes the shortest form: a longer one is not its file
+                if length != (value.bit_length() + 8) // 8:
+                    raise bad(f"an int id record of {length} bytes for id {value} (save "
+                              f"writes {(value.bit_length() + 8) // 8})")
+                keys.append(value)
             elif tag == _TAG_STR:
                 try:
                     keys.append(raw.decode("utf-8"))

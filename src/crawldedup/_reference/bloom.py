@@ -381,14 +381,15 @@ class BloomBits:
         return _positions(self._layout, h1, h2, self._k, self._m)
 
     def _probe_add(self, positions: List[int]) -> bool:
+        """Set the bits; True when one was clear.  The core decides on the
+        last clear bit (in probe order), set last, so that of processes
+        adding one key at once exactly one is told it is new; alone, that is
+        "one of the bits was clear", as here."""
         bits = self._writable()
-        fresh = False
-        for pos in positions:
-            mask = 1 << (pos & 7)
-            if not bits[pos >> 3] & mask:
-                bits[pos >> 3] |= mask
-                fresh = True
-        return fresh
+        clear = [pos for pos in positions if not bits[pos >> 3] & (1 << (pos & 7))]
+        for pos in clear:
+            bits[pos >> 3] |= 1 << (pos & 7)
+        return bool(clear)
 
     def _probe_test(self, positions: List[int]) -> bool:
         bits = self._ready()

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import IO, Any, List, Optional
+import time
+import urllib.parse
+from typing import IO, Any, Dict, List, Optional
 
 from crawldedup import _files
 from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import format_duration
-from crawldedup.errors import CrawldedupError
+from crawldedup.errors import CorruptFileError, CrawldedupError
+from crawldedup.recrawl.stores import SQLITE_FORMAT
+
+try:  # some Pythons are built without it; only the re-crawl description needs it
+    import sqlite3
+except ImportError:  # pragma: no cover
+    sqlite3 = None  # type: ignore[assignment]
+
+SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def run_info(args: argparse.Namespace, out: IO[str]) -> int:
@@ -25,13 +35,17 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
     with open(path, "rb") as f:
         head = f.read(_files.HEADER_SIZE)
     size = os.path.getsize(path)
+    if head.startswith(SQLITE_MAGIC):
+        out.write("\n".join(_describe_sqlite(path, size, args)) + "\n")
+        return 0
     header = _files.parse_header(head, size, path)
     kind = _files.KIND_NAMES.get(header.kind, f"unknown kind {header.kind}")
     lines = [f"file: {path} ({size:,} bytes, format version {header.version})", f"kind: {kind}"]
     if header.kind == _files.KIND_BLOOM:
         mode = "c" if args.repair else "r"
-        with BloomFilter.open(path, mode=mode, verify=args.verify) as bf:
+        with BloomFilter.open(path, mode=mode, verify=_verify(args)) as bf:
             dirty = bool(header.flags & _files.FLAG_DIRTY)
+            still_dirty = _is_dirty(path)
             lines += [
                 f"capacity: {bf.capacity:,}",
                 f"error rate (target): {bf.error_rate:g}",
@@ -42,7 +56,7 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
                 f"estimated count: {bf.estimated_count():,}",
                 f"fill ratio: {bf.fill_ratio:.4f}",
                 f"estimated false-positive rate now: {bf.estimated_error_rate:.4g}",
-                _checksum_note(dirty, args, size),
+                _checksum_note(dirty, still_dirty, args, size),
             ]
     elif header.kind == _files.KIND_ROTATING:
         lines += _describe_rotating(path, header, size, args)
@@ -57,10 +71,32 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _checksum_note(dirty: bool, args: argparse.Namespace, size: int) -> str:
+def _verify(args: argparse.Namespace) -> Optional[bool]:
+    """--repair checks the checksum of a file that is not DIRTY before it
+    changes anything, whatever its size: a repair never seals damage."""
+    return True if args.repair else args.verify
+
+
+def _is_dirty(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(_files.HEADER_SIZE)
+    flags = int.from_bytes(head[_files.FLAGS_AT:_files.FLAGS_AT + 4], "little")
+    return bool(flags & _files.FLAG_DIRTY)
+
+
+def _checksum_note(dirty: bool, still_dirty: bool, args: argparse.Namespace,
+                   size: int) -> str:
+    """What the open did with the checksum.  ``dirty``: the file was DIRTY
+    before; ``still_dirty``: it is after opening it (a repair seals a DIRTY
+    file only when no other process has it open)."""
     if dirty and not args.repair:
         return ("checksum: not up to date (open for writing, or its writer was killed; "
                 "--repair seals it)")
+    if dirty and still_dirty:
+        return "checksum: not sealed (another process has the file open for writing)"
+    if dirty:
+        return ("checksum: sealed (its writer was killed: the checksum was recomputed over "
+                "bits that writer had checked; header, structure and padding checked)")
     if args.verify or args.repair or size < 64 << 20:
         return "checksum: verified"
     return "checksum: not checked (large file; --verify checks it)"
@@ -83,7 +119,8 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
     dirty = bool(header.flags & _files.FLAG_DIRTY)
     # Read-only: it shows the state its writers left, and rotates nothing.
     with RotatingBloomFilter.open(path, mode="c" if args.repair else "r",
-                                  verify=args.verify) as rf:
+                                  verify=_verify(args)) as rf:
+        still_dirty = _is_dirty(path)
         first = rf.filters[0]
         every = rf.rotate_every
         due = rf.next_rotation
@@ -105,7 +142,7 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
             f"estimated count: {rf.estimated_count():,}",
             f"fill ratio: {rf.fill_ratio:.4f}",
             f"estimated false-positive rate now: {rf.estimated_error_rate:.4g}",
-            _checksum_note(dirty, args, size),
+            _checksum_note(dirty, still_dirty, args, size),
         ]
     return lines
 
@@ -124,3 +161,99 @@ def _composite_loader(kind: int) -> Optional[Any]:
         from crawldedup.index import SimhashIndex
         return SimhashIndex.load
     return None
+
+
+# ------------------------------------------------ a re-crawl state (SQLite)
+
+#: The tables of a re-crawl state's SQLite file (crawldedup.recrawl.stores).
+RECRAWL_TABLES = {"pages", "hosts", "hist", "meta"}
+
+
+def _connect_read_only(path: str) -> Any:
+    """A connection that changes nothing on disk.  A file with no WAL beside
+    it (closed by its last writer) is read as immutable, so that not even a
+    -wal or -shm file appears; with a WAL (a writer has it open, or was
+    killed) it is opened read-only, reading the WAL the writer left."""
+    quoted = urllib.parse.quote(path)
+    if os.path.exists(path + "-wal"):
+        uri = f"file:{quoted}?mode=ro"
+    else:
+        uri = f"file:{quoted}?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _describe_sqlite(path: str, size: int, args: argparse.Namespace) -> List[str]:
+    """What a SQLite file holds: a re-crawl state (``RecrawlState``,
+    ``crawldedup record``) is described (pages, hosts, due pages, scheduler
+    settings); any other SQLite database is named as such.  Nothing is
+    written.  SQLite's damage reports are a CorruptFileError naming the file."""
+    if args.repair:
+        raise CrawldedupError(f"{path!r} is a SQLite database: --repair seals crawldedup's "
+                              f"own state files only")
+    if sqlite3 is None:  # pragma: no cover
+        raise CrawldedupError("describing a SQLite file needs the sqlite3 module, which this "
+                              "Python was built without")
+    try:
+        conn = _connect_read_only(path)
+    except sqlite3.Error as exc:
+        raise CrawldedupError(f"cannot open the SQLite file {path!r}: {exc}") from None
+    try:
+        return _sqlite_lines(conn, path, size, bool(args.verify))
+    except sqlite3.DatabaseError as exc:
+        raise CorruptFileError(path, f"SQLite reports: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _sqlite_lines(conn: Any, path: str, size: int, verify: bool) -> List[str]:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = sorted(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"))
+    lines = [f"file: {path} ({size:,} bytes, SQLite)"]
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(pages)")}
+    if not (RECRAWL_TABLES <= set(tables) or {"url", "host"} <= columns):
+        lines.append("kind: a SQLite database, not a crawldedup re-crawl state (tables: "
+                     + (", ".join(tables) or "none") + ")")
+        return lines
+    lines.append(f"kind: re-crawl state (RecrawlState, crawldedup record / due), format "
+                 f"{version}" + ("" if version == SQLITE_FORMAT else
+                                 f" (RecrawlState converts it to format {SQLITE_FORMAT} "
+                                 f"when it opens it for writing)"))
+    pages = conn.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
+    lines.append(f"pages: {pages:,}")
+    if "hosts" in tables:
+        hosts = conn.execute("SELECT COUNT(*) FROM hosts").fetchone()[0]
+        lines.append(f"hosts: {hosts:,}")
+    if "due_at" in columns:
+        now = time.time()
+        due = conn.execute("SELECT COUNT(*) FROM pages WHERE due_at <= ?", (now,)).fetchone()[0]
+        first = conn.execute("SELECT MIN(due_at) FROM pages").fetchone()[0]
+        lines.append(f"due now: {due:,}" + ("" if first is None or isinstance(first, str)
+                                             else f", earliest due {_when(float(first))}"))
+    if "meta" in tables:
+        meta: Dict[str, Any] = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        lines.append("scheduler settings: " + (_settings(meta) or "none saved yet"))
+    if verify:
+        result = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        if result != ["ok"]:
+            raise CorruptFileError(path, "SQLite integrity check: " + "; ".join(result[:5]))
+        lines.append("integrity: SQLite integrity check passed")
+    else:
+        lines.append("integrity: not checked (--verify runs SQLite's integrity check)")
+    return lines
+
+
+def _settings(meta: Dict[str, Any]) -> str:
+    """The re-crawl scheduler's saved numbers (crawldedup.recrawl.state)."""
+    parts = []
+    for key in sorted(meta):
+        value = meta[key]
+        if key == "last_due" and isinstance(value, (int, float)):
+            parts.append(f"last due call {_when(float(value))}")
+        elif key == "budget" and isinstance(value, (int, float)):
+            parts.append(f"measured budget {value * 86400:,.1f} fetches a day")
+        elif key == "mu" and isinstance(value, (int, float)):
+            parts.append(f"mu {value:g}")
+        else:
+            parts.append(f"{key} {value!r}")
+    return ", ".join(parts)
