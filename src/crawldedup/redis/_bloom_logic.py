@@ -46,10 +46,10 @@ def key_slot(key: bytes) -> int:
     return binascii.crc_hqx(key, 0) % CLUSTER_SLOTS
 
 
-def shard_keys(name: bytes, shards: int) -> List[bytes]:
-    """One key per shard, each with a hash tag of its own and all in
-    different cluster slots."""
-    keys: List[bytes] = []
+def shard_tags(shards: int) -> List[bytes]:
+    """A hash tag per shard, all in different cluster slots (so that the
+    shards spread over a cluster's nodes)."""
+    tags: List[bytes] = []
     used: Set[int] = set()
     for i in range(shards):
         j = 0
@@ -60,8 +60,13 @@ def shard_keys(name: bytes, shards: int) -> List[bytes]:
                 break
             j += 1
         used.add(slot)
-        keys.append(name + b":bits:{" + tag + b"}")
-    return keys
+        tags.append(tag)
+    return tags
+
+
+def shard_keys(name: bytes, shards: int) -> List[bytes]:
+    """One key per shard, each with a hash tag of its own."""
+    return [name + b":bits:{" + tag + b"}" for tag in shard_tags(shards)]
 
 
 def key_batch(keys: Any) -> List[Any]:
