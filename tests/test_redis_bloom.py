@@ -212,7 +212,7 @@ def test_lost_data_refused_before_any_bit_is_set(redis_url, name, client):
         lost, *kept = bf.shard_keys
         client.delete(lost)
         before = [client.get(k) for k in kept]
-        for batch in (urls(5000, "new.org"), urls(20_000, "big.org")):
+        for batch in (urls(50, "few.org"), urls(5000, "new.org"), urls(20_000, "big.org")):
             with pytest.raises(RedisDataLostError, match="lost its data"):
                 bf.add_many(batch)
         assert [client.get(k) for k in kept] == before

@@ -28,6 +28,18 @@ COMMAND_KEYS = 8192
 #: a big filter over more keys (and cluster nodes) and keep GETRANGE short.
 SHARD_BYTES = 64 << 20
 CLUSTER_SLOTS = 16384
+#: Adds of at most this many keys, all in one shard (an add() of one key),
+#: run as GUARDED_SET: the guard is checked and the bits set by one script
+#: (its arguments stay far below Lua's limit of about 8,000 for unpack).
+#: Other adds read the guards in a round trip of their own first, then send
+#: plain BITFIELD commands (a script would cost the server more per key).
+SCRIPT_KEYS = 64
+# KEYS[1] a shard; ARGV[1] the guard's offset, ARGV[2] its value, the rest
+# the BITFIELD operations (GET of the guard first).  A shard whose guard is
+# not there answers {guard} and is not written.
+GUARDED_SET = b"""local g = redis.call('BITFIELD_RO', KEYS[1], 'GET', 'u32', ARGV[1])
+if g[1] ~= tonumber(ARGV[2]) then return g end
+return redis.call('BITFIELD', KEYS[1], unpack(ARGV, 3))"""
 
 
 class RedisDataLostError(StoreUnavailableError):
@@ -308,10 +320,12 @@ class BloomLogic:
 
         One request per shard per COMMAND_KEYS keys, yielded as a stream:
         the transport sends each as soon as it is built, so the server runs
-        a command while the next is being hashed and packed.  An add first
-        reads the guard of every shard it will write (those of its keys in
-        a batch of one command per shard, else all), so that a shard that
-        lost its data raises RedisDataLostError before any bit is set."""
+        a command while the next is being hashed and packed.  A shard that
+        lost its data raises RedisDataLostError before any bit is set: an
+        add of at most SCRIPT_KEYS keys of one shard checks the guard in the
+        script that sets the bits; any other first reads the guard of every
+        shard it will write (those of its keys in a batch of one command per
+        shard, else all)."""
         n = len(keys)
         out = np.zeros(n, dtype=np.bool_)
         k = self.k
@@ -330,7 +344,10 @@ class BloomLogic:
                          for s in range(self.shards) if bounds[s + 1] > bounds[s]]
 
         first = chunk(0) if n else None
-        if setting and first is not None:
+        # one shard: its script checks and sets together; several: a script
+        # per shard would set the bits of the others when one is lost
+        scripted = setting and n <= SCRIPT_KEYS and first is not None and len(first[1]) == 1
+        if setting and not scripted and first is not None:
             touched = [s for s, _ in first[1]] if n <= COMMAND_KEYS else range(self.shards)
             yield from self._check_shards([self.keys[s] for s in touched])
 
@@ -341,7 +358,12 @@ class BloomLogic:
                 ops, groups = first if lo == 0 and first is not None else chunk(lo)
                 for s, idx in groups:
                     key = self.keys[s]
-                    head = _resp.head(2 + 3 + per_op * k * len(idx), command, key)
+                    count = 3 + per_op * k * len(idx)
+                    if scripted:
+                        head = _resp.head(6 + count, b"EVAL", GUARDED_SET, 1, key,
+                                          self.shard_bits, self.guard)
+                    else:
+                        head = _resp.head(2 + count, command, key)
                     req = Request(key, [head, self._guard_op, ops[s]], 1)
                     requests.append(req)
                     where.append(idx)

@@ -19,12 +19,12 @@ from crawldedup.redis._conn import Op, RedisKeyTypeError, Request, SyncHandle, c
 from crawldedup.redis.store import check_name
 
 FORMAT_VERSION = 1
-#: Entries per add (or remove) script call, and query fingerprints per
-#: fetch script call (k + 1 buckets each).  A script's calls grow dearer as
-#: its Lua heap grows (the replies it holds), so calls stay small; all of a
-#: batch's calls go in one round trip.
+#: Entries per add (or remove) script call, and buckets per fetch script
+#: call.  A script's calls grow dearer as its Lua heap grows (the replies
+#: it holds), so calls stay small; all of a batch's calls go in one round
+#: trip.
 ENTRY_CHUNK = 256
-QUERY_CHUNK = 256
+QUERY_KEYS = 1024
 #: The id maps of the layout without a metadata key (before format 1).
 OLD_ID_MAPS = 16
 #: Most shards: a query reads its k + 1 buckets in each.
@@ -394,20 +394,21 @@ class SimhashLogic:
 
     def query_op(self, fps: np.ndarray) -> Op:
         """For each fp, [(id, distance)] within k: its k + 1 buckets in every
-        shard, the whole batch fetched in one round trip (one script call
-        per shard per QUERY_CHUNK fingerprints), distances checked here."""
+        shard, the batch's distinct buckets fetched in one round trip (one
+        script call per QUERY_KEYS of a shard), distances checked here."""
         fp_list = fps.tolist()
         per_fp: List[List[bytes]] = [[] for _ in fp_list]
         reqs: List[Request] = []
         groups: List[List[bytes]] = []
         for shard in range(self.shards):
-            for lo in range(0, len(fp_list), QUERY_CHUNK):
-                group: Dict[bytes, None] = {}
-                for q in range(lo, min(len(fp_list), lo + QUERY_CHUNK)):
-                    keys = self.bucket_keys(shard, fp_list[q])
-                    per_fp[q] += keys
-                    group.update(dict.fromkeys(keys))
-                keys = list(group)
+            distinct: Dict[bytes, None] = {}
+            for q, fp in enumerate(fp_list):
+                keys = self.bucket_keys(shard, fp)
+                per_fp[q] += keys
+                distinct.update(dict.fromkeys(keys))
+            every = list(distinct)
+            for lo in range(0, len(every), QUERY_KEYS):
+                keys = every[lo:lo + QUERY_KEYS]
                 reqs.append(Request(keys[0], _resp.command(b"EVAL", FETCH_SCRIPT, len(keys),
                                                            *keys)))
                 groups.append(keys)
