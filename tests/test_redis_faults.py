@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -180,19 +181,17 @@ def self_found(index, fps):
     return hits
 
 
-def kill_when_writing(server_or_pid, watch_url, threshold=2000):
-    """SIGKILL the server process (or a pid) once the server holds more than
-    threshold keys: the batch is then in the middle of its writes."""
+def kill_when_writing(kill, watch_url, threshold=2000, timeout=120):
+    """kill() once the server holds more than threshold keys: the batch is
+    then in the middle of its writes (they create the bucket keys)."""
     watcher = redis.Redis.from_url(watch_url)
+    deadline = time.monotonic() + timeout
     try:
         while watcher.dbsize() <= threshold:
-            pass
+            assert time.monotonic() < deadline, "the batch never started writing"
     finally:
         watcher.close()
-    if isinstance(server_or_pid, int):
-        os.kill(server_or_pid, signal.SIGKILL)
-    else:
-        server_or_pid.proc.kill()
+    kill()
 
 
 def check_whole_then_retry(url, name, ids, fps):
@@ -222,7 +221,8 @@ def test_simhash_batch_cut_by_a_killed_server(redis_server):
     fps, ids = fingerprints(n), np.arange(n, dtype=np.uint64)
     client = no_retry(redis_server.url)
     index = RedisSimhashIndex(client, "sim", k=3)
-    killer = threading.Thread(target=kill_when_writing, args=(redis_server, redis_server.url))
+    killer = threading.Thread(target=kill_when_writing,
+                              args=(redis_server.proc.kill, redis_server.url))
     killer.start()
     with pytest.raises(StoreUnavailableError, match=str(redis_server.port)):
         index.add_many(ids, fps)
@@ -255,7 +255,7 @@ def test_simhash_batch_cut_by_a_killed_client(redis_server, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script), redis_server.url, str(n)],
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        kill_when_writing(proc.pid, redis_server.url)
+        kill_when_writing(proc.kill, redis_server.url)
         assert proc.wait(30) == -signal.SIGKILL
     finally:
         if proc.poll() is None:  # pragma: no cover - only when the test failed
