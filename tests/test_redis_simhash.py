@@ -19,6 +19,7 @@ redis = require_module("redis")
 from conftest import require_service  # noqa: E402
 
 from crawldedup.redis import RedisKeyTypeError, RedisSimhashIndex  # noqa: E402
+from crawldedup.redis.simhash import id_batch  # noqa: E402
 
 
 def popcount(x):
@@ -228,3 +229,27 @@ def test_a_key_of_another_type_leaves_nothing_stored(redis_url, name, client):
         client.delete(victim)
         assert not any(i in index for i in ids[100:])
         index.drop()
+
+
+def test_an_id_taken_between_check_and_write_undoes_the_batch(redis_url, name):
+    """A concurrent writer that takes one of the batch's ids after the
+    check round trip: the write of that chunk is refused, the chunks this
+    call had written are removed again, and ValueError is raised."""
+    fps, _ = corpus(5, 1500)
+    ids = list(range(len(fps)))
+    with RedisSimhashIndex(redis_url, name, k=3, shards=4) as index, \
+            RedisSimhashIndex(redis_url, name, k=None) as other:
+        logic, transport = index._logic, index._transport
+        encs, arr = id_batch(ids, fps)
+        op = logic.add_op(encs, arr)
+        checks = next(op)  # the check round trip, run here by hand
+        writes = op.send(transport.execute(checks))
+        assert len(index) == 0
+        other.add(ids[-1], fps[-1] ^ 0xFF)  # the other writer takes the last id
+        undo = op.send(transport.execute(writes))  # the write: one chunk refused
+        with pytest.raises(ValueError, match=f"id {ids[-1]} is already"):
+            op.send(transport.execute(undo))
+        assert len(index) == 1 and index.query(fps[0]) == []
+        assert index.query(fps[-1] ^ 0xFF) == [(ids[-1], 0)]
+        index.add_many(ids[:-1], fps[:-1])  # the rest can be stored after all
+        assert len(index) == len(fps)
