@@ -418,8 +418,7 @@ def main() -> None:
     m = meter.run(lambda: index.query_many(queries))
     assert len(m["result"][1]) >= n_sim
     record("crawldedup RedisSimhashIndex (k=3)", "query_many", n_sim, m)
-    index.clear()
-    index.close()
+    index.drop()
 
     info = client.info("server")
     client.close()

@@ -78,7 +78,7 @@ def test_store_and_simhash(url):
                 await index.remove("a")
                 assert not await index.contains("a") and await index.count() == 2
             finally:
-                await index.clear()
+                await index.drop()
 
     asyncio.run(main())
 

@@ -180,3 +180,75 @@ def test_unreachable_server(redis_url, name):
         port = s.getsockname()[1]
     with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
         RedisBloomFilter(f"redis://127.0.0.1:{port}/0", name, 10)
+
+
+def test_a_bad_buffer_late_in_a_batch_changes_nothing(redis_url, name):
+    """Every key's buffer is checked before the first command is sent, as
+    the local BloomFilter checks it (the same check): a non-contiguous numpy key at position
+    50,000 of 60,000 leaves the filter as it was."""
+    keys = urls(60_000)
+    keys[50_000] = np.arange(16, dtype=np.uint8)[::2]  # a strided view
+    local = BloomFilter(100_000, 0.01, layout="blocked")
+    with pytest.raises((TypeError, ValueError), match="contiguous"):
+        local.add_many(keys)
+    with RedisBloomFilter(redis_url, name, 100_000, 0.01, shards=3) as bf:
+        with pytest.raises((TypeError, ValueError), match="contiguous"):
+            bf.add_many(keys)
+        with pytest.raises((TypeError, ValueError), match="contiguous"):
+            bf.contains_many(keys)
+        assert bf.fill_ratio == 0
+        del keys[50_000]
+        fresh = BloomFilter(100_000, 0.01, layout="blocked")
+        assert bf.add_many(keys).tolist() == fresh.add_many(keys).tolist()
+        assert bf.to_bloom_filter() == fresh
+
+
+def test_lost_data_refused_before_any_bit_is_set(redis_url, name, client):
+    """A batch that meets a shard that lost its data raises
+    RedisDataLostError before it sends a write: the other shards keep their
+    bytes and the lost shard is not recreated."""
+    with RedisBloomFilter(redis_url, name, 10_000, 0.01, shards=3) as bf:
+        bf.add_many(urls(500))
+        lost, *kept = bf.shard_keys
+        client.delete(lost)
+        before = [client.get(k) for k in kept]
+        for batch in (urls(50, "few.org"), urls(5000, "new.org"), urls(20_000, "big.org")):
+            with pytest.raises(RedisDataLostError, match="lost its data"):
+                bf.add_many(batch)
+        assert [client.get(k) for k in kept] == before
+        assert client.exists(lost) == 0
+        refused = 0
+        for key in urls(30, "one.org"):  # one key: only its own shard is read
+            try:
+                bf.add(key)
+            except RedisDataLostError:
+                refused += 1
+        assert 0 < refused < 30 and client.exists(lost) == 0
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda m: m.pop("num_bits"), "num_bits"),
+    (lambda m: m.update(num_hashes=99), "num_hashes"),
+    (lambda m: m.update(num_bits=m["num_bits"] + 512), "num_bits"),
+    (lambda m: m.update(keys=m["keys"][:1]), "keys"),
+    (lambda m: m.update(shards=m["shards"] + 1), "shard"),
+    (lambda m: m.update(shard_bits="many"), "shard_bits"),
+    (lambda m: m.update(guard=None), "guard"),
+    (lambda m: m.update(capacity=-5), "capacity"),
+    (lambda m: m.update(error_rate=float("nan")), "error_rate"),
+    (lambda m: m.update(layout="diagonal"), "layout"),
+    (lambda m: m.update(seed=2 ** 40), "seed"),
+    (lambda m: m.pop("keys"), "keys"),
+], ids=["no-num_bits", "num_hashes", "num_bits", "keys-short", "shards", "shard_bits",
+        "guard", "capacity", "error_rate-nan", "layout", "seed", "no-keys"])
+def test_hand_edited_metadata_is_named(redis_url, name, client, edit, field):
+    import json
+    from crawldedup import CorruptStateError
+    with RedisBloomFilter(redis_url, name, 5000, 0.01, shards=2):
+        pass
+    meta = json.loads(client.get(name + ":meta"))
+    edit(meta)
+    client.set(name + ":meta", json.dumps(meta))
+    with pytest.raises(CorruptStateError, match=f"{name}:meta.*{field}") as info:
+        RedisBloomFilter(redis_url, name)
+    assert not isinstance(info.value, (KeyError, IndexError))

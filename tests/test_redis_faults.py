@@ -1,11 +1,16 @@
 """Faults on a throwaway redis-server the test starts: a server down, a
 restart in the middle of a batch (retried batches give the same answers),
-a server that lost its data; and 8 crawler processes sharing one filter."""
+a server that lost its data, a server or a client killed in the middle of
+a SimHash index batch; and 8 crawler processes sharing one filter."""
 
 import hashlib
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -17,7 +22,8 @@ from crawldedup import StoreUnavailableError
 
 redis = require_module("redis")
 
-from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisStore  # noqa: E402
+from crawldedup.redis import (RedisBloomFilter, RedisDataLostError,  # noqa: E402
+                              RedisSimhashIndex, RedisStore)
 
 
 def urls(lo, hi):
@@ -156,3 +162,104 @@ def test_eight_crawlers_on_the_cluster(redis_cluster_url):
         check_counts(run_crawlers(redis_cluster_url, name, "bloom"), 0.01)
     finally:
         bf.drop()
+
+
+# ------------------------------------------------- SimHash index: cut batches
+
+def fingerprints(n, seed=11):
+    return np.random.default_rng(seed).integers(0, 2 ** 63, size=n, dtype=np.int64) \
+        .astype(np.uint64)
+
+
+def self_found(index, fps):
+    """How many of ids 0..n-1 a query of their own fingerprint finds."""
+    offsets, ids, dists = index.query_many(fps)
+    hits = 0
+    for i in range(len(fps)):
+        lo, hi = offsets[i], offsets[i + 1]
+        hits += bool(((ids[lo:hi] == i) & (dists[lo:hi] == 0)).any())
+    return hits
+
+
+def kill_when_writing(kill, watch_url, threshold=2000, timeout=120):
+    """kill() once the server holds more than threshold keys: the batch is
+    then in the middle of its writes (they create the bucket keys)."""
+    watcher = redis.Redis.from_url(watch_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while watcher.dbsize() <= threshold:
+            assert time.monotonic() < deadline, "the batch never started writing"
+    finally:
+        watcher.close()
+    kill()
+
+
+def check_whole_then_retry(url, name, ids, fps):
+    """After a cut batch: every stored entry is found by its fingerprint
+    (none claimed without its buckets); the same batch sent again stores
+    the rest, and then every fingerprint is found."""
+    client = no_retry(url)
+    with RedisSimhashIndex(client, name, k=3) as index:
+        stored = len(index)
+        assert self_found(index, fps) == stored
+        assert 0 < stored < len(fps)  # the kill did cut the batch
+        index.add_many(ids, fps)  # the retry: the same answer, no error
+        assert len(index) == len(fps)
+        assert self_found(index, fps) == len(fps)
+        index.add_many(ids, fps)  # and again: nothing to do
+        assert len(index) == len(fps)
+    client.close()
+
+
+def test_simhash_batch_cut_by_a_killed_server(redis_server):
+    """kill -9 of the server (every write logged: appendfsync always) in the
+    middle of an add_many: what it had stored is whole, and the retry of
+    the batch completes it."""
+    redis_server.extra = ["--appendonly", "yes", "--appendfsync", "always"]
+    redis_server.restart()
+    n = 40_000
+    fps, ids = fingerprints(n), np.arange(n, dtype=np.uint64)
+    client = no_retry(redis_server.url)
+    index = RedisSimhashIndex(client, "sim", k=3)
+    killer = threading.Thread(target=kill_when_writing,
+                              args=(redis_server.proc.kill, redis_server.url))
+    killer.start()
+    with pytest.raises(StoreUnavailableError, match=str(redis_server.port)):
+        index.add_many(ids, fps)
+    killer.join()
+    index.close()
+    client.close()
+    redis_server.proc.wait()
+    redis_server.start()  # reloads the append-only file
+    check_whole_then_retry(redis_server.url, "sim", ids, fps)
+
+
+CLIENT = """
+import sys
+import numpy as np
+from crawldedup.redis import RedisSimhashIndex
+n = int(sys.argv[2])
+fps = np.random.default_rng(11).integers(0, 2 ** 63, size=n, dtype=np.int64).astype(np.uint64)
+with RedisSimhashIndex(sys.argv[1], "sim", k=3) as index:
+    index.add_many(np.arange(n, dtype=np.uint64), fps)
+"""
+
+
+def test_simhash_batch_cut_by_a_killed_client(redis_server, tmp_path):
+    """kill -9 of a crawler in the middle of its add_many: the entries it
+    stored are whole, and the batch sent again by another process
+    completes it."""
+    n = 40_000
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    proc = subprocess.Popen([sys.executable, str(script), redis_server.url, str(n)],
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        kill_when_writing(proc.kill, redis_server.url)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:  # pragma: no cover - only when the test failed
+            proc.kill()
+            proc.wait()
+    check_whole_then_retry(redis_server.url, "sim", np.arange(n, dtype=np.uint64),
+                           fingerprints(n))

@@ -8,14 +8,14 @@ import binascii
 import json
 import math
 import secrets
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from crawldedup._kernel import impl, nbytes_for
+from crawldedup._kernel import check_keys, impl, nbytes_for
 from crawldedup import _checks
 from crawldedup.bloom import optimal_parameters
-from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
+from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, check_reply
 from crawldedup.redis.store import check_name
@@ -28,6 +28,18 @@ COMMAND_KEYS = 8192
 #: a big filter over more keys (and cluster nodes) and keep GETRANGE short.
 SHARD_BYTES = 64 << 20
 CLUSTER_SLOTS = 16384
+#: Adds of at most this many keys, all in one shard (an add() of one key),
+#: run as GUARDED_SET: the guard is checked and the bits set by one script
+#: (its arguments stay far below Lua's limit of about 8,000 for unpack).
+#: Other adds read the guards in a round trip of their own first, then send
+#: plain BITFIELD commands (a script would cost the server more per key).
+SCRIPT_KEYS = 64
+# KEYS[1] a shard; ARGV[1] the guard's offset, ARGV[2] its value, the rest
+# the BITFIELD operations (GET of the guard first).  A shard whose guard is
+# not there answers {guard} and is not written.
+GUARDED_SET = b"""local g = redis.call('BITFIELD_RO', KEYS[1], 'GET', 'u32', ARGV[1])
+if g[1] ~= tonumber(ARGV[2]) then return g end
+return redis.call('BITFIELD', KEYS[1], unpack(ARGV, 3))"""
 
 
 class RedisDataLostError(StoreUnavailableError):
@@ -46,10 +58,10 @@ def key_slot(key: bytes) -> int:
     return binascii.crc_hqx(key, 0) % CLUSTER_SLOTS
 
 
-def shard_keys(name: bytes, shards: int) -> List[bytes]:
-    """One key per shard, each with a hash tag of its own and all in
-    different cluster slots."""
-    keys: List[bytes] = []
+def shard_tags(shards: int) -> List[bytes]:
+    """A hash tag per shard, all in different cluster slots (so that the
+    shards spread over a cluster's nodes)."""
+    tags: List[bytes] = []
     used: Set[int] = set()
     for i in range(shards):
         j = 0
@@ -60,12 +72,19 @@ def shard_keys(name: bytes, shards: int) -> List[bytes]:
                 break
             j += 1
         used.add(slot)
-        keys.append(name + b":bits:{" + tag + b"}")
-    return keys
+        tags.append(tag)
+    return tags
+
+
+def shard_keys(name: bytes, shards: int) -> List[bytes]:
+    """One key per shard, each with a hash tag of its own."""
+    return [name + b":bits:{" + tag + b"}" for tag in shard_tags(shards)]
 
 
 def key_batch(keys: Any) -> List[Any]:
-    """The keys as a list, every one checked before anything is sent."""
+    """The keys as a list, every one checked before anything is sent: its
+    type, a str's encoding and a buffer's layout, as the local BloomFilter
+    checks them (the first bad key raises TypeError naming its position)."""
     if isinstance(keys, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"keys must be an iterable of keys, not a single "
                         f"{type(keys).__name__}; use add()/`in` for one")
@@ -73,20 +92,23 @@ def key_batch(keys: Any) -> List[Any]:
         items = keys if isinstance(keys, list) else list(keys)
     except TypeError:
         raise TypeError(f"keys must be an iterable, not {type(keys).__name__}") from None
-    types = set(map(type, items))
-    if not types <= {str, bytes}:
-        for key in items:
-            if not isinstance(key, (str, bytes)):
-                try:
-                    memoryview(key)
-                except TypeError:
-                    raise TypeError(f"key must be str or bytes-like, not "
-                                    f"{type(key).__name__}") from None
-    if str in types:
-        for key in items:
-            if type(key) is str and not key.isascii():
-                key.encode("utf-8")  # a lone surrogate raises here, before any I/O
+    check_keys(items)
     return items
+
+
+def _equal(value: Any, expected: Any) -> Any:
+    """value when it is expected (an int never a bool), else ValueError."""
+    if type(value) is not type(expected) or value != expected:
+        raise ValueError(f"this filter's other parameters make it {expected!r}")
+    return value
+
+
+def _int_in(value: Any, lo: int, hi: int) -> int:
+    if type(value) is not int:
+        raise TypeError(f"not an int but a {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"not in [{lo}, {hi}]")
+    return value
 
 
 class BloomLogic:
@@ -149,12 +171,56 @@ class BloomLogic:
                          for k in shard_keys(self.name, shards)],
                 "guard": secrets.randbelow(2 ** 31 - 1) + 1}
 
-    def _adopt(self, meta: Dict[str, Any]) -> None:
-        if meta.get("format") != FORMAT_VERSION or meta.get("kind") != "bloom":
+    def _corrupt(self, reason: str) -> CorruptStateError:
+        return CorruptStateError(f"Redis at {self.address}",
+                                 f"the filter metadata key "
+                                 f"{self.meta_key.decode('utf-8', 'replace')!r} {reason}")
+
+    def _field(self, meta: Dict[str, Any], name: str, check: Callable[[Any], Any]) -> Any:
+        """meta[name] passed through check; CorruptStateError naming the key
+        and the field when it is missing or out of range."""
+        if name not in meta:
+            raise self._corrupt(f"has no {name!r}")
+        try:
+            return check(meta[name])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise self._corrupt(f"holds {name} {meta[name]!r}: {exc}") from None
+
+    def _checked_meta(self, meta: Dict[str, Any]) -> Dict[str, Any]:
+        """Every field of stored metadata checked against what this version
+        writes, so that a hand-edited key is reported instead of answering
+        with other bit positions."""
+        f = self._field
+        out = {n: f(meta, n, c) for n, c in (
+            ("capacity", _checks.check_capacity), ("error_rate", _checks.check_error_rate),
+            ("seed", _checks.check_seed), ("layout", _checks.check_layout))}
+        m, k = optimal_parameters(out["capacity"], out["error_rate"], out["layout"])
+        out["num_bits"] = f(meta, "num_bits", lambda v: _equal(v, m))
+        out["num_hashes"] = f(meta, "num_hashes", lambda v: _equal(v, k))
+        if out["layout"] == "standard":
+            shards = f(meta, "shards", lambda v: _equal(v, 1))
+            f(meta, "shard_bits", lambda v: _equal(v, nbytes_for(m) * 8))
+        else:
+            shards = f(meta, "shards", lambda v: _int_in(v, 1, min(65536, m // 512)))
+            per = math.ceil((m // 512) / shards)
+            f(meta, "shard_bits", lambda v: _equal(v, per * 512))
+            if math.ceil((m // 512) / per) != shards:
+                raise self._corrupt(f"holds shards {shards}, which does not cut "
+                                    f"{m // 512} blocks into whole shards")
+        out["shards"] = shards
+        out["shard_bits"] = meta["shard_bits"]
+        names = [key.decode("utf-8", "surrogateescape") for key in shard_keys(self.name, shards)]
+        out["keys"] = f(meta, "keys", lambda v: _equal(v, names))
+        out["guard"] = f(meta, "guard", lambda v: _int_in(v, 1, 2 ** 31 - 1))
+        return out
+
+    def _adopt(self, raw_meta: Dict[str, Any]) -> None:
+        if raw_meta.get("format") != FORMAT_VERSION or raw_meta.get("kind") != "bloom":
             raise IncompatibleFilterError(
                 f"Redis key {self.meta_key.decode('utf-8', 'replace')!r} describes a "
-                f"{meta.get('kind')!r} of format {meta.get('format')!r}; this crawldedup "
-                f"reads Bloom filters of format {FORMAT_VERSION}")
+                f"{raw_meta.get('kind')!r} of format {raw_meta.get('format')!r}; this "
+                f"crawldedup reads Bloom filters of format {FORMAT_VERSION}")
+        meta = self._checked_meta(raw_meta)
         names = ("capacity", "error_rate", "seed", "layout")
         diff = [f"{n} {self.asked[n]!r} != {meta[n]!r}" for n in names
                 if n in self.asked and self.asked[n] != meta[n]]
@@ -214,7 +280,7 @@ class BloomLogic:
             meta = json.loads(raw)
             if not isinstance(meta, dict):
                 raise ValueError("not an object")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise IncompatibleFilterError(
                 f"Redis key {self.meta_key.decode('utf-8', 'replace')!r} is not crawldedup "
                 f"filter metadata ({exc})") from None
@@ -236,9 +302,12 @@ class BloomLogic:
             check_reply(reply[0], req, self.address)
         return None
 
-    def _check_shards(self) -> Op:
+    def _check_shards(self, keys: Optional[List[bytes]] = None) -> Op:
+        """Read the guard of the shards keys (all by default): RedisDataLostError
+        for one that lost it."""
         reqs = [Request(key, _resp.command(b"BITFIELD_RO", key, b"GET", b"u32",
-                                           self.shard_bits)) for key in self.keys]
+                                           self.shard_bits))
+                for key in (self.keys if keys is None else keys)]
         replies = yield reqs
         for req, reply in zip(reqs, replies):
             self._guard_ok(check_reply(reply[0], req, self.address)[0], req.key)
@@ -251,30 +320,50 @@ class BloomLogic:
 
         One request per shard per COMMAND_KEYS keys, yielded as a stream:
         the transport sends each as soon as it is built, so the server runs
-        a command while the next is being hashed and packed."""
+        a command while the next is being hashed and packed.  A shard that
+        lost its data raises RedisDataLostError before any bit is set: an
+        add of at most SCRIPT_KEYS keys of one shard checks the guard in the
+        script that sets the bits; any other first reads the guard of every
+        shard it will write (those of its keys in a batch of one command per
+        shard, else all)."""
         n = len(keys)
         out = np.zeros(n, dtype=np.bool_)
         k = self.k
         where: List[np.ndarray] = []
         requests: List[Request] = []
 
+        def chunk(lo: int) -> Tuple[Any, List[Tuple[int, np.ndarray]]]:
+            hi = min(n, lo + COMMAND_KEYS)
+            ops, shard_of = impl.bloom_resp(keys[lo:hi], k, self.m, self.seed, self.layout,
+                                            self.shard_bits, self.shards, setting)
+            if self.shards == 1:
+                return ops, [(0, np.arange(lo, hi))]
+            order = np.argsort(shard_of, kind="stable")
+            bounds = np.searchsorted(shard_of[order], np.arange(self.shards + 1))
+            return ops, [(s, lo + order[bounds[s]:bounds[s + 1]])
+                         for s in range(self.shards) if bounds[s + 1] > bounds[s]]
+
+        first = chunk(0) if n else None
+        # one shard: its script checks and sets together; several: a script
+        # per shard would set the bits of the others when one is lost
+        scripted = setting and n <= SCRIPT_KEYS and first is not None and len(first[1]) == 1
+        if setting and not scripted and first is not None:
+            touched = [s for s, _ in first[1]] if n <= COMMAND_KEYS else range(self.shards)
+            yield from self._check_shards([self.keys[s] for s in touched])
+
         def stream() -> Any:
             command = b"BITFIELD" if setting else b"BITFIELD_RO"
             per_op = 4 if setting else 3
             for lo in range(0, n, COMMAND_KEYS):
-                hi = min(n, lo + COMMAND_KEYS)
-                ops, shard_of = impl.bloom_resp(keys[lo:hi], k, self.m, self.seed, self.layout,
-                                                self.shard_bits, self.shards, setting)
-                if self.shards == 1:
-                    groups = [(0, np.arange(lo, hi))]
-                else:
-                    order = np.argsort(shard_of, kind="stable")
-                    bounds = np.searchsorted(shard_of[order], np.arange(self.shards + 1))
-                    groups = [(s, lo + order[bounds[s]:bounds[s + 1]])
-                              for s in range(self.shards) if bounds[s + 1] > bounds[s]]
+                ops, groups = first if lo == 0 and first is not None else chunk(lo)
                 for s, idx in groups:
                     key = self.keys[s]
-                    head = _resp.head(2 + 3 + per_op * k * len(idx), command, key)
+                    count = 3 + per_op * k * len(idx)
+                    if scripted:
+                        head = _resp.head(6 + count, b"EVAL", GUARDED_SET, 1, key,
+                                          self.shard_bits, self.guard)
+                    else:
+                        head = _resp.head(2 + count, command, key)
                     req = Request(key, [head, self._guard_op, ops[s]], 1)
                     requests.append(req)
                     where.append(idx)

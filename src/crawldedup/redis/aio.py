@@ -362,15 +362,23 @@ class AsyncRedisSimhashIndex(_AsyncBase):
     """RedisSimhashIndex for asyncio: ``index = await
     AsyncRedisSimhashIndex.open(url, name, k=3)``; ``await index.add(id, fp)``,
     ``add_many``, ``remove``, ``query``, ``query_many``, ``near_dup``,
-    ``contains``, ``count``, ``clear`` (all awaited)."""
+    ``contains``, ``count``, ``clear``, ``drop`` (all awaited)."""
 
     _logic: SimhashLogic
 
     @classmethod
-    async def open(cls, client_or_url: Any, name: Any, k: int = 3) -> "AsyncRedisSimhashIndex":
+    async def open(cls, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
+                   shards: Optional[int] = None) -> "AsyncRedisSimhashIndex":
         self = cls()
-        self._logic = SimhashLogic(name, k)
+        self._logic = SimhashLogic(name, k, shards)
         await _attach(self, client_or_url, self._logic)
+        try:
+            client = self._transport.client
+            nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
+            await self._transport.run(self._logic.open_op(nodes))
+        except BaseException:
+            await self.aclose()
+            raise
         return self
 
     async def add(self, id: Hashable, fp: int) -> None:
@@ -408,3 +416,7 @@ class AsyncRedisSimhashIndex(_AsyncBase):
 
     async def clear(self) -> None:
         await self._run(self._logic.clear_op())
+
+    async def drop(self) -> None:
+        await self._run(self._logic.drop_op())
+        await self.aclose()

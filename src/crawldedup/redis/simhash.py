@@ -4,36 +4,86 @@ kept in Redis, exact (the pigeonhole principle), shared by a fleet."""
 from __future__ import annotations
 
 import binascii
+import json
 import operator
-from typing import Any, Dict, Hashable, Iterable, List, Set, Tuple, cast
+from typing import Any, Dict, Hashable, Iterable, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
 from crawldedup._kernel import MAX_HAMMING_K
+from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
 from crawldedup.index import _check_fp, _check_k, _fp_array
 from crawldedup.redis import _resp
-from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply
+from crawldedup.redis._bloom_logic import shard_tags
+from crawldedup.redis._conn import Op, RedisKeyTypeError, Request, SyncHandle, check_reply
 from crawldedup.redis.store import check_name
 
-#: Keys of the id -> fingerprint map (ids spread over them by CRC32).
-ID_SHARDS = 16
-#: Bucket keys share a hash tag per block and top GROUP_BITS bits of the value.
-GROUP_BITS = 6
+FORMAT_VERSION = 1
+#: Entries per add (or remove) script call, and buckets per fetch script
+#: call.  A script's calls grow dearer as its Lua heap grows (the replies
+#: it holds), so calls stay small; all of a batch's calls go in one round
+#: trip.
+ENTRY_CHUNK = 256
+QUERY_KEYS = 1024
+#: The id maps of the layout without a metadata key (before format 1).
+OLD_ID_MAPS = 16
+#: Most shards: a query reads its k + 1 buckets in each.
+MAX_SHARDS = 1024
 
-# Scripts run on one slot's keys: HSETNX each (field, value) pair; SADD
-# each member to its key; SMEMBERS of each key.
-CLAIM_SCRIPT = b"""local r = {}
-for i = 1, #ARGV, 2 do r[#r + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+# One shard's id map (KEYS[1]) and the buckets of a chunk of entries
+# (KEYS[2..], k + 1 per entry, in entry order); ARGV[1] is "check" or
+# "write", then each entry's id and member (8 bytes of fingerprint + id).
+# Every key's type and every id is checked before anything is written, and
+# the script runs alone, so a chunk is stored whole or not at all.  An id
+# held with the same fingerprint is an entry stored before (a batch sent
+# again after it was cut): it is left as it is.  The reply: {0, flags}
+# (flag 1: stored by this call, 0: present already), {-1, i} (KEYS[i] has
+# another type) or {-2, e} (entry e's id holds another fingerprint).
+ADD_SCRIPT = b"""local per = (#KEYS - 1) / ((#ARGV - 1) / 2)
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' and t ~= 'none' then return {-1, 1} end
+for i = 2, #KEYS do
+  t = redis.call('TYPE', KEYS[i]).ok
+  if t ~= 'set' and t ~= 'none' then return {-1, i} end
+end
+local r = {0}
+for e = 1, (#ARGV - 1) / 2 do
+  local old = redis.call('HGET', KEYS[1], ARGV[2 * e])
+  if old then
+    if old ~= string.sub(ARGV[2 * e + 1], 1, 8) then return {-2, e} end
+    r[e + 1] = 0
+  else
+    r[e + 1] = 1
+  end
+end
+if ARGV[1] == 'write' then
+  for e = 1, #r - 1 do
+    if r[e + 1] == 1 then
+      local member = ARGV[2 * e + 1]
+      redis.call('HSET', KEYS[1], ARGV[2 * e], string.sub(member, 1, 8))
+      for j = 1, per do redis.call('SADD', KEYS[1 + (e - 1) * per + j], member) end
+    end
+  end
+end
 return r"""
-SADD_SCRIPT = b"""for i, key in ipairs(KEYS) do redis.call('SADD', key, ARGV[i]) end
-return #KEYS"""
+# The same keys and arguments (no mode): each entry whose id holds its
+# fingerprint is removed with its buckets, atomically; 1 for each removed.
+REMOVE_SCRIPT = b"""local per = (#KEYS - 1) / (#ARGV / 2)
+local r = {}
+for e = 1, #ARGV / 2 do
+  local member = ARGV[2 * e]
+  if redis.call('HGET', KEYS[1], ARGV[2 * e - 1]) == string.sub(member, 1, 8) then
+    redis.call('HDEL', KEYS[1], ARGV[2 * e - 1])
+    for j = 1, per do redis.call('SREM', KEYS[1 + (e - 1) * per + j], member) end
+    r[e] = 1
+  else
+    r[e] = 0
+  end
+end
+return r"""
 FETCH_SCRIPT = b"""local r = {}
 for i, key in ipairs(KEYS) do r[i] = redis.call('SMEMBERS', key) end
 return r"""
-
-
-def _tag(key: bytes) -> bytes:
-    return key[key.index(b"{"):key.index(b"}") + 1] if b"{" in key else key
 _U64 = (1 << 64) - 1
 
 
@@ -89,128 +139,282 @@ def id_batch(ids: Iterable[Hashable], fps: Any) -> Tuple[List[bytes], np.ndarray
 
 
 class SimhashLogic:
-    """Commands and replies of RedisSimhashIndex, without I/O."""
+    """Commands and replies of RedisSimhashIndex, without I/O.
 
-    def __init__(self, name: Any, k: int) -> None:
+    The index is cut into shards by the CRC32 of the id.  A shard is an id
+    map (a hash: id -> fingerprint) and one set per (block, block value)
+    holding ``fp + id`` of its entries; all of a shard's keys share a hash
+    tag, so one script stores or removes an entry with its buckets
+    atomically, on a cluster too.  A query reads its buckets in every
+    shard.  ``name:meta`` (JSON) holds the format, k and the shard count.
+    """
+
+    def __init__(self, name: Any, k: Optional[int], shards: Optional[int] = None) -> None:
         self.name = check_name(name)
-        self.k = _check_k(k)
-        if self.k > MAX_HAMMING_K:  # pragma: no cover - _check_k bounds it
+        self.meta_key = self.name + b":meta"
+        self.asked_k = None if k is None else _check_k(k)
+        if self.asked_k is not None and self.asked_k > MAX_HAMMING_K:  # pragma: no cover
             raise ValueError(f"k must be at most {MAX_HAMMING_K}")
-        self.blocks = _blocks(self.k)
+        if shards is not None:
+            if isinstance(shards, bool) or not isinstance(shards, int):
+                raise TypeError(f"shards must be an int, not {type(shards).__name__}")
+            if not 1 <= shards <= MAX_SHARDS:
+                raise ValueError(f"shards must be between 1 and {MAX_SHARDS}, got {shards}")
+        self.asked_shards = shards
         self.address = "Redis"
 
-    def id_key(self, enc: bytes) -> bytes:
-        return self.name + b":ids:%d" % (binascii.crc32(enc) % ID_SHARDS)
+    # ---------------------------------------------------------- opening
 
-    def bucket_keys(self, fp: int) -> List[bytes]:
-        """The k + 1 bucket keys of fp.  A bucket's hash tag holds its block
-        and the top GROUP_BITS bits of the block value, so the buckets fall
-        in 2**GROUP_BITS slots per block: one script call per group fetches
-        or fills many buckets on any cluster node."""
+    def _adopt(self, k: int, shards: int) -> None:
+        self.k = k
+        self.shards = shards
+        self.blocks = _blocks(k)
+        self.prefixes = [self.name + b":{" + tag + b"}:" for tag in shard_tags(shards)]
+        self.id_keys = [p + b"ids" for p in self.prefixes]
+
+    def _corrupt(self, reason: str) -> CorruptStateError:
+        return CorruptStateError(f"Redis at {self.address}",
+                                 f"the index metadata key "
+                                 f"{self.meta_key.decode('utf-8', 'replace')!r} {reason}")
+
+    def _read_meta(self, raw: bytes) -> Tuple[int, int]:
+        """(k, shards) of stored metadata, every field checked."""
+        key = self.meta_key.decode("utf-8", "replace")
+        try:
+            meta = json.loads(raw)
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
+        except (ValueError, RecursionError) as exc:
+            raise IncompatibleFilterError(f"Redis key {key!r} is not crawldedup index "
+                                          f"metadata ({exc})") from None
+        if meta.get("format") != FORMAT_VERSION or meta.get("kind") != "simhash":
+            raise IncompatibleFilterError(
+                f"Redis key {key!r} describes a {meta.get('kind')!r} of format "
+                f"{meta.get('format')!r}; this crawldedup reads SimHash indexes of format "
+                f"{FORMAT_VERSION}")
         out = []
-        for j, (shift, w) in enumerate(self.blocks):
-            v = (fp >> shift) & ((1 << w) - 1)
-            out.append(self.name + b":k%d:{b%d.%x}:%x" % (self.k, j, v >> (w - GROUP_BITS), v))
-        return out
+        for field, hi in (("k", MAX_HAMMING_K), ("shards", MAX_SHARDS)):
+            lo = 0 if field == "k" else 1
+            if field not in meta:
+                raise self._corrupt(f"has no {field!r}")
+            v = meta[field]
+            if type(v) is not int or not lo <= v <= hi:
+                raise self._corrupt(f"holds {field} {v!r}, not an int in [{lo}, {hi}]")
+            out.append(v)
+        extra = sorted(set(meta) - {"format", "kind", "k", "shards"})
+        if extra:
+            raise self._corrupt(f"holds fields this crawldedup never writes: {extra}")
+        return out[0], out[1]
+
+    def open_op(self, nodes: int) -> Op:
+        """Read the metadata key (k and the shards), or create it: a name
+        without one that holds an index of the earlier layout is refused."""
+        get = Request(self.meta_key, _resp.command(b"GET", self.meta_key))
+        raw = self._check([get], (yield [get]))[0]
+        if raw is None:
+            if self.asked_k is None:
+                raise ValueError(f"no crawldedup index named "
+                                 f"{self.name.decode('utf-8', 'replace')!r} at {self.address}: "
+                                 f"give k to create one")
+            old = [self.name + b":ids:%d" % i for i in range(OLD_ID_MAPS)]
+            reqs = [Request(key, _resp.command(b"EXISTS", key)) for key in old]
+            if any(self._check(reqs, (yield reqs))):
+                raise IncompatibleFilterError(
+                    f"Redis at {self.address}: {self.name.decode('utf-8', 'replace')!r} holds "
+                    f"a SimHash index of the layout without a metadata key (its keys "
+                    f"{self.name.decode('utf-8', 'replace')}:ids:* and :k*); rebuild it "
+                    f"under another name, or delete those keys")
+            meta = {"format": FORMAT_VERSION, "kind": "simhash", "k": self.asked_k,
+                    "shards": self.asked_shards or nodes}
+            setnx = Request(self.meta_key, _resp.command(b"SET", self.meta_key,
+                                                         json.dumps(meta), b"NX"))
+            if self._check([setnx], (yield [setnx]))[0] is None:  # created meanwhile
+                raw = self._check([get], (yield [get]))[0]
+            else:
+                raw = json.dumps(meta).encode()
+            if raw is None:  # pragma: no cover - created and deleted between two calls
+                raise StoreUnavailableError(f"Redis at {self.address}: the index's metadata "
+                                            f"key came and went; try again")
+        k, shards = self._read_meta(raw)
+        diff = []
+        if self.asked_k is not None and self.asked_k != k:
+            diff.append(f"k {self.asked_k} != {k}")
+        if self.asked_shards is not None and self.asked_shards != shards:
+            diff.append(f"shards {self.asked_shards} != {shards}")
+        if diff:
+            raise IncompatibleFilterError(
+                f"the Redis SimHash index {self.name.decode('utf-8', 'replace')!r} has other "
+                f"parameters: {', '.join(diff)} (asked != stored)")
+        self._adopt(k, shards)
+        return None
+
+    # ----------------------------------------------------------- keys
+
+    def shard_of(self, enc: bytes) -> int:
+        return binascii.crc32(enc) % self.shards
+
+    def bucket_keys(self, shard: int, fp: int) -> List[bytes]:
+        """The k + 1 bucket keys of fp in a shard."""
+        prefix = self.prefixes[shard]
+        return [prefix + b"%d:%x" % (j, (fp >> shift) & ((1 << w) - 1))
+                for j, (shift, w) in enumerate(self.blocks)]
 
     def _check(self, reqs: List[Request], replies: List[List[Any]]) -> List[Any]:
         return [check_reply(r[0], q, self.address) for q, r in zip(reqs, replies)]
 
+    def _entry_requests(self, script: bytes, mode: Optional[bytes], encs: List[bytes],
+                        values: List[bytes], fps: List[int]
+                        ) -> Tuple[List[Request], List[Tuple[List[int], List[bytes]]]]:
+        """One script call per shard per ENTRY_CHUNK entries: the calls, and
+        the entries (indices) and the keys of each."""
+        by_shard: Dict[int, List[int]] = {}
+        for i, e in enumerate(encs):
+            by_shard.setdefault(self.shard_of(e), []).append(i)
+        reqs, where = [], []
+        for shard, idx in sorted(by_shard.items()):
+            for lo in range(0, len(idx), ENTRY_CHUNK):
+                part = idx[lo:lo + ENTRY_CHUNK]
+                keys = [self.id_keys[shard]]
+                args: List[bytes] = [] if mode is None else [mode]
+                for i in part:
+                    keys.extend(self.bucket_keys(shard, fps[i]))
+                    args += [encs[i], values[i] + encs[i]]
+                reqs.append(Request(keys[0], _resp.command(b"EVAL", script, len(keys),
+                                                           *keys, *args)))
+                where.append((part, keys))
+        return reqs, where
+
+    def _refusal(self, reply: List[Any], where: Tuple[List[int], List[bytes]],
+                 encs: List[bytes]) -> Exception:
+        """The error an ADD_SCRIPT refusal ({-1, i} or {-2, e}) stands for."""
+        code, at = int(reply[0]), int(reply[1])
+        part, keys = where
+        if code == -1:
+            return RedisKeyTypeError(keys[at - 1], "a SimHash index keeps hashes and sets there")
+        return ValueError(f"id {decode_id(encs[part[at - 1]])!r} is already in the index "
+                          f"(with another fingerprint)")
+
     # ------------------------------------------------------------ changes
 
     def add_op(self, encs: List[bytes], fps: np.ndarray) -> Op:
-        """Store every (id, fp), all or nothing: ValueError when an id is
-        present already (the ids this call claimed are released again)."""
+        """Store every (id, fp), all or nothing.
+
+        A first round trip checks every shard (key types, ids held with
+        another fingerprint: RedisKeyTypeError, ValueError) and writes
+        nothing; the second writes, each script call whole or not at all.
+        A call cut between its writes (a server or client killed) leaves
+        whole entries: sent again, the batch stores the rest and gives the
+        same answer.  An id that holds the same fingerprint already is left
+        as it is (not an error), which is what makes that retry possible."""
         if len(set(encs)) != len(encs):
             seen: Set[bytes] = set()
             for e in encs:
                 if e in seen:
                     raise ValueError(f"id {decode_id(e)!r} is repeated")
                 seen.add(e)
-        values = [int(f).to_bytes(8, "big") for f in fps.tolist()]
-        by_map: Dict[bytes, List[int]] = {}
-        for i, e in enumerate(encs):
-            by_map.setdefault(self.id_key(e), []).append(i)
-        claims = []
-        for key, idx in by_map.items():
-            args = [x for i in idx for x in (encs[i], values[i])]
-            claims.append(Request(key, _resp.command(b"EVAL", CLAIM_SCRIPT, 1, key, *args)))
-        replies = yield claims
-        done = [False] * len(encs)
-        for idx, flags in zip(by_map.values(), self._check(claims, replies)):
-            for i, ok in zip(idx, flags):
-                done[i] = bool(ok)
-        if not all(done):
-            taken = [e for e, ok in zip(encs, done) if ok]
-            if taken:
-                undo = [Request(self.id_key(e), _resp.command(b"HDEL", self.id_key(e), e))
-                        for e in taken]
+        fp_list = [int(f) for f in fps.tolist()]
+        values = [f.to_bytes(8, "big") for f in fp_list]
+        checks, where = self._entry_requests(ADD_SCRIPT, b"check", encs, values, fp_list)
+        for reply, at in zip(self._check(checks, (yield checks)), where):
+            if int(reply[0]) != 0:
+                raise self._refusal(reply, at, encs)
+        writes, _ = self._entry_requests(ADD_SCRIPT, b"write", encs, values, fp_list)
+        replies = yield writes
+        failure: Optional[Exception] = None
+        stored: List[int] = []
+        for req, reply, at in zip(writes, replies, where):
+            try:
+                value = check_reply(reply[0], req, self.address)
+            except Exception as exc:  # raised below, after the undo
+                failure = failure or exc
+                continue
+            if int(value[0]) != 0:  # changed since the check (a concurrent writer)
+                failure = failure or self._refusal(value, at, encs)
+                continue
+            stored += [i for i, new in zip(at[0], value[1:]) if int(new) == 1]
+        if failure is not None:
+            if stored:  # what this call stored is removed again
+                undo, _ = self._entry_requests(REMOVE_SCRIPT, None, [encs[i] for i in stored],
+                                               [values[i] for i in stored],
+                                               [fp_list[i] for i in stored])
                 self._check(undo, (yield undo))
-            bad = next(e for e, ok in zip(encs, done) if not ok)
-            raise ValueError(f"id {decode_id(bad)!r} is already in the index")
-        groups: Dict[bytes, Tuple[List[bytes], List[bytes]]] = {}
-        for e, v, fp in zip(encs, values, fps.tolist()):
-            for key in self.bucket_keys(fp):
-                keys, members = groups.setdefault(_tag(key), ([], []))
-                keys.append(key)
-                members.append(v + e)
-        adds = [Request(keys[0], _resp.command(b"EVAL", SADD_SCRIPT, len(keys), *keys, *members))
-                for keys, members in groups.values()]
-        self._check(adds, (yield adds))
+            raise failure
         return None
 
     def remove_op(self, enc: bytes, id: Any) -> Op:
-        key = self.id_key(enc)
+        """Remove id with its buckets (one script call); KeyError if absent."""
+        shard = self.shard_of(enc)
+        key = self.id_keys[shard]
         get = Request(key, _resp.command(b"HGET", key, enc))
         value = self._check([get], (yield [get]))[0]
         if value is None:
             raise KeyError(id)
         fp = int.from_bytes(value, "big")
-        reqs = [Request(key, _resp.command(b"HDEL", key, enc))]
-        reqs += [Request(b, _resp.command(b"SREM", b, value + enc)) for b in self.bucket_keys(fp)]
-        self._check(reqs, (yield reqs))
+        reqs, _ = self._entry_requests(REMOVE_SCRIPT, None, [enc], [bytes(value)], [fp])
+        if not int(self._check(reqs, (yield reqs))[0][0]):
+            raise KeyError(id)  # removed (or replaced) by another client meanwhile
         return None
 
     def contains_op(self, enc: bytes) -> Op:
-        key = self.id_key(enc)
+        key = self.id_keys[self.shard_of(enc)]
         req = Request(key, _resp.command(b"HEXISTS", key, enc))
         return bool(self._check([req], (yield [req]))[0])
 
     def len_op(self) -> Op:
-        keys = [self.name + b":ids:%d" % i for i in range(ID_SHARDS)]
-        reqs = [Request(key, _resp.command(b"HLEN", key)) for key in keys]
+        reqs = [Request(key, _resp.command(b"HLEN", key)) for key in self.id_keys]
         return sum(int(v) for v in self._check(reqs, (yield reqs)))
 
     def clear_op(self) -> Op:
-        """Every key of the index: the id maps, then the buckets they name."""
-        keys = [self.name + b":ids:%d" % i for i in range(ID_SHARDS)]
-        reqs = [Request(key, _resp.command(b"HGETALL", key)) for key in keys]
+        """Remove every entry (the metadata stays): the id maps are read,
+        then the entries removed with their buckets, a chunk at a time and
+        each chunk atomically, so a cut clear leaves whole entries."""
+        reqs = [Request(key, _resp.command(b"HGETALL", key)) for key in self.id_keys]
         maps = self._check(reqs, (yield reqs))
-        buckets = set()
+        encs: List[bytes] = []
+        values: List[bytes] = []
         for m in maps:
-            for value in (m.values() if isinstance(m, dict) else m[1::2]):
-                buckets.update(self.bucket_keys(int.from_bytes(value, "big")))
-        dels = [Request(key, _resp.command(b"DEL", key)) for key in list(buckets) + keys]
-        self._check(dels, (yield dels))
+            pairs = list(m.items()) if isinstance(m, dict) else list(zip(m[::2], m[1::2]))
+            for e, v in pairs:
+                encs.append(bytes(e))
+                values.append(bytes(v))
+        if encs:
+            dels, _ = self._entry_requests(REMOVE_SCRIPT, None, encs, values,
+                                           [int.from_bytes(v, "big") for v in values])
+            self._check(dels, (yield dels))
+        return None
+
+    def drop_op(self) -> Op:
+        """Every entry removed, then the metadata key deleted."""
+        yield from self.clear_op()
+        req = Request(self.meta_key, _resp.command(b"DEL", self.meta_key))
+        self._check([req], (yield [req]))
         return None
 
     # ------------------------------------------------------------- search
 
     def query_op(self, fps: np.ndarray) -> Op:
-        """For each fp, [(id, distance)] within k: every bucket of the batch
-        fetched in one round trip, distances checked here."""
+        """For each fp, [(id, distance)] within k: its k + 1 buckets in every
+        shard, the batch's distinct buckets fetched in one round trip (one
+        script call per QUERY_KEYS of a shard), distances checked here."""
         fp_list = fps.tolist()
-        per_fp = [self.bucket_keys(fp) for fp in fp_list]
-        groups: Dict[bytes, Dict[bytes, None]] = {}
-        for keys in per_fp:
-            for key in keys:
-                groups.setdefault(_tag(key), {})[key] = None
-        reqs = [Request(next(iter(group)), _resp.command(b"EVAL", FETCH_SCRIPT, len(group),
-                                                          *group))
-                for group in groups.values()]
+        per_fp: List[List[bytes]] = [[] for _ in fp_list]
+        reqs: List[Request] = []
+        groups: List[List[bytes]] = []
+        for shard in range(self.shards):
+            distinct: Dict[bytes, None] = {}
+            for q, fp in enumerate(fp_list):
+                keys = self.bucket_keys(shard, fp)
+                per_fp[q] += keys
+                distinct.update(dict.fromkeys(keys))
+            every = list(distinct)
+            for lo in range(0, len(every), QUERY_KEYS):
+                keys = every[lo:lo + QUERY_KEYS]
+                reqs.append(Request(keys[0], _resp.command(b"EVAL", FETCH_SCRIPT, len(keys),
+                                                           *keys)))
+                groups.append(keys)
         contents: Dict[bytes, List[bytes]] = {}
-        for group, sets in zip(groups.values(), self._check(reqs, (yield reqs))):
-            contents.update(zip(group, sets))
+        for keys, sets in zip(groups, self._check(reqs, (yield reqs))):
+            contents.update(zip(keys, sets))
         # every (query, member) pair at once: distances by a byte popcount table
         owner: List[int] = []
         members: List[bytes] = []
@@ -242,42 +446,65 @@ _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 class RedisSimhashIndex(SyncHandle):
     """The :class:`crawldedup.SimhashIndex` interface over Redis:
-    ``RedisSimhashIndex(url_or_client, name, k=3)``.
+    ``RedisSimhashIndex(url_or_client, name, k=3, *, shards=None)``.
 
     Fingerprints (64-bit ints) within Hamming distance ``k`` of a query are
     found exactly: the 64 bits are cut into ``k + 1`` blocks, and two
     fingerprints within ``k`` agree on at least one block (the pigeonhole
-    principle).  Each block value is a Redis set (a key of its own, spread
-    over a cluster's nodes) holding ``fp + id`` of the entries with that
-    block.  A query fetches all its ``k + 1`` buckets in one round trip --
-    ``query_many`` all the buckets of the batch -- and checks the distances
-    here.  Ids are ints in [0, 2**64), str or bytes; an id holds one
-    fingerprint (the id -> fp map is a few Redis hashes).
+    principle).  Entries are cut into ``shards`` shards by their id (by
+    default one on a single server, one per master on a cluster); in a
+    shard each block value is a Redis set holding ``fp + id`` of the
+    entries with that block, and an id map holds id -> fp.  A shard's keys
+    share a hash tag, so an entry is stored or removed with its buckets by
+    one script, atomically.  A query fetches its ``k + 1`` buckets in each
+    shard in one round trip -- ``query_many`` all the buckets of the batch
+    -- and checks the distances here.  Ids are ints in [0, 2**64), str or
+    bytes; an id holds one fingerprint.
+
+    ``name:meta`` holds k and the shard count: opening with another k (or
+    shards) raises IncompatibleFilterError; ``k=None`` opens an existing
+    index with its own.
     """
 
     _logic: SimhashLogic
     _what = "index"
 
-    def __init__(self, client_or_url: Any, name: Any, k: int = 3) -> None:
-        self._logic = SimhashLogic(name, k)
-        self._attach(client_or_url)
+    def __init__(self, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
+                 shards: Optional[int] = None) -> None:
+        self._logic = SimhashLogic(name, k, shards)
+        client, is_cluster = self._attach(client_or_url)
+        try:
+            nodes = len(client.get_primaries()) if is_cluster else 1
+            self._transport.run(self._logic.open_op(nodes))
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def k(self) -> int:
         return self._logic.k
 
+    @property
+    def shards(self) -> int:
+        return self._logic.shards
+
     def __repr__(self) -> str:
-        return f"RedisSimhashIndex({self._transport.address!r}, {self.name!r}, k={self.k})"
+        return (f"RedisSimhashIndex({self._transport.address!r}, {self.name!r}, k={self.k}, "
+                f"shards={self.shards})")
 
     def add(self, id: Hashable, fp: int) -> None:
-        """Store fingerprint fp under id.  ValueError if id is present."""
+        """Store fingerprint fp under id.  ValueError if id holds another
+        fingerprint (the same one: nothing to do)."""
         enc = encode_id(id)
         f = _check_fp(fp)
         self._run(self._logic.add_op([enc], np.array([f], dtype=np.uint64)))
 
     def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
-        """Store fps[i] under ids[i], all or nothing (ValueError if an id is
-        repeated or present)."""
+        """Store fps[i] under ids[i], all or nothing: ValueError if an id is
+        repeated or holds another fingerprint, RedisKeyTypeError if a key of
+        the index holds another Redis type (nothing stored then).  An id
+        that holds the same fingerprint is left as it is, so a batch cut
+        by an error can be sent again."""
         encs, f = id_batch(ids, fps)
         if encs:
             self._run(self._logic.add_op(encs, f))
@@ -311,8 +538,14 @@ class RedisSimhashIndex(SyncHandle):
         return csr(results)
 
     def clear(self) -> None:
-        """Delete every key of the index."""
+        """Remove every entry (the parameters stay)."""
         self._run(self._logic.clear_op())
+
+    def drop(self) -> None:
+        """Delete the index's keys from Redis, its metadata too (the object
+        is unusable after)."""
+        self._run(self._logic.drop_op())
+        self.close()
 
 
 def csr(results: List[List[Tuple[Hashable, int]]]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
