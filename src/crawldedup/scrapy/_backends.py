@@ -27,7 +27,11 @@ EXACT_FILE = "crawldedup-seen.fps"
 BLOOM_FILE = "crawldedup-seen.bloom"
 SCRAPY_FILE = "requests.seen"
 
-logger = logging.getLogger("crawldedup.scrapy.dupefilter")
+#: The filter logs under the name of Scrapy's own filter (scrapy.dupefilters'
+#: module logger), so a logging configuration made for Scrapy's filter (its
+#: level, handlers, filters) applies to this one too.
+LOGGER_NAME = "scrapy.dupefilters"
+logger = logging.getLogger(LOGGER_NAME)
 
 
 class DupeFilterConfigError(CrawldedupError, ValueError):

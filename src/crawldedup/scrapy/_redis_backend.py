@@ -39,13 +39,14 @@ from crawldedup.scrapy._backends import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
     DIGEST_SIZE,
+    LOGGER_NAME,
     DupeFilterConfigError,
     _digest,
     _setting_int,
     _setting_rate,
 )
 
-logger = logging.getLogger("crawldedup.scrapy.dupefilter")
+logger = logging.getLogger(LOGGER_NAME)
 
 DEFAULT_KEY = "%(spider)s:crawldedup-seen"
 DEFAULT_BLOOM_KEY = "%(spider)s:crawldedup-bloom"

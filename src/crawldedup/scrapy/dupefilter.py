@@ -32,9 +32,10 @@ versions) is imported when crawldedup's state is created, so a running job
 switches without crawling again.
 
 It logs and counts like Scrapy's filter (``DUPEFILTER_DEBUG``, "Filtered
-duplicate request", the ``dupefilter/filtered`` stat) and closes its state on
-``spider_closed``.  A bad setting raises :class:`DupeFilterConfigError` when
-the crawl starts.
+duplicate request", the ``dupefilter/filtered`` stat), under the logger name
+of Scrapy's filter, ``scrapy.dupefilters``, and closes its state on
+``spider_closed``; a closed filter's ``len()`` is 0.  A bad setting raises
+:class:`DupeFilterConfigError` when the crawl starts.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from crawldedup.errors import StoreUnavailableError
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
-                                         DupeFilterConfigError, _open_backend,
+                                         LOGGER_NAME, DupeFilterConfigError, _open_backend,
                                          read_requests_seen)
 
 try:
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["BACKENDS", "BLOOM_FILE", "EXACT_FILE", "DupeFilter", "DupeFilterConfigError",
            "read_requests_seen"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(LOGGER_NAME)  # Scrapy's filter's name: see _backends
 
 
 # Filters whose state must reach the disk even if the process ends without
@@ -185,8 +186,10 @@ class DupeFilter(BaseDupeFilter):
         raise self._error
 
     def __len__(self) -> int:
-        """The number of fingerprints held (an estimate for 'bloom')."""
-        return 0 if self._error is not None else len(self._backend)
+        """The number of fingerprints held (an estimate for the Bloom
+        backends); 0 once the filter is closed, whatever the backend (a
+        closed filter has released its state, and asks no server)."""
+        return 0 if self._closed else len(self._backend)
 
     def log(self, request: "Request", spider: "Spider") -> None:
         if self.debug:
@@ -227,4 +230,5 @@ class DupeFilter(BaseDupeFilter):
         self.close(reason)
 
     def __repr__(self) -> str:
-        return f"DupeFilter(backend={self.backend!r}, jobdir={self.jobdir!r}, len={len(self)})"
+        state = "closed" if self._closed else f"len={len(self)}"
+        return f"DupeFilter(backend={self.backend!r}, jobdir={self.jobdir!r}, {state})"
