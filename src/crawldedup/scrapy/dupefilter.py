@@ -126,6 +126,7 @@ class DupeFilter(BaseDupeFilter):
         self._seen = self._backend.seen
         self._closed = False
         self._error: Optional[Exception] = None
+        self._crawler: Optional["Crawler"] = None  # set only for a refused crawl
         _open_filters.add(self)
 
     @classmethod
@@ -134,7 +135,8 @@ class DupeFilter(BaseDupeFilter):
         Redis cannot be reached), the filter that comes back logs the reason
         and stops the crawl as the spider opens (``CloseSpider`` with the
         reason ``crawldedup_config_error``, from the ``spider_opened``
-        signal, once every component is open); no request passes it."""
+        signal, once every component is open), and the crawl counts as
+        failed (``scrapy crawl`` exits 1); no request passes it."""
         return cls._build(crawler, getattr(getattr(crawler, "spider", None), "name", None))
 
     @classmethod
@@ -149,6 +151,8 @@ class DupeFilter(BaseDupeFilter):
             df = cls.__new__(cls)
             df._fail(exc)
             crawler.signals.connect(df._refuse, signal=signals.spider_opened)
+            df._crawler = crawler
+            crawler.signals.connect(df._fail_the_crawl, signal=signals.spider_closed)
             return df
         crawler.signals.connect(df._spider_closed, signal=signals.spider_closed)
         return df
@@ -161,6 +165,7 @@ class DupeFilter(BaseDupeFilter):
 
     def _fail(self, error: Exception) -> None:
         self._error = error
+        self._crawler = None
         self._seen = self._unusable
         self._fingerprint = type  # anything; then _unusable raises the error
         self._closed = True
@@ -175,6 +180,25 @@ class DupeFilter(BaseDupeFilter):
         logger.error("crawldedup.scrapy.DupeFilter cannot start, so the crawl stops: %s",
                      self._error, extra={"spider": spider})
         raise CloseSpider(CONFIG_ERROR_REASON)
+
+    def _fail_the_crawl(self, spider: "Spider", reason: str = "") -> None:
+        """After the refused crawl closed: make ``scrapy crawl`` exit 1.
+
+        Scrapy's crawler processes set ``bootstrap_failed`` (exit code 1)
+        when a crawl ends without ``crawler.spider``, and have no other way
+        for a component to fail a crawl that closed cleanly (an exception
+        during the engine's start leaves Scrapy 2.19 closing a half-open
+        engine, with tracebacks of its own).  So the spider is unset here,
+        as the last step of the close this filter asked for; the stats stay
+        readable (kept by name, as Scrapy's MemoryStatsCollector does)."""
+        crawler = self._crawler
+        if reason != CONFIG_ERROR_REASON or crawler is None:
+            return
+        stats = crawler.stats
+        kept = getattr(stats, "spider_stats", None)
+        if isinstance(kept, dict) and stats is not None:
+            kept[spider.name] = stats.get_stats()
+        crawler.spider = None
 
     def request_seen(self, request: "Request") -> bool:
         """True when a request with the same fingerprint was seen before
