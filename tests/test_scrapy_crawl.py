@@ -223,3 +223,48 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
         client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1",
                       *client.keys(f"{name}:crawldedup-bloom:*"))
         client.close()
+
+
+@pytest.mark.parametrize("backend, settings, again", [
+    ("redis", {}, True),                   # default: deleted when the crawl closes
+    ("redis-bloom", {}, True),
+    ("redis", {"CRAWLDEDUP_REDIS_PERSIST": "True"}, False),
+    ("redis", {"SCHEDULER_PERSIST": "True"}, False),  # scrapy-redis's name, read too
+    ("redis", {"CRAWLDEDUP_REDIS_PERSIST": "True", "CRAWLDEDUP_REDIS_FLUSH_ON_START": "True"},
+     True),
+])
+def test_redis_filter_kept_or_cleared_across_crawls(tmp_path, redis_url, backend, settings, again):
+    """Two crawls in a row of the local site with a Redis backend and Scrapy's
+    scheduler, no JOBDIR.  By default the filter is deleted when a crawl
+    closes, so the second crawl fetches every page again; kept
+    (CRAWLDEDUP_REDIS_PERSIST, or scrapy-redis's SCHEDULER_PERSIST), the
+    second crawl fetches nothing; kept but flushed on start, it fetches every
+    page again."""
+    import uuid
+
+    import redis
+    pages = 200
+    expected = expected_keys(pages)
+    name = f"test-crawldedup-{uuid.uuid4().hex[:12]}"
+    all_settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_REDIS_URL": redis_url,
+                    "CRAWLDEDUP_CAPACITY": "100000", "CRAWLDEDUP_ERROR_RATE": "1e-7", **settings}
+    kept = settings.get("CRAWLDEDUP_REDIS_PERSIST") or settings.get("SCHEDULER_PERSIST")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with Site(pages) as site:
+            for run in (1, 2):
+                result = run_crawl(str(tmp_path), site.root, all_settings,
+                                   str(tmp_path / f"s{run}.json"), name=name)
+                assert result.returncode == 0, result.stderr[-3000:]
+                assert read_stats(str(tmp_path / f"s{run}.json"))["reason"] == "finished"
+                assert bool(client.keys(f"{name}:*")) == bool(kept)
+                if run == 1:
+                    assert site.counts == {key: 1 for key in expected}
+            assert site.counts == {key: 2 if again else 1 for key in expected}
+        if kept and not again:
+            assert "holds about" in result.stderr  # the second crawl says why it fetched nothing
+    finally:
+        keys = client.keys(f"{name}:*")
+        if keys:
+            client.delete(*keys)
+        client.close()

@@ -418,6 +418,51 @@ def test_redis_unreachable_or_wrong_key(redis_url, redis_key):
                                              CRAWLDEDUP_REDIS_KEY=redis_key).settings)
 
 
+@pytest.mark.parametrize("backend", ["redis", "redis-bloom"])
+@pytest.mark.parametrize("settings, kept", [
+    ({}, False),
+    ({"JOBDIR": True}, True),                      # a job paused and resumed keeps it
+    ({"JOBDIR": True, "CRAWLDEDUP_REDIS_PERSIST": False}, False),
+    ({"SCHEDULER_PERSIST": True}, True),
+    ({"SCHEDULER_PERSIST": True, "CRAWLDEDUP_REDIS_PERSIST": "False"}, False),  # ours first
+])
+def test_redis_filter_kept_on_close(redis_url, redis_key, tmp_path, backend, settings, kept):
+    import redis
+    settings = dict(settings)
+    if settings.get("JOBDIR"):
+        settings["JOBDIR"] = str(tmp_path / "job")
+    _, df = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                 CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000, **settings)
+    df.request_seen(Request("https://example.com/"))
+    df.close("finished")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert bool(client.keys(f"{redis_key}*")) == kept
+        _, again = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                        CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000,
+                        CRAWLDEDUP_REDIS_PERSIST=True)
+        assert again.request_seen(Request("https://example.com/")) is kept
+        again.close("finished")
+        # flushed on start (ours, or scrapy-redis's name): starts empty
+        for flush in ({"CRAWLDEDUP_REDIS_FLUSH_ON_START": True}, {"SCHEDULER_FLUSH_ON_START": "1"}):
+            _, flushed = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                              CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000,
+                              CRAWLDEDUP_REDIS_PERSIST=True, **flush)
+            assert flushed.request_seen(Request("https://example.com/")) is False
+            flushed.close("finished")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("name", ["CRAWLDEDUP_REDIS_PERSIST", "CRAWLDEDUP_REDIS_FLUSH_ON_START",
+                                  "SCHEDULER_PERSIST"])
+def test_redis_persist_settings_must_be_booleans(redis_url, redis_key, name):
+    with pytest.raises(DupeFilterConfigError, match=f"{name} must be True or False, got 'maybe'"):
+        DupeFilter("redis", settings=crawler(CRAWLDEDUP_REDIS_URL=redis_url,
+                                             CRAWLDEDUP_REDIS_KEY=redis_key,
+                                             **{name: "maybe"}).settings)
+
+
 # scrapy-redis 0.9 passes spider= to the stats, which Scrapy 2.19 deprecates
 @pytest.mark.filterwarnings("ignore:Passing a 'spider' argument")
 def test_under_scrapy_redis_scheduler(redis_url):
@@ -504,7 +549,8 @@ def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, redis_k
 
 def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, redis_key):
     from crawldedup import StoreUnavailableError
-    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": redis_key}
+    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": redis_key,
+            "CRAWLDEDUP_REDIS_PERSIST": True}
     DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=1_000).settings
                ).close("finished")
     with pytest.raises(DupeFilterConfigError, match="CRAWLDEDUP_CAPACITY"):
@@ -539,8 +585,8 @@ def test_redis_redis_key_follows_the_spider(redis_url):
         assert df.request_seen(Request("https://example.com/")) is False
         assert client.exists("test-crawldedup-spider-bloom:crawldedup-bloom:meta") == 1
     finally:
-        df._backend.bf.drop()
-        df.close("finished")
+        df.close("finished")  # not kept (CRAWLDEDUP_REDIS_PERSIST): its keys deleted
+        assert client.keys("test-crawldedup-spider-bloom:*") == []
         client.close()
 
 

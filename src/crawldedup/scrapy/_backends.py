@@ -279,7 +279,7 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _Bloom(jobdir, capacity, error_rate)
     from crawldedup.scrapy._redis_backend import open_redis_backend
-    return open_redis_backend(settings, spider_name, name)
+    return open_redis_backend(settings, spider_name, name, jobdir)
 
 
 def _setting_int(settings: Any, name: str, default: int) -> int:
