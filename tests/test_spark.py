@@ -361,6 +361,54 @@ def test_clusters_equal_the_cli(spark, tmp_path, capsys):  # noqa: F811
         {c["representative"]: c["members"] for c in cli}
 
 
+@pytest.mark.parametrize("include", [False, True])
+def test_featureless_documents_as_the_cli(spark, tmp_path, capsys, include):  # noqa: F811
+    """Empty and punctuation-only documents (fingerprint 0): left out by
+    near_duplicates and by `near-dups` alike, or, with include_featureless /
+    --include-featureless, paired (one cluster) by both; the pairs and the
+    clusters are the same."""
+    from crawldedup.spark import clusters, near_duplicates, simhash_column
+    featureless = ["", "   ", "!!!", "... --- ...", "\u3002\uff01", "\t()[]{}"] * 5
+    texts = corpus_lines(n_base=20) + featureless
+    random.Random(8).shuffle(texts)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": i + 1, "text": t}) + "\n"
+                            for i, t in enumerate(texts)), encoding="utf-8")
+    blank = {i + 1 for i, t in enumerate(texts) if not t.strip("!.-\u3002\uff01\t()[]{} ")}
+    assert len(blank) == len(featureless)
+    flags = ["--include-featureless"] if include else []
+    assert cli_main(["near-dups", *flags, str(path)]) == 0
+    cli_pairs = {(p["a"], p["b"], p["distance"])
+                 for p in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert cli_main(["near-dups", "--format", "clusters", *flags, str(path)]) == 0
+    cli_clusters = {c["representative"]: c["members"]
+                    for c in map(json.loads, capsys.readouterr().out.splitlines())}
+
+    df = spark.createDataFrame(list(enumerate(texts, 1)), "id long, text string")
+    pairs = near_duplicates(simhash_column(df, "text", "fp"), "id", "fp", k=3,
+                            num_partitions=3, include_featureless=include).cache()
+    rows = [tuple(r) for r in pairs.collect()]
+    got = {}
+    for r in clusters(pairs).collect():
+        got.setdefault(r["representative"], []).append(r["id"])
+    pairs.unpersist()
+    assert expand(rows) == {(min(a, b), max(a, b), d) for a, b, d in cli_pairs}
+    assert {rep: sorted(m) for rep, m in got.items()} == cli_clusters
+    in_pairs = {x for a, b, _ in rows for x in (a, b)}
+    if include:  # all of them in one cluster of their own
+        assert sorted(blank) in cli_clusters.values()
+    else:
+        assert not blank & in_pairs
+    assert len(cli_clusters) >= 10
+
+
+def test_include_featureless_must_be_a_bool(spark):  # noqa: F811
+    from crawldedup.spark import near_duplicates
+    df = spark.createDataFrame([(1, 0)], "id long, fp long")
+    with pytest.raises(TypeError, match="include_featureless must be a bool"):
+        near_duplicates(df, "id", "fp", include_featureless=1)
+
+
 def test_clusters_of_a_graph_equal_union_find(spark):  # noqa: F811
     from crawldedup.spark import clusters
     rng = random.Random(9)
