@@ -100,6 +100,48 @@ def union_find_clusters(pairs):
     return {x: find(x) for x in list(parent)}
 
 
+# ---------------------------------------------------------------- the workers' Python
+
+def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tmp_path):  # noqa: F811
+    """Workers on a Python that lacks numpy and pyarrow (a bare venv, as
+    `python3` from PATH is when PYSPARK_PYTHON is unset): a plain job fails
+    deep in a worker with ModuleNotFoundError; crawldedup.spark's functions
+    refuse at once, before any job, naming the fix.  The tests' own worker
+    Python passes, and the answer is kept for the session."""
+    import subprocess
+    import sys
+
+    from crawldedup.spark import WorkerPythonError, check_workers, simhash_column, simhash_jsonl
+    from crawldedup.spark import _common
+    sc = spark.sparkContext
+    check_workers(spark)  # the normal configuration passes
+    assert _common._checked[(sc.applicationId, sc.pythonExec)] is None
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    df = spark.createDataFrame([(1, "a b c")], "id long, text string")
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": 1, "text": "a b c"}\n')
+    saved = sc.pythonExec
+    sc.pythonExec = bare  # what PYSPARK_PYTHON=<bare> gives when the session starts
+    try:
+        with pytest.raises(Exception, match="No module named 'pyarrow'"):
+            sc.parallelize([1], 1).map(lambda _: __import__("pyarrow")).collect()
+        jobs = set(sc.statusTracker().getJobIdsForGroup())
+        for call in (lambda: simhash_column(df, "text", "fp"),
+                     lambda: simhash_jsonl(spark, str(path))):
+            with pytest.raises(WorkerPythonError) as info:
+                call()
+            message = str(info.value)
+            assert bare in message and "cannot import numpy" in message
+            assert "pyarrow" in message and "PYSPARK_PYTHON" in message
+        assert set(sc.statusTracker().getJobIdsForGroup()) == jobs  # no job was sent
+        assert _common._checked[(sc.applicationId, bare)] == message
+    finally:
+        sc.pythonExec = saved
+    assert simhash_column(df, "text", "fp").count() == 1
+
+
 # ---------------------------------------------------------------- simhash
 
 def test_simhash_column_equals_local(spark):  # noqa: F811
