@@ -182,17 +182,20 @@ class DupeFilter(BaseDupeFilter):
         raise CloseSpider(CONFIG_ERROR_REASON)
 
     def _fail_the_crawl(self, spider: "Spider", reason: str = "") -> None:
-        """After the refused crawl closed: make ``scrapy crawl`` exit 1.
+        """After the refused crawl closed (whatever reason it closed with,
+        should another component have stopped it first): make ``scrapy
+        crawl`` exit 1.
 
         Scrapy's crawler processes set ``bootstrap_failed`` (exit code 1)
         when a crawl ends without ``crawler.spider``, and have no other way
         for a component to fail a crawl that closed cleanly (an exception
         during the engine's start leaves Scrapy 2.19 closing a half-open
-        engine, with tracebacks of its own).  So the spider is unset here,
-        as the last step of the close this filter asked for; the stats stay
-        readable (kept by name, as Scrapy's MemoryStatsCollector does)."""
+        engine, with tracebacks of its own).  So the spider is unset here, in
+        the ``spider_closed`` signal of that close (this filter connects
+        when the engine opens, after the spider and the extensions); the stats stay readable
+        (kept by spider name, as Scrapy's MemoryStatsCollector does)."""
         crawler = self._crawler
-        if reason != CONFIG_ERROR_REASON or crawler is None:
+        if crawler is None:
             return
         stats = crawler.stats
         kept = getattr(stats, "spider_stats", None)
