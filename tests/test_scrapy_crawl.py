@@ -2,11 +2,12 @@
 127.0.0.1 by the test (tests/scrapy_site.py): every page is fetched exactly
 once, by the server's own counts, with each backend; a JOBDIR crawl stopped
 by SIGINT and resumed fetches no page twice; bad settings stop the crawl at
-start-up."""
+start-up (and make `scrapy runspider` and `scrapy crawl` exit 1)."""
 
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -119,14 +120,58 @@ def test_resume_from_scrapys_own_jobdir(tmp_path):
      "127.0.0.1:1"),
 ])
 def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
+    """One error line, nothing fetched, and the crawl fails: `scrapy
+    runspider` exits 1, so cron and CI see it."""
     stats_path = str(tmp_path / "stats.json")
     with Site(50) as site:
         result = run_crawl(str(tmp_path), site.root, {**OURS, **settings}, stats_path)
         assert site.counts == {}  # nothing fetched
+    assert result.returncode == 1, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if "cannot start" in line]
     assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    assert "[scrapy.dupefilters] ERROR" in errors[0]
     assert "Traceback" not in result.stderr
     assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
+
+
+PROJECT_SETTINGS = """
+BOT_NAME = "tiny"
+SPIDER_MODULES = ["tiny.spiders"]
+DUPEFILTER_CLASS = "crawldedup.scrapy.DupeFilter"
+CRAWLDEDUP_DUPEFILTER = "bloom"
+CRAWLDEDUP_ERROR_RATE = 2
+"""
+
+
+@pytest.mark.parametrize("twisted_process", [False, True])
+def test_bad_setting_fails_scrapy_crawl_in_a_project(tmp_path, twisted_process):
+    """`scrapy crawl` in a project whose settings.py holds a bad crawldedup
+    setting exits 1 with one error line, under Scrapy's asyncio crawler
+    process and under its Twisted one."""
+    from scrapy_site import CRAWL_SETTINGS, SPIDER, crawl_env
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = tiny.settings\n")
+    package = tmp_path / "tiny"
+    (package / "spiders").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "settings.py").write_text(PROJECT_SETTINGS)
+    (package / "spiders" / "__init__.py").write_text("")
+    (package / "spiders" / "site.py").write_text(SPIDER)
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site"]
+    extra = {"TWISTED_REACTOR_ENABLED": "True", "FORCE_CRAWLER_PROCESS": "True"}
+    for name, value in {**CRAWL_SETTINGS, **(extra if twisted_process else {})}.items():
+        cmd += ["-s", f"{name}={value}"]
+    with Site(50) as site:
+        env = crawl_env(site.root, str(tmp_path / "stats.json"))
+        env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+        result = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert site.counts == {}
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "] ERROR:" in line]
+    assert len(errors) == 1, result.stderr[-3000:]
+    assert "CRAWLDEDUP_ERROR_RATE must be a number between 0 and 1" in errors[0]
+    assert "Traceback" not in result.stderr
+    assert read_stats(str(tmp_path / "stats.json"))["reason"] == "crawldedup_config_error"
 
 
 @pytest.mark.parametrize("backend", ["redis", "redis-bloom"])
@@ -177,4 +222,49 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
     finally:
         client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1",
                       *client.keys(f"{name}:crawldedup-bloom:*"))
+        client.close()
+
+
+@pytest.mark.parametrize("backend, settings, again", [
+    ("redis", {}, True),                   # default: deleted when the crawl closes
+    ("redis-bloom", {}, True),
+    ("redis", {"CRAWLDEDUP_REDIS_PERSIST": "True"}, False),
+    ("redis", {"SCHEDULER_PERSIST": "True"}, False),  # scrapy-redis's name, read too
+    ("redis", {"CRAWLDEDUP_REDIS_PERSIST": "True", "CRAWLDEDUP_REDIS_FLUSH_ON_START": "True"},
+     True),
+])
+def test_redis_filter_kept_or_cleared_across_crawls(tmp_path, redis_url, backend, settings, again):
+    """Two crawls in a row of the local site with a Redis backend and Scrapy's
+    scheduler, no JOBDIR.  By default the filter is deleted when a crawl
+    closes, so the second crawl fetches every page again; kept
+    (CRAWLDEDUP_REDIS_PERSIST, or scrapy-redis's SCHEDULER_PERSIST), the
+    second crawl fetches nothing; kept but flushed on start, it fetches every
+    page again."""
+    import uuid
+
+    import redis
+    pages = 200
+    expected = expected_keys(pages)
+    name = f"test-crawldedup-{uuid.uuid4().hex[:12]}"
+    all_settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_REDIS_URL": redis_url,
+                    "CRAWLDEDUP_CAPACITY": "100000", "CRAWLDEDUP_ERROR_RATE": "1e-7", **settings}
+    kept = settings.get("CRAWLDEDUP_REDIS_PERSIST") or settings.get("SCHEDULER_PERSIST")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with Site(pages) as site:
+            for run in (1, 2):
+                result = run_crawl(str(tmp_path), site.root, all_settings,
+                                   str(tmp_path / f"s{run}.json"), name=name)
+                assert result.returncode == 0, result.stderr[-3000:]
+                assert read_stats(str(tmp_path / f"s{run}.json"))["reason"] == "finished"
+                assert bool(client.keys(f"{name}:*")) == bool(kept)
+                if run == 1:
+                    assert site.counts == {key: 1 for key in expected}
+            assert site.counts == {key: 2 if again else 1 for key in expected}
+        if kept and not again:
+            assert "holds about" in result.stderr  # the second crawl says why it fetched nothing
+    finally:
+        keys = client.keys(f"{name}:*")
+        if keys:
+            client.delete(*keys)
         client.close()

@@ -62,7 +62,7 @@ def test_log_and_stats(caplog):
     spider.crawler = c
     first = Request("https://example.com/x?b=1&a=2")
     assert df.request_seen(first) is False
-    with caplog.at_level(logging.DEBUG, logger="crawldedup.scrapy.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger="scrapy.dupefilters"):
         for _ in range(3):
             dup = Request("https://example.com/x?a=2&b=1", headers={"Referer": "https://r.example/"})
             assert df.request_seen(dup) is True
@@ -76,13 +76,77 @@ def test_log_and_stats(caplog):
     c, df = make(DUPEFILTER_DEBUG=True)
     spider.crawler = c
     df.request_seen(first)
-    with caplog.at_level(logging.DEBUG, logger="crawldedup.scrapy.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger="scrapy.dupefilters"):
         for _ in range(2):
             df.request_seen(dup)
             df.log(dup, spider)
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2 and all("referer: https://r.example/" in m for m in messages)
     assert c.stats.get_value("dupefilter/filtered") == 2
+
+
+def test_logs_reach_a_logging_config_made_for_scrapys_filter():
+    """A handler and level set on Scrapy's filter's logger (scrapy.dupefilters)
+    apply to this filter's messages, as they do to RFPDupeFilter's."""
+    c, df = make(CRAWLDEDUP_DUPEFILTER="bloom", CRAWLDEDUP_CAPACITY=10)
+    spider = Spider("s")
+    spider.crawler = c
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    handler = Keep()
+    scrapy_logger = logging.getLogger("scrapy.dupefilters")
+    old_level = scrapy_logger.level
+    scrapy_logger.addHandler(handler)
+    try:
+        scrapy_logger.setLevel(logging.DEBUG)
+        df.request_seen(Request("https://example.com/"))
+        df.log(Request("https://example.com/"), spider)
+        assert [r.getMessage()[:26] for r in records] == ["Filtered duplicate request"]
+        for i in range(20):  # past the capacity: a warning
+            df.request_seen(Request(f"https://example.com/{i}"))
+        assert "more than its capacity" in records[-1].getMessage()
+        # a level set for Scrapy's filter silences ours too
+        scrapy_logger.setLevel(logging.ERROR)
+        del records[:]
+        df2 = DupeFilter(debug=True)
+        df2.request_seen(Request("https://example.com/"))
+        df2.log(Request("https://example.com/"), spider)
+        assert records == []
+        df2.close()
+    finally:
+        scrapy_logger.removeHandler(handler)
+        scrapy_logger.setLevel(old_level)
+    df.close("finished")
+
+
+@pytest.mark.parametrize("backend, jobdir", [("exact", False), ("exact", True), ("bloom", False),
+                                             ("bloom", True), ("redis", False),
+                                             ("redis-bloom", False)])
+def test_len_and_repr_after_close(backend, jobdir, tmp_path, request):
+    """Every backend: len() is the count while open, 0 once closed (a closed
+    Redis backend asks no server), and repr() says it is closed."""
+    settings = {"CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_CAPACITY": 1000}
+    if backend.startswith("redis"):
+        settings["CRAWLDEDUP_REDIS_URL"] = request.getfixturevalue("redis_url")
+        settings["CRAWLDEDUP_REDIS_KEY"] = request.getfixturevalue("redis_key")
+    if jobdir:
+        settings["JOBDIR"] = str(tmp_path / "job")
+    _, df = make(**settings)
+    df.request_seen(Request("https://example.com/a"))
+    df.request_seen(Request("https://example.com/b"))
+    assert len(df) == 2
+    assert repr(df).endswith("len=2)")
+    if backend.startswith("redis"):
+        df.clear()  # leave nothing in the shared server
+    df.close("finished")
+    assert len(df) == 0
+    assert repr(df) == f"DupeFilter(backend={backend!r}, jobdir={df.jobdir!r}, closed)"
+    df.close("finished")  # a second close does nothing
+    assert len(df) == 0
 
 
 def test_uses_the_crawlers_fingerprinter():
@@ -170,7 +234,7 @@ def test_bloom_jobdir_is_mapped_and_kept(tmp_path):
 def test_bloom_warns_past_capacity(caplog):
     _, df = make(CRAWLDEDUP_DUPEFILTER="bloom", CRAWLDEDUP_CAPACITY=10,
                  CRAWLDEDUP_ERROR_RATE=0.01)
-    with caplog.at_level(logging.WARNING, logger="crawldedup.scrapy.dupefilter"):
+    with caplog.at_level(logging.WARNING, logger="scrapy.dupefilters"):
         for i in range(10):
             df.request_seen(Request(f"https://example.com/{i}"))
         assert not caplog.records
@@ -279,7 +343,7 @@ def test_bad_settings(settings, message, caplog):
     df = DupeFilter.from_crawler(c)
     with pytest.raises(DupeFilterConfigError, match=message):
         df.request_seen(Request("https://example.com/"))
-    with caplog.at_level(logging.ERROR, logger="crawldedup.scrapy.dupefilter"):
+    with caplog.at_level(logging.ERROR, logger="scrapy.dupefilters"):
         results = c.signals.send_catch_log(signals.spider_opened, spider=Spider("s"),
                                            dont_log=Exception)
     from scrapy.exceptions import CloseSpider
@@ -354,6 +418,51 @@ def test_redis_unreachable_or_wrong_key(redis_url, redis_key):
                                              CRAWLDEDUP_REDIS_KEY=redis_key).settings)
 
 
+@pytest.mark.parametrize("backend", ["redis", "redis-bloom"])
+@pytest.mark.parametrize("settings, kept", [
+    ({}, False),
+    ({"JOBDIR": True}, True),                      # a job paused and resumed keeps it
+    ({"JOBDIR": True, "CRAWLDEDUP_REDIS_PERSIST": False}, False),
+    ({"SCHEDULER_PERSIST": True}, True),
+    ({"SCHEDULER_PERSIST": True, "CRAWLDEDUP_REDIS_PERSIST": "False"}, False),  # ours first
+])
+def test_redis_filter_kept_on_close(redis_url, redis_key, tmp_path, backend, settings, kept):
+    import redis
+    settings = dict(settings)
+    if settings.get("JOBDIR"):
+        settings["JOBDIR"] = str(tmp_path / "job")
+    _, df = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                 CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000, **settings)
+    df.request_seen(Request("https://example.com/"))
+    df.close("finished")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert bool(client.keys(f"{redis_key}*")) == kept
+        _, again = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                        CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000,
+                        CRAWLDEDUP_REDIS_PERSIST=True)
+        assert again.request_seen(Request("https://example.com/")) is kept
+        again.close("finished")
+        # flushed on start (ours, or scrapy-redis's name): starts empty
+        for flush in ({"CRAWLDEDUP_REDIS_FLUSH_ON_START": True}, {"SCHEDULER_FLUSH_ON_START": "1"}):
+            _, flushed = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
+                              CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000,
+                              CRAWLDEDUP_REDIS_PERSIST=True, **flush)
+            assert flushed.request_seen(Request("https://example.com/")) is False
+            flushed.close("finished")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("name", ["CRAWLDEDUP_REDIS_PERSIST", "CRAWLDEDUP_REDIS_FLUSH_ON_START",
+                                  "SCHEDULER_PERSIST"])
+def test_redis_persist_settings_must_be_booleans(redis_url, redis_key, name):
+    with pytest.raises(DupeFilterConfigError, match=f"{name} must be True or False, got 'maybe'"):
+        DupeFilter("redis", settings=crawler(CRAWLDEDUP_REDIS_URL=redis_url,
+                                             CRAWLDEDUP_REDIS_KEY=redis_key,
+                                             **{name: "maybe"}).settings)
+
+
 # scrapy-redis 0.9 passes spider= to the stats, which Scrapy 2.19 deprecates
 @pytest.mark.filterwarnings("ignore:Passing a 'spider' argument")
 def test_under_scrapy_redis_scheduler(redis_url):
@@ -420,7 +529,7 @@ def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, redis_k
                 "CRAWLDEDUP_ERROR_RATE": 0.01}
     _, df = make(**settings)
     try:
-        with caplog.at_level("WARNING", logger="crawldedup.scrapy.dupefilter"):
+        with caplog.at_level("WARNING", logger="scrapy.dupefilters"):
             fresh = [df.request_seen(Request(f"https://example.com/p/{i}")) for i in range(2_000)]
             # under capacity: at most a few false positives (1% expected), no warning
             assert sum(fresh) <= 60
@@ -440,7 +549,8 @@ def test_redis_bloom_false_positive_rate_and_capacity_warning(redis_url, redis_k
 
 def test_redis_bloom_other_parameters_or_wrong_keys(redis_url, redis_key):
     from crawldedup import StoreUnavailableError
-    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": redis_key}
+    base = {"CRAWLDEDUP_REDIS_URL": redis_url, "CRAWLDEDUP_REDIS_KEY": redis_key,
+            "CRAWLDEDUP_REDIS_PERSIST": True}
     DupeFilter("redis-bloom", settings=crawler(**base, CRAWLDEDUP_CAPACITY=1_000).settings
                ).close("finished")
     with pytest.raises(DupeFilterConfigError, match="CRAWLDEDUP_CAPACITY"):
@@ -475,8 +585,8 @@ def test_redis_redis_key_follows_the_spider(redis_url):
         assert df.request_seen(Request("https://example.com/")) is False
         assert client.exists("test-crawldedup-spider-bloom:crawldedup-bloom:meta") == 1
     finally:
-        df._backend.bf.drop()
-        df.close("finished")
+        df.close("finished")  # not kept (CRAWLDEDUP_REDIS_PERSIST): its keys deleted
+        assert client.keys("test-crawldedup-spider-bloom:*") == []
         client.close()
 
 

@@ -100,6 +100,48 @@ def union_find_clusters(pairs):
     return {x: find(x) for x in list(parent)}
 
 
+# ---------------------------------------------------------------- the workers' Python
+
+def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tmp_path):  # noqa: F811
+    """Workers on a Python that lacks numpy and pyarrow (a bare venv, as
+    `python3` from PATH is when PYSPARK_PYTHON is unset): a plain job fails
+    deep in a worker with ModuleNotFoundError; crawldedup.spark's functions
+    refuse at once, before any job, naming the fix.  The tests' own worker
+    Python passes, and the answer is kept for the session."""
+    import subprocess
+    import sys
+
+    from crawldedup.spark import WorkerPythonError, check_workers, simhash_column, simhash_jsonl
+    from crawldedup.spark import _common
+    sc = spark.sparkContext
+    check_workers(spark)  # the normal configuration passes
+    assert _common._checked[(sc.applicationId, sc.pythonExec)] is None
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    df = spark.createDataFrame([(1, "a b c")], "id long, text string")
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": 1, "text": "a b c"}\n')
+    saved = sc.pythonExec
+    sc.pythonExec = bare  # what PYSPARK_PYTHON=<bare> gives when the session starts
+    try:
+        with pytest.raises(Exception, match="No module named 'pyarrow'"):
+            sc.parallelize([1], 1).map(lambda _: __import__("pyarrow")).collect()
+        jobs = set(sc.statusTracker().getJobIdsForGroup())
+        for call in (lambda: simhash_column(df, "text", "fp"),
+                     lambda: simhash_jsonl(spark, str(path))):
+            with pytest.raises(WorkerPythonError) as info:
+                call()
+            message = str(info.value)
+            assert bare in message and "cannot import numpy" in message
+            assert "pyarrow" in message and "PYSPARK_PYTHON" in message
+        assert set(sc.statusTracker().getJobIdsForGroup()) == jobs  # no job was sent
+        assert _common._checked[(sc.applicationId, bare)] == message
+    finally:
+        sc.pythonExec = saved
+    assert simhash_column(df, "text", "fp").count() == 1
+
+
 # ---------------------------------------------------------------- simhash
 
 def test_simhash_column_equals_local(spark):  # noqa: F811
@@ -359,6 +401,54 @@ def test_clusters_equal_the_cli(spark, tmp_path, capsys):  # noqa: F811
         got.setdefault(r["representative"], []).append(r["id"])
     assert {rep: sorted(m) for rep, m in got.items()} == \
         {c["representative"]: c["members"] for c in cli}
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_featureless_documents_as_the_cli(spark, tmp_path, capsys, include):  # noqa: F811
+    """Empty and punctuation-only documents (fingerprint 0): left out by
+    near_duplicates and by `near-dups` alike, or, with include_featureless /
+    --include-featureless, paired (one cluster) by both; the pairs and the
+    clusters are the same."""
+    from crawldedup.spark import clusters, near_duplicates, simhash_column
+    featureless = ["", "   ", "!!!", "... --- ...", "\u3002\uff01", "\t()[]{}"] * 5
+    texts = corpus_lines(n_base=20) + featureless
+    random.Random(8).shuffle(texts)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": i + 1, "text": t}) + "\n"
+                            for i, t in enumerate(texts)), encoding="utf-8")
+    blank = {i + 1 for i, t in enumerate(texts) if not t.strip("!.-\u3002\uff01\t()[]{} ")}
+    assert len(blank) == len(featureless)
+    flags = ["--include-featureless"] if include else []
+    assert cli_main(["near-dups", *flags, str(path)]) == 0
+    cli_pairs = {(p["a"], p["b"], p["distance"])
+                 for p in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert cli_main(["near-dups", "--format", "clusters", *flags, str(path)]) == 0
+    cli_clusters = {c["representative"]: c["members"]
+                    for c in map(json.loads, capsys.readouterr().out.splitlines())}
+
+    df = spark.createDataFrame(list(enumerate(texts, 1)), "id long, text string")
+    pairs = near_duplicates(simhash_column(df, "text", "fp"), "id", "fp", k=3,
+                            num_partitions=3, include_featureless=include).cache()
+    rows = [tuple(r) for r in pairs.collect()]
+    got = {}
+    for r in clusters(pairs).collect():
+        got.setdefault(r["representative"], []).append(r["id"])
+    pairs.unpersist()
+    assert expand(rows) == {(min(a, b), max(a, b), d) for a, b, d in cli_pairs}
+    assert {rep: sorted(m) for rep, m in got.items()} == cli_clusters
+    in_pairs = {x for a, b, _ in rows for x in (a, b)}
+    if include:  # all of them in one cluster of their own
+        assert sorted(blank) in cli_clusters.values()
+    else:
+        assert not blank & in_pairs
+    assert len(cli_clusters) >= 10
+
+
+def test_include_featureless_must_be_a_bool(spark):  # noqa: F811
+    from crawldedup.spark import near_duplicates
+    df = spark.createDataFrame([(1, 0)], "id long, fp long")
+    with pytest.raises(TypeError, match="include_featureless must be a bool"):
+        near_duplicates(df, "id", "fp", include_featureless=1)
 
 
 def test_clusters_of_a_graph_equal_union_find(spark):  # noqa: F811

@@ -22,8 +22,10 @@ Output, one JSON object a line on standard output:
 
 Documents without features (empty, or only spaces and punctuation: no word
 character) all have fingerprint 0, and would all be near duplicates of one
-another and of nothing else worth knowing.  They are left out (not paired, not
-added to the index) and counted on standard error; ``--include-featureless``
+another and of nothing else worth knowing.  Documents whose fingerprint is 0
+(those, and, very rarely, a document whose features' hashes cancel out) are
+left out (not paired, not added to the index) and counted on standard error,
+the rule of ``crawldedup.spark.near_duplicates``; ``--include-featureless``
 treats them as any other document.
 """
 
@@ -33,7 +35,6 @@ import argparse
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
-import re
 from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterable, Iterator, List,
                     Optional, Tuple)
 
@@ -42,9 +43,6 @@ import numpy as np
 BATCH = 4096
 # Inputs read as WARC/WET files by crawldedup.warc (as crawldedup.warc.WARC_SUFFIXES).
 _WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".arc.gz")
-# A document has features when it has a word character (the "auto"
-# tokenizer keeps re's \w characters); without, its fingerprint is 0.
-_WORD = re.compile(r"\w")
 
 
 class BadLine(Exception):
@@ -267,11 +265,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         if bar is not None:
             bar.update(len(batch))
         if not args.include_featureless and not fps.all():
-            keep = [fp != 0 or _WORD.search(text) is not None
-                    for fp, text in zip(fps.tolist(), texts)]
-            counts["featureless"] += keep.count(False)
-            ids = [ident for ident, kept in zip(ids, keep) if kept]
-            fps = fps[np.array(keep, dtype=bool)]
+            # fingerprint 0: the rule of crawldedup.spark.near_duplicates (module docstring)
+            keep = fps != 0
+            counts["featureless"] += int(keep.size - np.count_nonzero(keep))
+            ids = [ident for ident, kept in zip(ids, keep.tolist()) if kept]
+            fps = fps[keep]
             if not ids:
                 return
         if clusters is not None:

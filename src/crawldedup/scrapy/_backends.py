@@ -27,7 +27,11 @@ EXACT_FILE = "crawldedup-seen.fps"
 BLOOM_FILE = "crawldedup-seen.bloom"
 SCRAPY_FILE = "requests.seen"
 
-logger = logging.getLogger("crawldedup.scrapy.dupefilter")
+#: The filter logs under the name of Scrapy's own filter (scrapy.dupefilters'
+#: module logger), so a logging configuration made for Scrapy's filter (its
+#: level, handlers, filters) applies to this one too.
+LOGGER_NAME = "scrapy.dupefilters"
+logger = logging.getLogger(LOGGER_NAME)
 
 
 class DupeFilterConfigError(CrawldedupError, ValueError):
@@ -275,7 +279,7 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _Bloom(jobdir, capacity, error_rate)
     from crawldedup.scrapy._redis_backend import open_redis_backend
-    return open_redis_backend(settings, spider_name, name)
+    return open_redis_backend(settings, spider_name, name, jobdir)
 
 
 def _setting_int(settings: Any, name: str, default: int) -> int:

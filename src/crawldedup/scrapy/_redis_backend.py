@@ -19,6 +19,19 @@ needs no new connection settings; see docs/scrapy.md):
     ``SCHEDULER_DUPEFILTER_KEY`` (``"%(spider)s:dupefilter"``, a set of hex
     strings, which these backends leave alone).
 
+When the filter is kept (the conventions of scrapy-redis's scheduler, whose
+setting names are read when crawldedup's are not set):
+
+``CRAWLDEDUP_REDIS_PERSIST``
+    keep the filter in Redis when the crawl closes; default:
+    ``SCHEDULER_PERSIST`` when set, else True with ``JOBDIR`` (a job that is
+    paused and resumed), else False: the filter is deleted when the crawl
+    closes, so each crawl starts afresh, as the local backends do without
+    ``JOBDIR``.
+``CRAWLDEDUP_REDIS_FLUSH_ON_START``
+    clear the filter when the crawl starts; default:
+    ``SCHEDULER_FLUSH_ON_START``, else False.
+
 With "redis", each process also keeps the fingerprints it has met in a local
 :class:`~crawldedup.FingerprintSet`: a request whose fingerprint is there
 was seen (Redis never forgets one, short of ``clear``), so only the
@@ -39,13 +52,14 @@ from crawldedup.scrapy._backends import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
     DIGEST_SIZE,
+    LOGGER_NAME,
     DupeFilterConfigError,
     _digest,
     _setting_int,
     _setting_rate,
 )
 
-logger = logging.getLogger("crawldedup.scrapy.dupefilter")
+logger = logging.getLogger(LOGGER_NAME)
 
 DEFAULT_KEY = "%(spider)s:crawldedup-seen"
 DEFAULT_BLOOM_KEY = "%(spider)s:crawldedup-bloom"
@@ -63,6 +77,20 @@ def redis_url(settings: Any) -> str:
     if host or port:
         return f"redis://{host or '127.0.0.1'}:{port or 6379}"
     return DEFAULT_URL
+
+
+def _setting_bool(settings: Any, name: str, fallback: str, default: bool) -> bool:
+    """A boolean setting; when unset, scrapy-redis's ``fallback`` setting,
+    and when that is unset too, ``default``."""
+    for setting in (name, fallback):
+        if settings.get(setting) is None:
+            continue
+        try:
+            return bool(settings.getbool(setting))
+        except ValueError:
+            raise DupeFilterConfigError(f"{setting} must be True or False, got "
+                                        f"{settings.get(setting)!r}") from None
+    return default
 
 
 def redis_key(settings: Any, spider_name: Optional[str], default: str = DEFAULT_KEY) -> str:
@@ -85,7 +113,8 @@ def redis_key(settings: Any, spider_name: Optional[str], default: str = DEFAULT_
 class _Redis:
     name = "redis"
 
-    def __init__(self, url: str, key: str) -> None:
+    def __init__(self, url: str, key: str, persist: bool = True,
+                 flush_on_start: bool = False) -> None:
         try:
             from crawldedup.redis import RedisStore
         except ImportError as exc:
@@ -97,8 +126,12 @@ class _Redis:
         except (ValueError, TypeError) as exc:
             raise DupeFilterConfigError(f"CRAWLDEDUP_REDIS_URL {url!r}: {exc}") from None
         self.url, self.key = url, key
+        self.persist = persist
         try:
-            len(self.store)  # reach the server now: an unreachable Redis stops the start
+            # reach the server now: an unreachable Redis stops the start
+            held = len(self.store)
+            if held and flush_on_start:
+                self.store.clear()
         except StoreUnavailableError:
             self.store.close()
             raise
@@ -106,6 +139,7 @@ class _Redis:
             self.store.close()
             raise DupeFilterConfigError(f"Redis key {key!r} at {url!r} cannot hold the "
                                         f"fingerprints: {exc}") from None
+        _log_start(key, url, held, flush_on_start, persist)
         self.add = self.store.add
         self.local = FingerprintSet(DIGEST_SIZE)
 
@@ -129,13 +163,19 @@ class _Redis:
         self.local.clear()
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            if not self.persist:
+                self.store.clear()
+                _log_deleted(self.key)
+        finally:
+            self.store.close()
 
 
 class _RedisBloom:
     name = "redis-bloom"
 
-    def __init__(self, url: str, key: str, capacity: int, error_rate: float) -> None:
+    def __init__(self, url: str, key: str, capacity: int, error_rate: float,
+                 persist: bool = True, flush_on_start: bool = False) -> None:
         try:
             from crawldedup.redis import RedisBloomFilter, RedisKeyTypeError
         except ImportError as exc:
@@ -157,6 +197,15 @@ class _RedisBloom:
                                         f"Bloom filter: {exc}") from None
         except (ValueError, TypeError) as exc:
             raise DupeFilterConfigError(f"CRAWLDEDUP_REDIS_URL {url!r}: {exc}") from None
+        self.persist = persist
+        try:
+            held = self.bf.estimated_count()
+            if held and flush_on_start:
+                self.bf.clear()
+        except BaseException:
+            self.bf.close()
+            raise
+        _log_start(key, url, held, flush_on_start, persist)
         self.new = 0
         self.warned = False
 
@@ -193,14 +242,41 @@ class _RedisBloom:
         self.warned = False
 
     def close(self) -> None:
-        self.bf.close()
+        try:
+            if not self.persist:
+                self.bf.drop()  # its keys deleted: the bits and the metadata
+                _log_deleted(self.key)
+        finally:
+            self.bf.close()
 
 
-def open_redis_backend(settings: Any, spider_name: Optional[str], name: str = "redis") -> Any:
+def _log_start(key: str, url: str, held: int, flushed: bool, persist: bool) -> None:
+    # Say why a crawl drops requests it has never fetched, or forgets them.
+    if held and flushed:
+        logger.info("Cleared the Redis duplicate filter %r at %s (about %d fingerprints): "
+                    "CRAWLDEDUP_REDIS_FLUSH_ON_START", key, url, held)
+    elif held:
+        logger.info("The Redis duplicate filter %r at %s holds about %d fingerprints from "
+                    "earlier crawls: requests that match them are dropped", key, url, held)
+    if not persist:
+        logger.info("The Redis duplicate filter %r is deleted when the crawl closes "
+                    "(CRAWLDEDUP_REDIS_PERSIST = False)", key)
+
+
+def _log_deleted(key: str) -> None:
+    logger.info("Deleted the Redis duplicate filter %r (CRAWLDEDUP_REDIS_PERSIST = False)", key)
+
+
+def open_redis_backend(settings: Any, spider_name: Optional[str], name: str = "redis",
+                       jobdir: Optional[str] = None) -> Any:
+    persist = _setting_bool(settings, "CRAWLDEDUP_REDIS_PERSIST", "SCHEDULER_PERSIST",
+                            jobdir is not None)
+    flush = _setting_bool(settings, "CRAWLDEDUP_REDIS_FLUSH_ON_START", "SCHEDULER_FLUSH_ON_START",
+                          False)
     if name == "redis-bloom":
         capacity = _setting_int(settings, "CRAWLDEDUP_CAPACITY", DEFAULT_CAPACITY)
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _RedisBloom(redis_url(settings),
                            redis_key(settings, spider_name, DEFAULT_BLOOM_KEY),
-                           capacity, error_rate)
-    return _Redis(redis_url(settings), redis_key(settings, spider_name))
+                           capacity, error_rate, persist, flush)
+    return _Redis(redis_url(settings), redis_key(settings, spider_name), persist, flush)

@@ -32,9 +32,10 @@ versions) is imported when crawldedup's state is created, so a running job
 switches without crawling again.
 
 It logs and counts like Scrapy's filter (``DUPEFILTER_DEBUG``, "Filtered
-duplicate request", the ``dupefilter/filtered`` stat) and closes its state on
-``spider_closed``.  A bad setting raises :class:`DupeFilterConfigError` when
-the crawl starts.
+duplicate request", the ``dupefilter/filtered`` stat), under the logger name
+of Scrapy's filter, ``scrapy.dupefilters``, and closes its state on
+``spider_closed``; a closed filter's ``len()`` is 0.  A bad setting raises
+:class:`DupeFilterConfigError` when the crawl starts.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from crawldedup.errors import StoreUnavailableError
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
-                                         DupeFilterConfigError, _open_backend,
+                                         LOGGER_NAME, DupeFilterConfigError, _open_backend,
                                          read_requests_seen)
 
 try:
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["BACKENDS", "BLOOM_FILE", "EXACT_FILE", "DupeFilter", "DupeFilterConfigError",
            "read_requests_seen"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(LOGGER_NAME)  # Scrapy's filter's name: see _backends
 
 
 # Filters whose state must reach the disk even if the process ends without
@@ -125,6 +126,7 @@ class DupeFilter(BaseDupeFilter):
         self._seen = self._backend.seen
         self._closed = False
         self._error: Optional[Exception] = None
+        self._crawler: Optional["Crawler"] = None  # set only for a refused crawl
         _open_filters.add(self)
 
     @classmethod
@@ -133,7 +135,8 @@ class DupeFilter(BaseDupeFilter):
         Redis cannot be reached), the filter that comes back logs the reason
         and stops the crawl as the spider opens (``CloseSpider`` with the
         reason ``crawldedup_config_error``, from the ``spider_opened``
-        signal, once every component is open); no request passes it."""
+        signal, once every component is open), and the crawl counts as
+        failed (``scrapy crawl`` exits 1); no request passes it."""
         return cls._build(crawler, getattr(getattr(crawler, "spider", None), "name", None))
 
     @classmethod
@@ -148,6 +151,8 @@ class DupeFilter(BaseDupeFilter):
             df = cls.__new__(cls)
             df._fail(exc)
             crawler.signals.connect(df._refuse, signal=signals.spider_opened)
+            df._crawler = crawler
+            crawler.signals.connect(df._fail_the_crawl, signal=signals.spider_closed)
             return df
         crawler.signals.connect(df._spider_closed, signal=signals.spider_closed)
         return df
@@ -160,6 +165,7 @@ class DupeFilter(BaseDupeFilter):
 
     def _fail(self, error: Exception) -> None:
         self._error = error
+        self._crawler = None
         self._seen = self._unusable
         self._fingerprint = type  # anything; then _unusable raises the error
         self._closed = True
@@ -175,6 +181,28 @@ class DupeFilter(BaseDupeFilter):
                      self._error, extra={"spider": spider})
         raise CloseSpider(CONFIG_ERROR_REASON)
 
+    def _fail_the_crawl(self, spider: "Spider", reason: str = "") -> None:
+        """After the refused crawl closed (whatever reason it closed with,
+        should another component have stopped it first): make ``scrapy
+        crawl`` exit 1.
+
+        Scrapy's crawler processes set ``bootstrap_failed`` (exit code 1)
+        when a crawl ends without ``crawler.spider``, and have no other way
+        for a component to fail a crawl that closed cleanly (an exception
+        during the engine's start leaves Scrapy 2.19 closing a half-open
+        engine, with tracebacks of its own).  So the spider is unset here, in
+        the ``spider_closed`` signal of that close (this filter connects
+        when the engine opens, after the spider and the extensions); the stats stay readable
+        (kept by spider name, as Scrapy's MemoryStatsCollector does)."""
+        crawler = self._crawler
+        if crawler is None:
+            return
+        stats = crawler.stats
+        kept = getattr(stats, "spider_stats", None)
+        if isinstance(kept, dict) and stats is not None:
+            kept[spider.name] = stats.get_stats()
+        crawler.spider = None
+
     def request_seen(self, request: "Request") -> bool:
         """True when a request with the same fingerprint was seen before
         (then the scheduler drops it); else records it and returns False."""
@@ -185,8 +213,10 @@ class DupeFilter(BaseDupeFilter):
         raise self._error
 
     def __len__(self) -> int:
-        """The number of fingerprints held (an estimate for 'bloom')."""
-        return 0 if self._error is not None else len(self._backend)
+        """The number of fingerprints held (an estimate for the Bloom
+        backends); 0 once the filter is closed, whatever the backend (a
+        closed filter has released its state, and asks no server)."""
+        return 0 if self._closed else len(self._backend)
 
     def log(self, request: "Request", spider: "Spider") -> None:
         if self.debug:
@@ -227,4 +257,5 @@ class DupeFilter(BaseDupeFilter):
         self.close(reason)
 
     def __repr__(self) -> str:
-        return f"DupeFilter(backend={self.backend!r}, jobdir={self.jobdir!r}, len={len(self)})"
+        state = "closed" if self._closed else f"len={len(self)}"
+        return f"DupeFilter(backend={self.backend!r}, jobdir={self.jobdir!r}, {state})"

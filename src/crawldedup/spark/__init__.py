@@ -13,6 +13,11 @@ holds the same 64 bits as the unsigned fingerprint, so a fingerprint of
 :func:`to_signed` and :func:`to_unsigned` convert one value; on numpy arrays
 ``fps.view(np.int64)`` and ``values.view(np.uint64)`` do the same.  See
 docs/spark.md.
+
+Each function first checks, once per session, that the Python Spark runs
+for its workers can import what they need (:func:`check_workers`), and
+raises :class:`WorkerPythonError` naming the fix (``PYSPARK_PYTHON``)
+before any job is sent.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if any(importlib.util.find_spec(name) is None for name in ("pyspark", "pyarrow",
             n for n in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(n) is None)
         + "): pip install 'crawldedup[spark]'")
 
+from crawldedup.spark._common import WorkerPythonError, check_workers
 from crawldedup.spark._components import clusters
 from crawldedup.spark._jsonl import simhash_jsonl
 from crawldedup.spark._near import (near_duplicates, simhash_column, to_signed,
@@ -34,5 +40,6 @@ from crawldedup.spark._near import (near_duplicates, simhash_column, to_signed,
 from crawldedup.spark._urls import build_bloom, dedup_urls
 from crawldedup.spark._warc import read_warc
 
-__all__ = ["build_bloom", "clusters", "dedup_urls", "near_duplicates", "read_warc",
-           "simhash_column", "simhash_jsonl", "to_signed", "to_unsigned"]
+__all__ = ["WorkerPythonError", "build_bloom", "check_workers", "clusters", "dedup_urls",
+           "near_duplicates", "read_warc", "simhash_column", "simhash_jsonl", "to_signed",
+           "to_unsigned"]

@@ -20,6 +20,8 @@ from typing import Any, Iterable, Iterator, List, Optional, Tuple, Union
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from crawldedup.spark._common import check_workers
+
 __all__ = ["simhash_jsonl"]
 
 # Rows per Arrow batch a task hands back (16 bytes each).
@@ -161,6 +163,7 @@ def simhash_jsonl(spark: Any, paths: Union[str, Iterable[str]], *, id_field: str
 
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
+    check_workers(spark)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     try:

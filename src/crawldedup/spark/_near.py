@@ -179,7 +179,7 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
 
 def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
                     num_partitions: Optional[int] = None,
-                    check_ids: bool = True) -> DataFrame:
+                    check_ids: bool = True, include_featureless: bool = False) -> DataFrame:
     """Every pair of rows whose fingerprints are within Hamming distance k,
     as a DataFrame (a, b, distance) with a < b (ids of ``id_col``).
 
@@ -187,14 +187,23 @@ def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
     :func:`simhash_column`); ``id_col`` an integer or string column of unique
     ids.  Rows whose id or fingerprint is null take no part.
 
+    **Featureless documents**: rows whose fingerprint is 0 take no part
+    either, unless ``include_featureless`` is True.  Every document without
+    features (empty, or only spaces and punctuation: no word character) has
+    fingerprint 0, so all of them would form one cluster of documents that
+    share nothing (and, very rarely, a document whose features' hashes
+    cancel out gets 0 too).  The same rule and option as ``crawldedup
+    near-dups`` (``--include-featureless``).
+
     **Identical fingerprints** form a group whose representative is its
     smallest id.  The result holds, for each group, one pair
     (representative, member, 0) per other member, and the pairs between
     different fingerprints only between representatives: (rep_a, rep_b, d)
     stands for every member of a's group against every member of b's group.
     Expanded that way it is exactly ``SimhashIndex(k).pairs()`` over the
-    same rows, and its connected components (:func:`clusters`) are exactly
-    the components of ``pairs()``.  Without equal fingerprints it *is*
+    same rows (those of fingerprint 0 left out, by default), and its
+    connected components (:func:`clusters`) are exactly the components of
+    ``pairs()``.  Without equal fingerprints it *is*
     ``pairs()``.
 
     ``num_partitions`` is the number of partitions of both shuffles (default
@@ -204,6 +213,9 @@ def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
     """
     check_df(df)
     k = _check_k(k)
+    if not isinstance(include_featureless, bool):
+        raise TypeError(f"include_featureless must be a bool, not "
+                        f"{type(include_featureless).__name__}")
     id_type = check_id_type(df, id_col, "id_col")
     fp_type = column_type(df, fp_col, "fp_col")
     if not isinstance(fp_type, T.LongType):
@@ -214,6 +226,8 @@ def near_duplicates(df: DataFrame, id_col: str, fp_col: str, k: int = 3, *,
                                          else id_type).alias("id"),
                       F.col(fp_col).alias("fp"))
             .where(F.col("id").isNotNull() & F.col("fp").isNotNull()))
+    if not include_featureless:
+        base = base.where(F.col("fp") != 0)
     if check_ids:
         dup = base.groupBy("id").count().where(F.col("count") > 1).select("id").first()
         if dup is not None:

@@ -9,6 +9,8 @@ from typing import Any, Iterable, Iterator, List, Optional, Tuple, Union
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from crawldedup.spark._common import check_workers
+
 __all__ = ["read_warc"]
 
 _DOCS = T.StructType([T.StructField("uri", T.StringType(), True),
@@ -63,6 +65,7 @@ def read_warc(spark: Any, paths: Union[str, Iterable[str]], *,
 
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
+    check_workers(spark)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     try:
