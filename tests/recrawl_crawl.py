@@ -9,7 +9,9 @@ and the version each showed (from the benchmark pages' ``<h1>Page N vK</h1>``).
 
 Options of the config besides urls and settings: ``follow`` (the start URLs
 are index pages: their links are followed, and they are not parsed
-themselves) and ``items`` (the callback yields an item a page, which
+themselves), ``crawl`` (the usual link-following spider: every page is
+parsed and every link on it followed, so the pages are discovered from the
+start URLs) and ``items`` (the callback yields an item a page, which
 scrapy-deltafetch needs to remember a page).
 """
 
@@ -28,6 +30,7 @@ def main() -> None:
     stats = {}
     finished = []
     follow = config.get("follow", False)
+    crawl = config.get("crawl", False)
     items = config.get("items", False)
     title = re.compile(rb"<h1>Page \d+ (v\d+)</h1>")
 
@@ -45,6 +48,9 @@ def main() -> None:
             versions[response.url] = found.group(1).decode() if found else None
             if items:
                 yield {"url": response.url}
+            if crawl:
+                for href in response.css("a::attr(href)").getall():
+                    yield response.follow(href, callback=self.parse)
 
         def closed(self, reason):
             finished.append(reason)

@@ -33,15 +33,20 @@ LIAR = {f"/liar/{i}": f"<html><body><p>Liar page {i} {'same ' * 100}</p></body><
         for i in range(1, 4)}
 
 
-def crawl(urls, state, **settings):
-    config = {"urls": urls, "settings": {
-        "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580},
-        "CRAWLDEDUP_RECRAWL_STATE": state, **settings}}
+def run_crawl(urls, settings, **options):
+    """One crawl in a process of its own (tests/recrawl_crawl.py): its output."""
+    config = {"urls": urls, "settings": settings, **options}
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     run = subprocess.run([sys.executable, os.path.join(HERE, "recrawl_crawl.py"),
                           json.dumps(config)], capture_output=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr.decode()[-3000:]
-    out = json.loads(run.stdout.decode().strip().splitlines()[-1])
+    return json.loads(run.stdout.decode().strip().splitlines()[-1])
+
+
+def crawl(urls, state, **settings):
+    out = run_crawl(urls, {
+        "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580},
+        "CRAWLDEDUP_RECRAWL_STATE": state, **settings})
     return {url: verdict for url, verdict in out["parsed"]}, out["stats"]
 
 
@@ -173,7 +178,7 @@ def test_head_only_when_it_pays(tmp_path):
     from crawldedup.scrapy.recrawl import HEAD_BYTES
 
     state = RecrawlState(str(tmp_path / "r.db"))
-    middleware = RecrawlMiddleware(state, head=True)
+    middleware = RecrawlMiddleware(state, head=True, links=False)
     now = time.time()
     big = b"x" * (20 * HEAD_BYTES)
     for minute in range(30):  # changes at every fetch, a minute apart
@@ -186,3 +191,141 @@ def test_head_only_when_it_pays(tmp_path):
     assert middleware.process_request(Request("https://fast.example/p")) is None
     assert middleware.process_request(Request("https://slow.example/tiny")) is None
     state.close()
+
+
+# ---- a link-following spider ----
+# A site of 121 pages in a tree of 3 children a page (depths 0 to 4), each
+# page also linking back to its parent; every seventh page sends no
+# validators (judged by its digest), the others answer conditional requests.
+# The spider is the usual one: it starts at the root, parses every page and
+# follows every link.
+
+TREE = 121
+
+
+def tree_path(i):
+    return f"/plain/{i}" if i % 7 == 3 else f"/v/{i}"
+
+
+def tree_depth(i):
+    depth = 0
+    while i:
+        i, depth = (i - 1) // 3, depth + 1
+    return depth
+
+
+def tree_page(i, version, extra=""):
+    links = [tree_path(c) for c in range(3 * i + 1, 3 * i + 4) if c < TREE]
+    if i:
+        links.append(tree_path((i - 1) // 3))
+    anchors = "".join(f'<a href="{p}">{p}</a> ' for p in links)
+    filler = " ".join(f"w{(i * 7919 + j * version * 31 + j) % 100003}" for j in range(500))
+    return (f"<html><body><h1>Page {i} v{version}</h1><p>{filler}</p>{anchors}{extra}"
+            f"</body></html>")
+
+
+#: Changed between the crawls: pages three and four levels below the root,
+#: every page above them unchanged (one of them without validators).
+TREE_CHANGED = [17, 24, 31, 45, 59, 77, 100, 119]
+#: A page linked for the first time from a changed page (26, depth 3).
+TREE_NEW = "/v/new"
+
+
+def tree_site():
+    pages = {tree_path(i): tree_page(i, 0) for i in range(TREE)}
+    pages[TREE_NEW] = "<html><body><h1>Page 999 v0</h1><p>a page nobody linked</p></body></html>"
+    return Site(pages)
+
+
+def ancestors(i):
+    while i:
+        i = (i - 1) // 3
+        yield i
+
+
+def test_tree_changes_are_deep_behind_unchanged_pages():
+    assert all(tree_depth(i) >= 3 for i in TREE_CHANGED + [26])
+    assert not (set(TREE_CHANGED) | {26}) & {a for i in TREE_CHANGED + [26] for a in ancestors(i)}
+    assert any(tree_path(i).startswith("/plain/") for i in TREE_CHANGED)
+    assert any(tree_path(a).startswith("/plain/") for i in TREE_CHANGED for a in ancestors(i))
+
+
+@pytest.mark.parametrize("store, drop", [("sqlite", True), ("sqlite", False), ("redis", True)])
+def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, request):
+    """The usual spider (start at the root, follow every link): the second
+    crawl reaches every changed page behind unchanged ones (the 304s and
+    unchanged pages give the requests their callbacks made last time), sees
+    each in its new version, and transfers far fewer bytes than a plain
+    re-crawl."""
+    site = tree_site()
+    prefix = None
+    if store == "redis":
+        redis_url = request.getfixturevalue("redis_url")
+        prefix = f"test:recrawl-links:{uuid.uuid4().hex}"
+        state = redis_url
+    else:
+        state = str(tmp_path / "recrawl.db")
+    settings = {"DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580},
+                "CRAWLDEDUP_RECRAWL_STATE": state, "CRAWLDEDUP_RECRAWL_DROP": drop,
+                **({"CRAWLDEDUP_RECRAWL_PREFIX": prefix} if prefix else {})}
+    root = [site.url + tree_path(0)]
+    every = {site.url + tree_path(i) for i in range(TREE)}
+    try:
+        first = run_crawl(root, settings, crawl=True)
+        assert {url for url, _ in first["parsed"]} == every
+
+        for i in TREE_CHANGED:
+            site.change(tree_path(i), tree_page(i, 1))
+        site.change(tree_path(26), tree_page(26, 1, f'<a href="{TREE_NEW}">new</a>'))
+        changed = {site.url + tree_path(i) for i in TREE_CHANGED + [26]}
+        site.reset_counts()
+
+        second = run_crawl(root, settings, crawl=True)
+        parsed = dict(map(tuple, second["parsed"]))
+        versions = second["versions"]
+        # every changed page reached the callback, in its new version
+        assert {url: parsed.get(url) for url in changed} == {url: "changed" for url in changed}
+        assert {url: versions[url] for url in changed} == {url: "v1" for url in changed}
+        assert parsed[site.url + TREE_NEW] == "new"
+        assert first["stats"]["crawldedup/recrawl/links_kept"] == TREE
+        if drop:  # ...and nothing else did
+            assert set(parsed) == changed | {site.url + TREE_NEW}
+        else:  # the 304s did not, the unchanged pages without validators did
+            assert set(parsed) == changed | {site.url + TREE_NEW} | {
+                site.url + tree_path(i) for i in range(TREE)
+                if tree_path(i).startswith("/plain/")}
+        # every page was asked about once: none lost, none fetched twice
+        # (but the root: a start request is not filtered as a duplicate, so
+        # its children's links back to it ask again, as in any Scrapy crawl)
+        for i in range(TREE):
+            counts = site.counts[tree_path(i)]
+            if i in TREE_CHANGED or i == 26 or tree_path(i).startswith("/plain/"):
+                assert (counts["full"], counts["304"]) == (1, 0), tree_path(i)
+            else:
+                assert (counts["full"], counts["304"]) == (0, 1 + (i == 0)), tree_path(i)
+        assert second["stats"]["crawldedup/recrawl/replayed"] > 0
+        crawled = site.total("bytes") + site.total("received")
+
+        # A plain re-crawl of the same site, for the bytes
+        site.reset_counts()
+        plain = run_crawl(root, {}, crawl=True)
+        assert {url for url, _ in plain["parsed"]} == every | {site.url + TREE_NEW}
+        plain_bytes = site.total("bytes") + site.total("received")
+        assert 1 - crawled / plain_bytes > 0.6, (crawled, plain_bytes)
+
+        # A third crawl, nothing changed: the whole tree is walked again on
+        # 304s and kept requests, and no page reaches the callback.
+        site.reset_counts()
+        third = run_crawl(root, settings, crawl=True)
+        if drop:
+            assert third["parsed"] == []
+        assert sum(site.counts[p]["304"] + site.counts[p]["full"]
+                   for p in list(site.counts)) == TREE + 1 + 1
+        assert site.total("304") == sum(not tree_path(i).startswith("/plain/")
+                                        for i in range(TREE)) + 1 + 1
+    finally:
+        site.close()
+        if prefix:
+            from crawldedup.recrawl import RecrawlState
+            with RecrawlState(state, prefix=prefix) as cleanup:
+                cleanup.store.clear()
