@@ -11,8 +11,11 @@ Options of the config besides urls and settings: ``follow`` (the start URLs
 are index pages: their links are followed, and they are not parsed
 themselves), ``crawl`` (the usual link-following spider: every page is
 parsed and every link on it followed, so the pages are discovered from the
-start URLs) and ``items`` (the callback yields an item a page, which
-scrapy-deltafetch needs to remember a page).
+start URLs), ``callback`` with ``crawl`` (``"async"``: the callback is an
+asynchronous generator; ``"lambda"``: the links are followed with a lambda
+as their callback, which a re-crawl state cannot keep) and ``items`` (the
+callback yields an item a page, which scrapy-deltafetch needs to remember a
+page).
 """
 
 import json
@@ -31,6 +34,7 @@ def main() -> None:
     finished = []
     follow = config.get("follow", False)
     crawl = config.get("crawl", False)
+    kind = config.get("callback", "sync")
     items = config.get("items", False)
     title = re.compile(rb"<h1>Page \d+ (v\d+)</h1>")
 
@@ -39,6 +43,13 @@ def main() -> None:
         start_urls = config["urls"]
 
         def parse(self, response):
+            yield from self.parse_page(response)
+
+        async def parse_async(self, response):
+            for result in self.parse_page(response):
+                yield result
+
+        def parse_page(self, response):
             if follow and response.url in config["urls"]:
                 for href in response.css("a::attr(href)").getall():
                     yield response.follow(href, callback=self.parse)
@@ -49,8 +60,10 @@ def main() -> None:
             if items:
                 yield {"url": response.url}
             if crawl:
+                callback = {"sync": self.parse, "async": self.parse_async,
+                            "lambda": lambda r: self.parse(r)}[kind]
                 for href in response.css("a::attr(href)").getall():
-                    yield response.follow(href, callback=self.parse)
+                    yield response.follow(href, callback=callback)
 
         def closed(self, reason):
             finished.append(reason)

@@ -250,8 +250,11 @@ def test_tree_changes_are_deep_behind_unchanged_pages():
     assert any(tree_path(a).startswith("/plain/") for i in TREE_CHANGED for a in ancestors(i))
 
 
-@pytest.mark.parametrize("store, drop", [("sqlite", True), ("sqlite", False), ("redis", True)])
-def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, request):
+@pytest.mark.parametrize("store, drop, callback", [
+    ("sqlite", True, "sync"), ("sqlite", False, "sync"), ("redis", True, "sync"),
+    ("sqlite", True, "async")])
+def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp_path,
+                                                       request):
     """The usual spider (start at the root, follow every link): the second
     crawl reaches every changed page behind unchanged ones (the 304s and
     unchanged pages give the requests their callbacks made last time), sees
@@ -271,7 +274,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, req
     root = [site.url + tree_path(0)]
     every = {site.url + tree_path(i) for i in range(TREE)}
     try:
-        first = run_crawl(root, settings, crawl=True)
+        first = run_crawl(root, settings, crawl=True, callback=callback)
         assert {url for url, _ in first["parsed"]} == every
 
         for i in TREE_CHANGED:
@@ -280,7 +283,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, req
         changed = {site.url + tree_path(i) for i in TREE_CHANGED + [26]}
         site.reset_counts()
 
-        second = run_crawl(root, settings, crawl=True)
+        second = run_crawl(root, settings, crawl=True, callback=callback)
         parsed = dict(map(tuple, second["parsed"]))
         versions = second["versions"]
         # every changed page reached the callback, in its new version
@@ -308,7 +311,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, req
 
         # A plain re-crawl of the same site, for the bytes
         site.reset_counts()
-        plain = run_crawl(root, {}, crawl=True)
+        plain = run_crawl(root, {}, crawl=True, callback=callback)
         assert {url for url, _ in plain["parsed"]} == every | {site.url + TREE_NEW}
         plain_bytes = site.total("bytes") + site.total("received")
         assert 1 - crawled / plain_bytes > 0.6, (crawled, plain_bytes)
@@ -316,7 +319,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, req
         # A third crawl, nothing changed: the whole tree is walked again on
         # 304s and kept requests, and no page reaches the callback.
         site.reset_counts()
-        third = run_crawl(root, settings, crawl=True)
+        third = run_crawl(root, settings, crawl=True, callback=callback)
         if drop:
             assert third["parsed"] == []
         assert sum(site.counts[p]["304"] + site.counts[p]["full"]
@@ -329,3 +332,119 @@ def test_link_following_spider_sees_every_deep_change(store, drop, tmp_path, req
             from crawldedup.recrawl import RecrawlState
             with RecrawlState(state, prefix=prefix) as cleanup:
                 cleanup.store.clear()
+
+
+def test_kept_requests_come_back_the_same():
+    """A request a callback made, kept as a link and made again: same URL,
+    callback, errback, method, headers, body, meta, cb_kwargs, priority and
+    dont_filter; what cannot be made again exactly is not kept."""
+    import scrapy
+    from scrapy.http import FormRequest
+
+    from crawldedup.scrapy.recrawl import link_to_request, request_to_link
+
+    class Spider(scrapy.Spider):
+        name = "s"
+
+        def parse_item(self, response, page):
+            pass
+
+        def failed(self, failure):
+            pass
+
+    spider = Spider()
+    post = FormRequest("https://example.com/search", formdata={"q": "b\u00e9"},
+                       callback=spider.parse_item, errback=spider.failed,
+                       meta={"page": 2, "depth": 5, "download_slot": "x",
+                             "crawldedup_verdict": "new"},
+                       cb_kwargs={"page": 2}, priority=-3, dont_filter=True)
+    link = request_to_link(post, spider)
+    again = link_to_request(link, spider)
+    assert type(again) is scrapy.Request
+    for name in ("url", "method", "body", "cb_kwargs", "priority", "dont_filter"):
+        assert getattr(again, name) == getattr(post, name), name
+    assert again.callback == spider.parse_item and again.errback == spider.failed
+    assert dict(again.headers) == dict(post.headers)
+    assert again.meta == {"page": 2}  # what Scrapy and crawldedup set on the way is not kept
+    plain = request_to_link(scrapy.Request("https://example.com/b"), spider)
+    assert plain == ["https://example.com/b", None]
+    assert link_to_request(plain, spider).callback is None
+
+    def elsewhere(response):
+        pass
+
+    for unkept in (scrapy.Request("https://x/", callback=elsewhere),
+                   scrapy.Request("https://x/", callback=lambda r: None),
+                   scrapy.Request("https://x/", errback=elsewhere),
+                   scrapy.Request("https://x/", meta={"when": (1, 2)}),
+                   scrapy.Request("https://x/", cb_kwargs={"n": float("nan")}),
+                   type("MyRequest", (scrapy.Request,), {})("https://x/")):
+        assert request_to_link(unkept, spider) is None
+    with pytest.raises(ValueError, match="the spider has no method 'gone'"):
+        link_to_request(["https://x/", "gone"], spider)
+    with pytest.raises(ValueError, match="the request kept for 'https://x/' is damaged"):
+        link_to_request(["https://x/", None, {"body": "not base64!"}], spider)
+
+
+def test_no_validators_for_a_page_whose_requests_were_not_kept(tmp_path):
+    """A known page whose callbacks' requests are not kept for the version
+    the state holds (recorded elsewhere, kept from another version, or not
+    keepable) is fetched without validators, so that its callbacks run;
+    with its requests kept it gets them."""
+    from scrapy import Request
+
+    from crawldedup.recrawl import RecrawlState
+    from crawldedup.scrapy import RecrawlMiddleware
+
+    state = RecrawlState(str(tmp_path / "r.db"))
+    middleware = RecrawlMiddleware(state)
+    url = "https://example.com/p"
+    state.record(url, 200, {"ETag": '"1"'}, body=b"<p>one</p>")
+    digest = state.get(url).digest
+
+    def headers():
+        request = Request(url)
+        middleware.process_request(request)
+        return request.headers.get("If-None-Match")
+
+    assert headers() is None  # recorded by another client: no requests kept
+    state.set_links(url, bytes(16), [])
+    assert headers() is None  # kept from another version
+    state.set_links(url, digest, None)
+    assert headers() is None  # could not be kept
+    state.set_links(url, digest, [["https://example.com/q", None]])
+    assert headers() == b'"1"'
+    request = Request(url)
+    state.set_links(url, bytes(16), [])
+    RecrawlMiddleware(state, links=False).process_request(request)
+    assert request.headers.get("If-None-Match") == b'"1"'  # CRAWLDEDUP_RECRAWL_LINKS = False
+    state.close()
+
+
+def test_requests_that_cannot_be_kept_mean_full_fetches(tmp_path):
+    """A spider whose requests cannot be kept (a lambda as callback) is
+    re-crawled without validators: no bytes saved, no change missed."""
+    site = tree_site()
+    settings = {"DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580},
+                "CRAWLDEDUP_RECRAWL_STATE": str(tmp_path / "recrawl.db"),
+                "CRAWLDEDUP_RECRAWL_DROP": True}
+    root = [site.url + tree_path(0)]
+    try:
+        first = run_crawl(root, settings, crawl=True, callback="lambda")
+        assert first["stats"]["crawldedup/recrawl/links_unkept"] > 0
+        for i in TREE_CHANGED:
+            site.change(tree_path(i), tree_page(i, 1))
+        site.reset_counts()
+        second = run_crawl(root, settings, crawl=True, callback="lambda")
+        changed = {site.url + tree_path(i) for i in TREE_CHANGED}
+        assert {url for url, verdict in second["parsed"] if verdict == "changed"} == changed
+        assert all(second["versions"][url] == "v1" for url in changed)
+        assert site.total("304") == 0 and site.total("if_none_match") == 0
+        # every page links back to its parent with the lambda: none can be
+        # dropped, each reaches the callbacks again
+        assert {url for url, _ in second["parsed"]} == {site.url + tree_path(i)
+                                                        for i in range(TREE)}
+        # (the root twice: the start request, and its children's links back)
+        assert second["stats"]["crawldedup/recrawl/kept_for_links"] == TREE - len(changed) + 1
+    finally:
+        site.close()

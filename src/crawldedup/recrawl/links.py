@@ -66,7 +66,10 @@ def encode_links(digest: bytes, links: Optional[Sequence[Sequence[Any]]]) -> byt
     ``digest`` (16 bytes).  ValueError/TypeError name what is wrong."""
     if not isinstance(digest, (bytes, bytearray)) or len(digest) != DIGEST_SIZE:
         raise ValueError(f"digest must be {DIGEST_SIZE} bytes, got {digest!r:.80}")
-    value = None if links is None else [list(link) for link in links]
+    if links is not None and not isinstance(links, (list, tuple)):
+        raise ValueError(f"links must be a list or None, not {type(links).__name__}")
+    value = None if links is None else [
+        list(link) if isinstance(link, (list, tuple)) else link for link in links]
     why = _check_links(value)
     if why is not None:
         raise ValueError(why)
