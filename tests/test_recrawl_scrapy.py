@@ -448,3 +448,36 @@ def test_requests_that_cannot_be_kept_mean_full_fetches(tmp_path):
         assert second["stats"]["crawldedup/recrawl/kept_for_links"] == TREE - len(changed) + 1
     finally:
         site.close()
+
+
+def test_refresh_sends_no_validators_and_drops_nothing(tmp_path):
+    """CRAWLDEDUP_RECRAWL_REFRESH: a crawl that parses every page again
+    (after the spider's callbacks changed), its requests kept anew."""
+    import scrapy
+    from scrapy.http import HtmlResponse
+
+    from crawldedup.recrawl import RecrawlState
+    from crawldedup.scrapy import RecrawlMiddleware
+
+    class Spider(scrapy.Spider):
+        name = "s"
+
+        def parse(self, response):
+            yield response.follow("/new", callback=self.parse)
+
+    spider = Spider()
+    state = RecrawlState(str(tmp_path / "r.db"))
+    url = "https://example.com/p"
+    state.record(url, 200, {"ETag": '"1"'}, body=b"<p>one</p>")
+    state.set_links(url, state.get(url).digest, [["https://example.com/old", None]])
+    middleware = RecrawlMiddleware(state, drop=True, refresh=True)
+    request = scrapy.Request(url)
+    assert middleware.process_request(request, spider) is None
+    assert "If-None-Match" not in request.headers
+    response = HtmlResponse(url, body=b"<p>one</p>", headers={"ETag": '"1"'}, request=request)
+    out = middleware.process_response(request, response, spider)  # unchanged, not dropped
+    assert out is response and request.meta["crawldedup_verdict"] == "unchanged"
+    made = list(request.callback(response))
+    assert [r.url for r in made] == ["https://example.com/new"]
+    assert state.get_links(url).links == [["https://example.com/new", "parse"]]
+    state.close()

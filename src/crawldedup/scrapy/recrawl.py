@@ -8,6 +8,15 @@ host has not been caught lying about); it records every response in a
 ``"near_duplicate"``, ``"changed"``) and can drop the responses that bring
 nothing new before any callback sees them, start URLs included.
 
+A page that is not parsed again (a 304, or a page dropped as unchanged)
+still leads somewhere: the middleware keeps, with the digest of each
+version that reached the callbacks, the requests the callbacks made from
+it, and for a page not parsed again hands its response to a callback that
+makes them again.  So a link-following spider reaches the changed pages
+behind unchanged ones.  A known page with no requests kept from its
+version (recorded by another client, its callback never finished, requests
+that cannot be kept) is fetched without validators and parsed again.
+
 In ``settings.py``::
 
     DOWNLOADER_MIDDLEWARES = {"crawldedup.scrapy.RecrawlMiddleware": 580}
@@ -36,10 +45,21 @@ Settings:
   instead of its bytes (so a changed script or timestamp in the markup is
   not a change).
 * ``CRAWLDEDUP_RECRAWL_POLICY``: ``"change-rate"`` (default) or ``"nutch"``.
+* ``CRAWLDEDUP_RECRAWL_LINKS``: keep and replay the callbacks' requests
+  (default True; False: a page not parsed again leads nowhere, for spiders
+  whose start requests are every URL wanted).
+* ``CRAWLDEDUP_RECRAWL_REFRESH``: this crawl sends no validators and drops
+  nothing, so every page is parsed and its requests kept anew (after the
+  spider's callbacks changed what they yield).
 
 Stats: ``crawldedup/recrawl/<verdict>``, ``.../conditional`` (requests given
 validators), ``.../head``, ``.../head_skipped``, ``.../dropped``,
-``.../errors``.  A request with
+``.../errors``; ``.../replayed`` (pages not parsed again whose kept
+requests were made), ``.../links_replayed`` (those requests),
+``.../links_kept`` and ``.../links_unkept`` (pages whose requests were
+kept, or could not be), ``.../no_links`` (known pages fetched without
+validators for want of kept requests) and ``.../kept_for_links``
+(unchanged pages parsed again for the same reason).  A request with
 ``meta["crawldedup_recrawl"] = False`` is left alone.
 """
 
@@ -208,13 +228,14 @@ class RecrawlMiddleware:
     and the requests of the pages not parsed again."""
 
     def __init__(self, state: RecrawlState, *, drop: Any = False, head: bool = False,
-                 text: bool = False, links: bool = True, stats: Any = None,
-                 crawler: Any = None) -> None:
+                 text: bool = False, links: bool = True, refresh: bool = False,
+                 stats: Any = None, crawler: Any = None) -> None:
         self.state = state
         self.drop = _drop_setting(drop)
         self.head = bool(head)
         self.text = bool(text)
         self.links = bool(links)
+        self.refresh = bool(refresh)
         self.stats = stats
         self.crawler = crawler
 
@@ -241,6 +262,7 @@ class RecrawlMiddleware:
                          head=settings.getbool("CRAWLDEDUP_RECRAWL_HEAD", False),
                          text=settings.getbool("CRAWLDEDUP_RECRAWL_TEXT", False),
                          links=settings.getbool("CRAWLDEDUP_RECRAWL_LINKS", True),
+                         refresh=settings.getbool("CRAWLDEDUP_RECRAWL_REFRESH", False),
                          stats=crawler.stats, crawler=crawler)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
@@ -279,6 +301,8 @@ class RecrawlMiddleware:
             return None
         if meta.get("crawldedup_head_for"):
             return None  # our HEAD: sent as is
+        if self.refresh:
+            return None  # every page fetched and parsed again
         try:
             headers = self.state.conditional_headers(request.url)
         except (ValueError, TypeError):
@@ -349,7 +373,7 @@ class RecrawlMiddleware:
                  kept: Optional[PageLinks], not_modified: bool, spider: Any) -> Any:
         request.meta["crawldedup_verdict"] = verdict.value
         self._inc(verdict.value)
-        dropped = verdict.value in self.drop
+        dropped = verdict.value in self.drop and not self.refresh
         if self.links and (dropped or not_modified):
             if kept is not None:
                 return self._replay_response(request, response, verdict, kept, dropped)
