@@ -54,6 +54,11 @@ def test_links_round_trip_replace_and_clear(state):
     assert state.get_links(URL) == PageLinks(bytes(16), None)
     state.set_links(URL, digest, [])
     assert state.get_links(URL) == PageLinks(digest, [])
+    # with the version's body, for callbacks handed it on a 304
+    body = "<p>caf\u00e9\n\x00</p>".encode("utf-8") * 50
+    state.set_links(URL, digest, LINKS, body, {"Content-Type": "text/html; charset=utf-8"})
+    assert state.get_links(URL) == PageLinks(digest, LINKS, body,
+                                             {"Content-Type": "text/html; charset=utf-8"})
     state.store.clear()
     assert state.get_links(URL) is None and len(state) == 0
 
@@ -70,16 +75,25 @@ def test_bad_links_are_refused_before_anything_is_written(state):
         state.set_links(URL, bytes(16), [["https://x/", None, {"meta": {"when": object()}}]])
     with pytest.raises(ValueError, match="links must be a list or None"):
         state.set_links(URL, bytes(16), "https://x/")
+    with pytest.raises(TypeError, match="body must be bytes or None"):
+        state.set_links(URL, bytes(16), [], "text")
+    with pytest.raises(TypeError, match="headers must be a dict of str to str"):
+        state.set_links(URL, bytes(16), [], b"", {"Content-Type": b"text/html"})
     assert state.get_links(URL) == PageLinks(bytes(16), LINKS)
 
 
 @pytest.mark.parametrize("value, said", [
-    (b"\x02" + bytes(16) + zlib.compress(b"[]"), "not a record of format 1"),
+    (b"\x05" + bytes(16) + zlib.compress(b"[]"), "not a record of format 1"),
     (b"\x01" + bytes(3), "not a record of format 1"),
     (b"\x01" + bytes(16) + b"not zlib", "do not inflate"),
     (b"\x01" + bytes(16) + zlib.compress(b"[]")[:-3], "truncated"),
     (b"\x01" + bytes(16) + zlib.compress(b"{not json"), "not JSON"),
     (b"\x01" + bytes(16) + zlib.compress(b'[["https://x/", 5]]'), r"links\[0\] must be"),
+    (b"\x03" + bytes(16) + zlib.compress(b"[]"), "not a record of format 1 or 2"),
+    (b"\x02" + bytes(16) + zlib.compress(b"[]"), "its body is missing"),
+    (b"\x02" + bytes(16) + zlib.compress(b'[]\n<p>'), "header line is not"),
+    (b"\x02" + bytes(16) + zlib.compress(b'{"links": [], "headers": {"a": 1}}\n<p>'),
+     "header line is not"),
 ])
 def test_a_damaged_links_record_is_named(state, value, said):
     state.set_links(URL, bytes(16), LINKS)

@@ -164,6 +164,8 @@ def test_bad_drop_setting():
         RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=["stale"])
     with pytest.raises(ValueError, match="cannot drop"):
         RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=["changed"])
+    with pytest.raises(ValueError, match="CRAWLDEDUP_RECRAWL_BODIES .* choose one"):
+        RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=True, bodies=True)
 
 
 def test_head_only_when_it_pays(tmp_path):
@@ -250,16 +252,18 @@ def test_tree_changes_are_deep_behind_unchanged_pages():
     assert any(tree_path(a).startswith("/plain/") for i in TREE_CHANGED for a in ancestors(i))
 
 
-@pytest.mark.parametrize("store, drop, callback", [
-    ("sqlite", True, "sync"), ("sqlite", False, "sync"), ("redis", True, "sync"),
-    ("sqlite", True, "async")])
-def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp_path,
+@pytest.mark.parametrize("store, drop, callback, bodies", [
+    ("sqlite", True, "sync", False), ("sqlite", False, "sync", False),
+    ("redis", True, "sync", False), ("sqlite", True, "async", False),
+    ("sqlite", False, "sync", True), ("redis", False, "async", True)])
+def test_link_following_spider_sees_every_deep_change(store, drop, callback, bodies, tmp_path,
                                                        request):
     """The usual spider (start at the root, follow every link): the second
     crawl reaches every changed page behind unchanged ones (the 304s and
-    unchanged pages give the requests their callbacks made last time), sees
-    each in its new version, and transfers far fewer bytes than a plain
-    re-crawl."""
+    unchanged pages give the requests their callbacks made last time, or,
+    with CRAWLDEDUP_RECRAWL_BODIES, the callbacks get the kept version of
+    each page answered 304), sees each in its new version, and transfers
+    far fewer bytes than a plain re-crawl."""
     site = tree_site()
     prefix = None
     if store == "redis":
@@ -270,6 +274,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp
         state = str(tmp_path / "recrawl.db")
     settings = {"DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RecrawlMiddleware": 580},
                 "CRAWLDEDUP_RECRAWL_STATE": state, "CRAWLDEDUP_RECRAWL_DROP": drop,
+                "CRAWLDEDUP_RECRAWL_BODIES": bodies,
                 **({"CRAWLDEDUP_RECRAWL_PREFIX": prefix} if prefix else {})}
     root = [site.url + tree_path(0)]
     every = {site.url + tree_path(i) for i in range(TREE)}
@@ -291,7 +296,12 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp
         assert {url: versions[url] for url in changed} == {url: "v1" for url in changed}
         assert parsed[site.url + TREE_NEW] == "new"
         assert first["stats"]["crawldedup/recrawl/links_kept"] == TREE
-        if drop:  # ...and nothing else did
+        if bodies:  # ...and every other page did, in the version kept
+            assert set(parsed) == every | {site.url + TREE_NEW}
+            assert {versions[url] for url in every - changed} == {"v0"}
+            assert second["stats"]["crawldedup/recrawl/from_kept"] == second["stats"][
+                "crawldedup/recrawl/not_modified"]
+        elif drop:  # ...and nothing else did
             assert set(parsed) == changed | {site.url + TREE_NEW}
         else:  # the 304s did not, the unchanged pages without validators did
             assert set(parsed) == changed | {site.url + TREE_NEW} | {
@@ -306,7 +316,7 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp
                 assert (counts["full"], counts["304"]) == (1, 0), tree_path(i)
             else:
                 assert (counts["full"], counts["304"]) == (0, 1 + (i == 0)), tree_path(i)
-        assert second["stats"]["crawldedup/recrawl/replayed"] > 0
+        assert second["stats"].get("crawldedup/recrawl/replayed", 0) > 0 or bodies
         crawled = site.total("bytes") + site.total("received")
 
         # A plain re-crawl of the same site, for the bytes
@@ -322,6 +332,8 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, tmp
         third = run_crawl(root, settings, crawl=True, callback=callback)
         if drop:
             assert third["parsed"] == []
+        if bodies:
+            assert len(third["parsed"]) == TREE + 2  # the root twice
         assert sum(site.counts[p]["304"] + site.counts[p]["full"]
                    for p in list(site.counts)) == TREE + 1 + 1
         assert site.total("304") == sum(not tree_path(i).startswith("/plain/")

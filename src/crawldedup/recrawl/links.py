@@ -18,19 +18,26 @@ only.  ``links`` None means that the page's requests could not be kept (a
 callback that is not a spider method, a meta value that is not JSON): such a
 page has to be fetched and parsed again.
 
-Stored form: one byte of format (1), the 16-byte digest, and the links as
-compact JSON compressed with zlib (level 6); URLs of one site share most of
-their bytes, so a page's links take a fraction of their text.
+A record may also keep the page's body and the headers needed to hand it
+to a parser again (its Content-Type), for a crawler that gives its
+callbacks the kept version of a page answered 304.
+
+Stored form: one byte of format, the 16-byte digest, then compressed with
+zlib (level 6): format 1, the links as compact JSON; format 2 (with a
+body), a JSON line ``{"links": ..., "headers": {...}}``, a newline and the
+body.  URLs of one site share most of their bytes, so a page's links take a
+fraction of their text.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
-#: The first byte of a stored record.
+#: The first byte of a stored record: links only, or links and a body.
 LINKS_FORMAT = 1
+BODY_FORMAT = 2
 DIGEST_SIZE = 16
 #: The most bytes a record's JSON may take once decompressed: a bound on what
 #: a damaged or hostile record can make a reader allocate.
@@ -39,10 +46,13 @@ MAX_LINKS_BYTES = 64 << 20
 
 class PageLinks(NamedTuple):
     """The requests made from one version of a page: ``digest`` of that
-    version, ``links`` (None when they could not be kept)."""
+    version, ``links`` (None when they could not be kept); and, when kept,
+    its ``body`` and ``headers`` (name -> value)."""
 
     digest: bytes
     links: Optional[List[List[Any]]]
+    body: Optional[bytes] = None
+    headers: Optional[Dict[str, str]] = None
 
 
 def _check_links(links: Any) -> Optional[str]:
@@ -61,9 +71,12 @@ def _check_links(links: Any) -> Optional[str]:
     return None
 
 
-def encode_links(digest: bytes, links: Optional[Sequence[Sequence[Any]]]) -> bytes:
+def encode_links(digest: bytes, links: Optional[Sequence[Sequence[Any]]],
+                 body: Optional[bytes] = None,
+                 headers: Optional[Dict[str, str]] = None) -> bytes:
     """The stored form of ``links`` made from the version of digest
-    ``digest`` (16 bytes).  ValueError/TypeError name what is wrong."""
+    ``digest`` (16 bytes), with that version's ``body`` and ``headers``
+    when given.  ValueError/TypeError name what is wrong."""
     if not isinstance(digest, (bytes, bytearray)) or len(digest) != DIGEST_SIZE:
         raise ValueError(f"digest must be {DIGEST_SIZE} bytes, got {digest!r:.80}")
     if links is not None and not isinstance(links, (list, tuple)):
@@ -73,20 +86,33 @@ def encode_links(digest: bytes, links: Optional[Sequence[Sequence[Any]]]) -> byt
     why = _check_links(value)
     if why is not None:
         raise ValueError(why)
+    if body is not None and not isinstance(body, (bytes, bytearray)):
+        raise TypeError(f"body must be bytes or None, got {type(body).__name__}")
+    if headers is not None and (not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
+        raise TypeError(f"headers must be a dict of str to str or None, got {headers!r:.120}")
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if body is None:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+        else:
+            text = json.dumps({"links": value, "headers": headers or {}},
+                              separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"links must hold JSON values only: {exc}") from None
-    return bytes((LINKS_FORMAT,)) + bytes(digest) + zlib.compress(text.encode("utf-8"), 6)
+    if body is None:
+        return bytes((LINKS_FORMAT,)) + bytes(digest) + zlib.compress(text.encode("utf-8"), 6)
+    return (bytes((BODY_FORMAT,)) + bytes(digest)
+            + zlib.compress(text.encode("utf-8") + b"\n" + bytes(body), 6))
 
 
 def decode_links(blob: Any) -> PageLinks:
     """A stored record back; ValueError says how it is damaged."""
     if not isinstance(blob, (bytes, bytearray)):
         raise ValueError(f"a record is bytes, not {type(blob).__name__}")
-    if len(blob) < 1 + DIGEST_SIZE + 1 or blob[0] != LINKS_FORMAT:
-        raise ValueError(f"not a record of format {LINKS_FORMAT} ({len(blob)} bytes, "
-                         f"starting {bytes(blob[:4])!r})")
+    if len(blob) < 1 + DIGEST_SIZE + 1 or blob[0] not in (LINKS_FORMAT, BODY_FORMAT):
+        raise ValueError(f"not a record of format {LINKS_FORMAT} or {BODY_FORMAT} "
+                         f"({len(blob)} bytes, starting {bytes(blob[:4])!r})")
     inflate = zlib.decompressobj()
     try:
         text = inflate.decompress(bytes(blob[1 + DIGEST_SIZE:]), MAX_LINKS_BYTES)
@@ -95,14 +121,26 @@ def decode_links(blob: Any) -> PageLinks:
     if inflate.unconsumed_tail or not inflate.eof:
         raise ValueError("its compressed links are truncated or larger than "
                          f"{MAX_LINKS_BYTES} bytes")
+    body = headers = None
+    if blob[0] == BODY_FORMAT:
+        text, newline, body = text.partition(b"\n")
+        if not newline:
+            raise ValueError("its body is missing")
     try:
         links = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"its links are not JSON: {exc}") from None
+    if body is not None:
+        if not isinstance(links, dict) or set(links) != {"links", "headers"} \
+                or not isinstance(links["headers"], dict) \
+                or not all(isinstance(v, str) for v in links["headers"].values()):
+            raise ValueError(f"its header line is not {{links, headers}}: {links!r:.200}")
+        links, headers = links["links"], links["headers"]
     why = _check_links(links)
     if why is not None:
         raise ValueError(why)
-    return PageLinks(bytes(blob[1:1 + DIGEST_SIZE]), links)
+    return PageLinks(bytes(blob[1:1 + DIGEST_SIZE]), links, body, headers)
 
 
-__all__ = ["PageLinks", "encode_links", "decode_links", "LINKS_FORMAT", "MAX_LINKS_BYTES"]
+__all__ = ["PageLinks", "encode_links", "decode_links", "LINKS_FORMAT", "BODY_FORMAT",
+           "MAX_LINKS_BYTES"]

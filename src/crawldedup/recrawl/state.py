@@ -288,13 +288,15 @@ class RecrawlState:
             raise self.store._corrupt(f"the recrawl links of {key!r} are damaged: "
                                       f"{exc}") from None
 
-    def set_links(self, url: Any, digest: bytes,
-                  links: Optional[Sequence[Sequence[Any]]]) -> None:
+    def set_links(self, url: Any, digest: bytes, links: Optional[Sequence[Sequence[Any]]],
+                  body: Optional[bytes] = None,
+                  headers: Optional[Dict[str, str]] = None) -> None:
         """Keep the requests made from the version of ``url`` whose digest is
         ``digest`` (``PageState.digest``), replacing those kept before:
         ``links`` as crawldedup.recrawl.links describes, or None for "they
-        could not be kept"."""
-        self.store.write_links({self.key(url): encode_links(digest, links)})
+        could not be kept"; and that version's ``body`` and ``headers``
+        when given."""
+        self.store.write_links({self.key(url): encode_links(digest, links, body, headers)})
 
     # ------------------------------------------------------------ recording
 

@@ -48,6 +48,11 @@ Settings:
 * ``CRAWLDEDUP_RECRAWL_LINKS``: keep and replay the callbacks' requests
   (default True; False: a page not parsed again leads nowhere, for spiders
   whose start requests are every URL wanted).
+* ``CRAWLDEDUP_RECRAWL_BODIES``: keep each parsed version's body too (zlib)
+  and hand the callbacks that kept version, status 200, flag
+  ``crawldedup_kept``, for a page answered 304, so that they extract items
+  from every page, unchanged ones included (default False; not with a
+  ``CRAWLDEDUP_RECRAWL_DROP`` that drops ``not_modified``).
 * ``CRAWLDEDUP_RECRAWL_REFRESH``: this crawl sends no validators and drops
   nothing, so every page is parsed and its requests kept anew (after the
   spider's callbacks changed what they yield).
@@ -59,7 +64,8 @@ requests were made), ``.../links_replayed`` (those requests),
 ``.../links_kept`` and ``.../links_unkept`` (pages whose requests were
 kept, or could not be), ``.../no_links`` (known pages fetched without
 validators for want of kept requests) and ``.../kept_for_links``
-(unchanged pages parsed again for the same reason).  A request with
+(unchanged pages parsed again for the same reason), ``.../from_kept``
+(304s handed to the callbacks as their kept version).  A request with
 ``meta["crawldedup_recrawl"] = False`` is left alone.
 """
 
@@ -72,12 +78,14 @@ import json
 import logging
 import math
 import time
-from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Optional, Set
+from typing import (Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, NamedTuple,
+                    Optional, Set)
 
 try:
     from scrapy import Request, signals
     from scrapy.exceptions import IgnoreRequest, NotConfigured
-    from scrapy.http import FormRequest, JsonRequest
+    from scrapy.http import FormRequest, Headers, JsonRequest
+    from scrapy.responsetypes import responsetypes
 except ImportError:  # pragma: no cover - exercised without scrapy installed
     raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from None
 
@@ -223,19 +231,34 @@ def link_to_request(link: List[Any], spider: Any) -> Any:
         raise ValueError(f"the request kept for {url!r} is damaged: {exc}") from None
 
 
+class _Page(NamedTuple):
+    """A page whose callback runs: what keeping its requests needs."""
+
+    url: str
+    digest: bytes
+    spider: Any
+    body: Optional[bytes]
+    headers: Optional[Dict[str, str]]
+
+
 class RecrawlMiddleware:
     """Conditional requests, change verdicts, dropping of unchanged pages,
     and the requests of the pages not parsed again."""
 
     def __init__(self, state: RecrawlState, *, drop: Any = False, head: bool = False,
-                 text: bool = False, links: bool = True, refresh: bool = False,
-                 stats: Any = None, crawler: Any = None) -> None:
+                 text: bool = False, links: bool = True, bodies: bool = False,
+                 refresh: bool = False, stats: Any = None, crawler: Any = None) -> None:
         self.state = state
         self.drop = _drop_setting(drop)
         self.head = bool(head)
         self.text = bool(text)
-        self.links = bool(links)
+        self.links = bool(links) or bool(bodies)
+        self.bodies = bool(bodies)
         self.refresh = bool(refresh)
+        if self.bodies and "not_modified" in self.drop:
+            raise ValueError("CRAWLDEDUP_RECRAWL_BODIES hands the callbacks the kept version of "
+                             "a page answered 304, and CRAWLDEDUP_RECRAWL_DROP drops those "
+                             "('not_modified'): choose one")
         self.stats = stats
         self.crawler = crawler
 
@@ -262,6 +285,7 @@ class RecrawlMiddleware:
                          head=settings.getbool("CRAWLDEDUP_RECRAWL_HEAD", False),
                          text=settings.getbool("CRAWLDEDUP_RECRAWL_TEXT", False),
                          links=settings.getbool("CRAWLDEDUP_RECRAWL_LINKS", True),
+                         bodies=settings.getbool("CRAWLDEDUP_RECRAWL_BODIES", False),
                          refresh=settings.getbool("CRAWLDEDUP_RECRAWL_REFRESH", False),
                          stats=crawler.stats, crawler=crawler)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
@@ -289,7 +313,8 @@ class RecrawlMiddleware:
         if page is None or page.digest is None:
             return None
         kept = self.state.get_links(url)
-        if kept is None or kept.links is None or kept.digest != page.digest:
+        if kept is None or kept.links is None or kept.digest != page.digest \
+                or (self.bodies and kept.body is None):
             return None
         return kept
 
@@ -374,6 +399,8 @@ class RecrawlMiddleware:
         request.meta["crawldedup_verdict"] = verdict.value
         self._inc(verdict.value)
         dropped = verdict.value in self.drop and not self.refresh
+        if self.bodies and not_modified and not dropped and kept is not None:
+            return self._kept_response(request, response, kept)
         if self.links and (dropped or not_modified):
             if kept is not None:
                 return self._replay_response(request, response, verdict, kept, dropped)
@@ -404,6 +431,10 @@ class RecrawlMiddleware:
                 verdict = self.state.record(request.url, 304, {})
                 request.meta["crawldedup_verdict"] = verdict.value
                 self._inc(verdict.value)
+                if kept is not None and self.bodies and "not_modified" not in self.drop:
+                    meta = {k: v for k, v in request.meta.items() if k != "crawldedup_head_for"}
+                    return self._kept_response(request.replace(
+                        method=request.meta["crawldedup_head_for"], meta=meta), response, kept)
                 if kept is not None:
                     return self._replay_response(request, response, verdict, kept, True)
                 self._inc("dropped")
@@ -414,6 +445,21 @@ class RecrawlMiddleware:
                                meta=meta)
 
     # --------------------------------------------------- links of pages
+
+    def _kept_response(self, request: Any, response: Any, kept: PageLinks) -> Any:
+        """The kept version of a page answered 304 (or judged unchanged by a
+        HEAD), as the response its callbacks get: status 200, the kept
+        body and Content-Type, the validators of the answer, flag
+        ``crawldedup_kept``."""
+        assert kept.body is not None
+        headers = Headers(kept.headers or {})
+        for name in (b"ETag", b"Last-Modified"):
+            if name in response.headers:
+                headers[name] = response.headers[name]
+        cls = responsetypes.from_args(headers=headers, url=request.url, body=kept.body)
+        self._inc("from_kept")
+        return cls(url=request.url, status=200, headers=headers, body=kept.body,
+                   request=request, flags=["crawldedup_kept"])
 
     def _replay_response(self, request: Any, response: Any, verdict: Verdict,
                          kept: PageLinks, dropped: bool) -> Any:
@@ -461,57 +507,61 @@ class RecrawlMiddleware:
         callback = request.callback
         if callback is None:
             callback = getattr(spider, "_parse", None) or spider.parse
-        request.callback = functools.partial(self._capture, callback, request.url, page.digest,
-                                             spider)
+        body = headers = None
+        if self.bodies:
+            body = response.body
+            kind = response.headers.get(b"Content-Type")
+            headers = {} if kind is None else {"Content-Type": kind.decode("latin-1")}
+        request.callback = functools.partial(self._capture, callback,
+                                             _Page(request.url, page.digest, spider, body,
+                                                   headers))
         return response
 
-    def _capture(self, callback: Callable[..., Any], url: str, digest: bytes, spider: Any,
-                 response: Any, **kwargs: Any) -> Any:
+    def _capture(self, callback: Callable[..., Any], page: _Page, response: Any,
+                 **kwargs: Any) -> Any:
+        """The page's own callback, its requests kept once it has finished."""
         output = callback(response, **kwargs)
         if output is None:
-            self._keep(url, digest, [], spider)
+            self._keep(page, [])
             return None
         if hasattr(output, "__aiter__"):
-            return self._tee_async(output, url, digest, spider)
-        if inspect.isawaitable(output) and not hasattr(output, "addCallback"):
-            return self._await_then_keep(output, url, digest, spider)
+            return self._tee_async(output, page)
         if hasattr(output, "addCallback"):  # a Deferred (deprecated): not followed
-            self._keep(url, digest, None, spider)
+            self._keep(page, None)
             return output
+        if inspect.isawaitable(output):
+            return self._await_then_keep(output, page)
         if isinstance(output, (dict, str, bytes)) or not hasattr(output, "__iter__"):
-            self._keep(url, digest, [output], spider)
+            self._keep(page, [output])
             return output
-        return self._tee(output, url, digest, spider)
+        return self._tee(output, page)
 
-    def _tee(self, output: Iterable[Any], url: str, digest: bytes,
-             spider: Any) -> Iterator[Any]:
+    def _tee(self, output: Iterable[Any], page: _Page) -> Iterator[Any]:
         made = []
         for result in output:
             made.append(result)
             yield result
-        self._keep(url, digest, made, spider)  # only once the callback has finished
+        self._keep(page, made)  # only once the callback has finished
 
-    async def _tee_async(self, output: AsyncIterator[Any], url: str, digest: bytes,
-                         spider: Any) -> AsyncIterator[Any]:
+    async def _tee_async(self, output: AsyncIterator[Any], page: _Page) -> AsyncIterator[Any]:
         made = []
         async for result in output:
             made.append(result)
             yield result
-        self._keep(url, digest, made, spider)
+        self._keep(page, made)
 
-    async def _await_then_keep(self, output: Any, url: str, digest: bytes, spider: Any) -> Any:
+    async def _await_then_keep(self, output: Any, page: _Page) -> Any:
         result = await output
         if result is None:
-            self._keep(url, digest, [], spider)
+            self._keep(page, [])
             return None
         if isinstance(result, (dict, str, bytes)) or not hasattr(result, "__iter__"):
             result = [result]
         results = list(result)
-        self._keep(url, digest, results, spider)
+        self._keep(page, results)
         return results
 
-    def _keep(self, url: str, digest: bytes, results: Optional[List[Any]],
-              spider: Any) -> None:
+    def _keep(self, page: _Page, results: Optional[List[Any]]) -> None:
         """Keep the requests among a callback's ``results`` (None: they
         cannot be kept, so the page is parsed again next time)."""
         links: Optional[List[List[Any]]] = None
@@ -519,12 +569,13 @@ class RecrawlMiddleware:
             links = []
             for result in results:
                 if isinstance(result, Request):
-                    link = request_to_link(result, spider)
+                    link = request_to_link(result, page.spider)
                     if link is None:
                         links = None
                         break
                     links.append(link)
-        self.state.set_links(url, digest, links)
+        self.state.set_links(page.url, page.digest, links,
+                             page.body if links is not None else None, page.headers)
         self._inc("links_kept" if links is not None else "links_unkept")
 
 
