@@ -13,7 +13,8 @@ themselves), ``crawl`` (the usual link-following spider: every page is
 parsed and every link on it followed, so the pages are discovered from the
 start URLs), ``callback`` with ``crawl`` (``"async"``: the callback is an
 asynchronous generator; ``"lambda"``: the links are followed with a lambda
-as their callback, which a re-crawl state cannot keep) and ``items`` (the
+as their callback, which a re-crawl state cannot keep; ``"crawlspider"``:
+a CrawlSpider whose one rule follows every link) and ``items`` (the
 callback yields an item a page, which scrapy-deltafetch needs to remember a
 page).
 """
@@ -24,6 +25,8 @@ import sys
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
 
 
 def main() -> None:
@@ -70,6 +73,22 @@ def main() -> None:
             stats.update({k: v for k, v in self.crawler.stats.get_stats().items()
                           if k.startswith(("crawldedup/", "downloader/response_status"))})
 
+    class Rules(CrawlSpider):
+        name = "rules"
+        start_urls = config["urls"]
+        rules = (Rule(LinkExtractor(), callback="parse_item", follow=True),)
+
+        def parse_start_url(self, response):
+            return self.parse_item(response)
+
+        def parse_item(self, response):
+            parsed.append([response.url, response.meta.get("crawldedup_verdict")])
+            found = title.search(response.body)
+            versions[response.url] = found.group(1).decode() if found else None
+            return []
+
+        closed = Pages.closed
+
     settings = {
         "LOG_LEVEL": "ERROR",
         "ROBOTSTXT_OBEY": False,
@@ -81,7 +100,7 @@ def main() -> None:
         **config["settings"],
     }
     process = CrawlerProcess(settings)
-    process.crawl(Pages)
+    process.crawl(Rules if crawl and kind == "crawlspider" else Pages)
     process.start()
     if not finished:  # Scrapy logs why a crawl did not start, and exits 0
         sys.exit("the crawl did not run (see Scrapy's log above)")

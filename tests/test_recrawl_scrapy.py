@@ -12,6 +12,7 @@ import pytest
 from conftest import require_module
 
 import crawldedup
+from crawldedup.recrawl import RecrawlState
 
 require_module("scrapy")
 
@@ -255,7 +256,8 @@ def test_tree_changes_are_deep_behind_unchanged_pages():
 @pytest.mark.parametrize("store, drop, callback, bodies", [
     ("sqlite", True, "sync", False), ("sqlite", False, "sync", False),
     ("redis", True, "sync", False), ("sqlite", True, "async", False),
-    ("sqlite", False, "sync", True), ("redis", False, "async", True)])
+    ("sqlite", False, "sync", True), ("redis", False, "async", True),
+    ("sqlite", True, "crawlspider", False)])
 def test_link_following_spider_sees_every_deep_change(store, drop, callback, bodies, tmp_path,
                                                        request):
     """The usual spider (start at the root, follow every link): the second
@@ -281,6 +283,18 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, bod
     try:
         first = run_crawl(root, settings, crawl=True, callback=callback)
         assert {url for url, _ in first["parsed"]} == every
+        # what a callback made is kept as it made it (without the Referer
+        # and depth the spider middlewares add afterwards)
+        with RecrawlState(state, **({"prefix": prefix} if prefix else {})) as opened:
+            kept = opened.get_links(site.url + tree_path(1)).links
+        made = [site.url + tree_path(c) for c in (4, 5, 6)] + root
+        if callback == "crawlspider":  # its own callback, the rule in meta
+            assert [link[:2] for link in kept] == [[url, "_callback"] for url in made]
+            assert all(link[2]["meta"]["rule"] == 0 and link[2]["errback"] == "_errback"
+                       for link in kept)
+        else:
+            name = {"sync": "parse", "async": "parse_async"}[callback]
+            assert kept == [[url, name] for url in made]
 
         for i in TREE_CHANGED:
             site.change(tree_path(i), tree_page(i, 1))
@@ -341,7 +355,6 @@ def test_link_following_spider_sees_every_deep_change(store, drop, callback, bod
     finally:
         site.close()
         if prefix:
-            from crawldedup.recrawl import RecrawlState
             with RecrawlState(state, prefix=prefix) as cleanup:
                 cleanup.store.clear()
 

@@ -519,7 +519,9 @@ class RecrawlMiddleware:
 
     def _capture(self, callback: Callable[..., Any], page: _Page, response: Any,
                  **kwargs: Any) -> Any:
-        """The page's own callback, its requests kept once it has finished."""
+        """The page's own callback; the requests it makes are kept once it
+        has finished, as it made them (before the spider middlewares add
+        their headers and meta)."""
         output = callback(response, **kwargs)
         if output is None:
             self._keep(page, [])
@@ -532,23 +534,23 @@ class RecrawlMiddleware:
         if inspect.isawaitable(output):
             return self._await_then_keep(output, page)
         if isinstance(output, (dict, str, bytes)) or not hasattr(output, "__iter__"):
-            self._keep(page, [output])
+            self._keep(page, _links_of([output], page.spider))
             return output
         return self._tee(output, page)
 
     def _tee(self, output: Iterable[Any], page: _Page) -> Iterator[Any]:
-        made = []
+        links: Optional[List[List[Any]]] = []
         for result in output:
-            made.append(result)
+            links = _add_link(links, result, page.spider)
             yield result
-        self._keep(page, made)  # only once the callback has finished
+        self._keep(page, links)  # only once the callback has finished
 
     async def _tee_async(self, output: AsyncIterator[Any], page: _Page) -> AsyncIterator[Any]:
-        made = []
+        links: Optional[List[List[Any]]] = []
         async for result in output:
-            made.append(result)
+            links = _add_link(links, result, page.spider)
             yield result
-        self._keep(page, made)
+        self._keep(page, links)
 
     async def _await_then_keep(self, output: Any, page: _Page) -> Any:
         result = await output
@@ -558,25 +560,34 @@ class RecrawlMiddleware:
         if isinstance(result, (dict, str, bytes)) or not hasattr(result, "__iter__"):
             result = [result]
         results = list(result)
-        self._keep(page, results)
+        self._keep(page, _links_of(results, page.spider))
         return results
 
-    def _keep(self, page: _Page, results: Optional[List[Any]]) -> None:
-        """Keep the requests among a callback's ``results`` (None: they
-        cannot be kept, so the page is parsed again next time)."""
-        links: Optional[List[List[Any]]] = None
-        if results is not None:
-            links = []
-            for result in results:
-                if isinstance(result, Request):
-                    link = request_to_link(result, page.spider)
-                    if link is None:
-                        links = None
-                        break
-                    links.append(link)
+    def _keep(self, page: _Page, links: Optional[List[List[Any]]]) -> None:
+        """Keep a page's requests (None: they cannot be kept, so the page is
+        parsed again next time)."""
         self.state.set_links(page.url, page.digest, links,
                              page.body if links is not None else None, page.headers)
         self._inc("links_kept" if links is not None else "links_unkept")
+
+
+def _add_link(links: Optional[List[List[Any]]], result: Any,
+              spider: Any) -> Optional[List[List[Any]]]:
+    """``links`` with ``result`` added when it is a request (None once a
+    request cannot be kept)."""
+    if links is not None and isinstance(result, Request):
+        link = request_to_link(result, spider)
+        if link is None:
+            return None
+        links.append(link)
+    return links
+
+
+def _links_of(results: Iterable[Any], spider: Any) -> Optional[List[List[Any]]]:
+    links: Optional[List[List[Any]]] = []
+    for result in results:
+        links = _add_link(links, result, spider)
+    return links
 
 
 __all__ = ["RecrawlMiddleware", "head_pays", "HEAD_BYTES", "request_to_link",
