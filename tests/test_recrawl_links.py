@@ -133,3 +133,16 @@ def test_codec_round_trip_is_compact():
     assert decode_links(blob) == PageLinks(bytes(range(16)), links)
     text = sum(len(link[0]) + len(link[1]) for link in links)
     assert len(blob) < text / 4  # URLs of a site share most of their bytes
+
+
+def test_a_redis_links_key_of_another_type_is_named(redis_url):
+    prefix = f"test:recrawl-links:{uuid.uuid4().hex}"
+    with RecrawlState(redis_url, prefix=prefix) as state:
+        try:
+            state.store.client.rpush(f"{prefix}:links:{URL}", b"x")
+            with pytest.raises(CorruptStateError,
+                               match=f"the recrawl links of '{URL}' are damaged: their key "
+                                     f"is not a string"):
+                state.get_links(URL)
+        finally:
+            state.store.clear()

@@ -300,8 +300,17 @@ class RedisRecrawlStore(RecrawlStore):
             pipe = self.client.pipeline(transaction=False)
             for url in unique:
                 pipe.get(self._links_key(url))
-            return pipe.execute()  # type: ignore[no-any-return]
-        return {url: data for url, data in zip(unique, self._call(work)) if data is not None}
+            return pipe.execute(raise_on_error=False)  # type: ignore[no-any-return]
+        found = {}
+        for url, data in zip(unique, self._call(work)):
+            if isinstance(data, self._errors):
+                if "WRONGTYPE" in str(data):
+                    raise self._corrupt(f"the recrawl links of {url!r} are damaged: their "
+                                        f"key is not a string")
+                raise StoreUnavailableError(f"recrawl store {self.address}: {data}")
+            if data is not None:
+                found[url] = data
+        return found
 
     def write_links(self, records: Mapping[str, bytes]) -> None:
         def work() -> None:

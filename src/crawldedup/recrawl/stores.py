@@ -556,8 +556,10 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
         def work(conn: Any) -> None:
             conn.execute("BEGIN IMMEDIATE")
+            # a rowid table: a record may hold a page's body (kilobytes),
+            # which a WITHOUT ROWID table would keep in its B-tree's cells
             conn.execute("CREATE TABLE IF NOT EXISTS links (url TEXT PRIMARY KEY NOT NULL, "
-                         "data BLOB NOT NULL) WITHOUT ROWID")
+                         "data BLOB NOT NULL)")
             conn.executemany("INSERT OR REPLACE INTO links (url, data) VALUES (?, ?)", rows)
             conn.execute("COMMIT")
         if rows:

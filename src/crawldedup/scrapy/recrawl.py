@@ -32,8 +32,10 @@ Settings:
   ``recrawl.db``); ``CRAWLDEDUP_RECRAWL_PREFIX``: Redis key prefix.
 * ``CRAWLDEDUP_RECRAWL_DROP``: False (default), True (drop ``not_modified``
   and ``unchanged``), or a list of verdicts to drop (e.g. add
-  ``"near_duplicate"``).  A dropped response raises IgnoreRequest: the
-  request's errback gets it, nothing is logged as an error.
+  ``"near_duplicate"``).  A dropped response whose callbacks made requests
+  last time goes to a callback that makes them again; one whose callbacks
+  made none raises IgnoreRequest: the request's errback gets it, nothing is
+  logged as an error.
 * ``CRAWLDEDUP_RECRAWL_HEAD``: the seed's HEAD strategy for known pages
   without usable validators: a HEAD first, the GET only when the
   Content-Length differs (an unchanged page is then dropped).  A HEAD is
