@@ -192,11 +192,13 @@ class RecrawlStore(Store):
 
     def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
         """The stored link records of those ``urls`` that have one."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no links")
+        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
+                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
 
     def write_links(self, records: Mapping[str, bytes]) -> None:
         """Store link records (URL -> bytes), replacing any before: all or nothing."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no links")
+        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
+                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
 
 
 def _host_fields(fields: Sequence[str]) -> Sequence[str]:
