@@ -115,6 +115,8 @@ def kept_cost(state: str, bodies: list) -> dict:
     with tempfile.TemporaryDirectory() as tmp, RecrawlState(os.path.join(tmp, "t.db")) as copy:
         from crawldedup.recrawl.links import decode_links
         decoded = [(url, decode_links(data)) for url, data in records]
+        out["links_each"] = sum(len(kept.links or ()) for _, kept in decoded) / max(
+            len(decoded), 1)
         start = time.perf_counter()
         for url, kept in decoded:
             copy.set_links(url, kept.digest, kept.links)
@@ -316,8 +318,8 @@ def main() -> None:
                                                                         "HEAD, following"))
     print(f"\nlink-following spider: {seen_following} of {len(changed)} changed pages seen; the "
           f"state kept the requests of {cost['links_pages']} pages, {cost['links_bytes']:,.0f} "
-          f"bytes a page (2 links), {cost['links_keep_us']:,.0f} us to keep and "
-          f"{cost['links_read_us']:,.0f} us to read them a page (SQLite)")
+          f"bytes a page ({cost['links_each']:.1f} requests), {cost['links_keep_us']:,.0f} us "
+          f"to keep and {cost['links_read_us']:,.0f} us to read them a page (SQLite)")
     print(f"keeping each page's body instead (to hand callbacks the page on a 304): "
           f"{cost['body_bytes']:,.0f} bytes a page compressed (zlib 6, of "
           f"{cost['body_raw']:,.0f}), "
