@@ -486,18 +486,20 @@ class RecrawlMiddleware:
             request.meta["handle_httpstatus_list"] = [304]
         return response
 
-    def _replay(self, links: List[List[Any]], response: Any, **kwargs: Any) -> Iterator[Any]:
-        """The callback of a page not parsed again: its kept requests."""
+    def _replay(self, links: List[List[Any]], response: Any, **kwargs: Any) -> List[Any]:
+        """The callback of a page not parsed again: its kept requests.  (A
+        list, not a generator: Scrapy reads the source of every generator
+        callback it is given, here a new one a page.)"""
         spider = self._spider(None)
+        made = []
         for link in links:
             try:
-                made = link_to_request(link, spider)
+                made.append(link_to_request(link, spider))
             except ValueError as exc:
                 self._inc("errors")
                 logger.warning("crawldedup: %s", exc)
-                continue
-            self._inc("links_replayed")
-            yield made
+        self._inc("links_replayed", len(made))
+        return made
 
     def _capture_response(self, request: Any, response: Any, spider: Any) -> Any:
         """The response, its callback wrapped so that the requests it makes
