@@ -88,6 +88,7 @@ try:
     from scrapy.exceptions import IgnoreRequest, NotConfigured
     from scrapy.http import FormRequest, Headers, JsonRequest
     from scrapy.responsetypes import responsetypes
+    from scrapy.utils.misc import warn_on_generator_with_return_value
 except ImportError:  # pragma: no cover - exercised without scrapy installed
     raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from None
 
@@ -511,6 +512,8 @@ class RecrawlMiddleware:
         callback = request.callback
         if callback is None:
             callback = getattr(spider, "_parse", None) or spider.parse
+        if hasattr(spider, "settings"):  # Scrapy's check of the callback, now the wrapper's
+            warn_on_generator_with_return_value(spider, callback)
         body = headers = None
         if self.bodies:
             body = response.body
