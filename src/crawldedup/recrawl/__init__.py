@@ -23,6 +23,7 @@ from crawldedup._lazy import lazy_names
 _HOMES: Dict[str, str] = {
     "ChangeRatePolicy": "crawldedup.recrawl.schedule",
     "NutchPolicy": "crawldedup.recrawl.schedule",
+    "PageLinks": "crawldedup.recrawl.links",
     "PageState": "crawldedup.recrawl.state",
     "RecrawlState": "crawldedup.recrawl.state",
     "Verdict": "crawldedup.recrawl.state",
@@ -34,13 +35,14 @@ _HOMES: Dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from crawldedup.recrawl.links import PageLinks
     from crawldedup.recrawl.schedule import ChangeRatePolicy, NutchPolicy
     from crawldedup.recrawl.state import PageState, RecrawlState, Verdict, parse_http_date
     from crawldedup.recrawl.redis_store import RedisRecrawlStore
     from crawldedup.recrawl.stores import RecrawlStore, SQLiteRecrawlStore, open_recrawl_store
 
 
-__all__ = ["RecrawlState", "Verdict", "PageState", "ChangeRatePolicy", "NutchPolicy",
+__all__ = ["RecrawlState", "Verdict", "PageState", "PageLinks", "ChangeRatePolicy", "NutchPolicy",
            "RecrawlStore", "SQLiteRecrawlStore", "RedisRecrawlStore", "open_recrawl_store",
            "parse_http_date"]
 

@@ -4,8 +4,9 @@ holds the same).
 
 A hash per URL (``PREFIX:page:URL``), a sorted set of URLs by due time
 (``PREFIX:due``), a hash per host (``PREFIX:host:HOST``), the rate histogram
-(``PREFIX:hist``) and settings (``PREFIX:meta``); each ``commit`` is one
-MULTI/EXEC transaction.
+(``PREFIX:hist``), settings (``PREFIX:meta``) and the requests made from a
+page (``PREFIX:links:URL``, a string); each ``commit`` is one MULTI/EXEC
+transaction.
 """
 
 from __future__ import annotations
@@ -288,6 +289,37 @@ class RedisRecrawlStore(RecrawlStore):
         if values:
             self._call(lambda: self.client.hset(
                 self._meta, mapping={k: repr(float(v)) for k, v in values.items()}))
+
+    def _links_key(self, url: str) -> str:
+        return f"{self._keys}:links:{url}"
+
+    def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
+        unique = list(dict.fromkeys(urls))
+
+        def work() -> List[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for url in unique:
+                pipe.get(self._links_key(url))
+            return pipe.execute(raise_on_error=False)  # type: ignore[no-any-return]
+        found = {}
+        for url, data in zip(unique, self._call(work)):
+            if isinstance(data, self._errors):
+                if "WRONGTYPE" in str(data):
+                    raise self._corrupt(f"the recrawl links of {url!r} are damaged: their "
+                                        f"key is not a string")
+                raise StoreUnavailableError(f"recrawl store {self.address}: {data}")
+            if data is not None:
+                found[url] = data
+        return found
+
+    def write_links(self, records: Mapping[str, bytes]) -> None:
+        def work() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            for url, data in records.items():
+                pipe.set(self._links_key(url), bytes(data))
+            pipe.execute()
+        if records:
+            self._call(work)
 
     def __len__(self) -> int:
         return int(self._call(lambda: self.client.zcard(self._due)))

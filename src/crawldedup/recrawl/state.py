@@ -57,6 +57,7 @@ from crawldedup.recrawl.verdicts import (
     P_SIMHASH,
     Verdict,
 )
+from crawldedup.recrawl.links import PageLinks, decode_links, encode_links
 from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (
     HOST_FIELDS,
@@ -270,6 +271,32 @@ class RecrawlState:
         if length.isdigit() and old_length is not None:
             return cast(bool, int(length) == old_length)
         return False
+
+    # ------------------------------------------------------------ links
+
+    def get_links(self, url: Any) -> Optional[PageLinks]:
+        """The requests last kept for ``url`` by :meth:`set_links`, with the
+        digest of the version they were made from; None when none were
+        kept.  A damaged record raises the store's CorruptFileError."""
+        key = self.key(url)
+        blob = self.store.read_links([key]).get(key)
+        if blob is None:
+            return None
+        try:
+            return decode_links(blob)
+        except ValueError as exc:
+            raise self.store._corrupt(f"the recrawl links of {key!r} are damaged: "
+                                      f"{exc}") from None
+
+    def set_links(self, url: Any, digest: bytes, links: Optional[Sequence[Sequence[Any]]],
+                  body: Optional[bytes] = None,
+                  headers: Optional[Dict[str, str]] = None) -> None:
+        """Keep the requests made from the version of ``url`` whose digest is
+        ``digest`` (``PageState.digest``), replacing those kept before:
+        ``links`` as crawldedup.recrawl.links describes, or None for "they
+        could not be kept"; and that version's ``body`` and ``headers``
+        when given."""
+        self.store.write_links({self.key(url): encode_links(digest, links, body, headers)})
 
     # ------------------------------------------------------------ recording
 

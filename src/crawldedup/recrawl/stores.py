@@ -186,6 +186,20 @@ class RecrawlStore(Store):
     def set_meta(self, values: Mapping[str, float]) -> None:
         """Save scheduler numbers."""
 
+    # The requests made from each page (crawldedup.recrawl.links records,
+    # kept as bytes by URL).  Not abstract: a store made for an earlier
+    # crawldedup keeps working for everything else.
+
+    def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
+        """The stored link records of those ``urls`` that have one."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
+                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
+
+    def write_links(self, records: Mapping[str, bytes]) -> None:
+        """Store link records (URL -> bytes), replacing any before: all or nothing."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
+                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
+
 
 def _host_fields(fields: Sequence[str]) -> Sequence[str]:
     unknown = [f for f in fields if f not in HOST_FIELDS]
@@ -518,8 +532,40 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             conn.execute("BEGIN IMMEDIATE")
             for table in ("pages", "hosts", "hist", "meta"):
                 conn.execute(f"DELETE FROM {table}")
+            conn.execute("DROP TABLE IF EXISTS links")
             conn.execute("COMMIT")
         self._run(work)
+
+    # The links table is made by the first write_links: a file written
+    # before has none, and reads as holding no links.
+
+    def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
+        def work(conn: Any) -> Dict[str, bytes]:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                            "AND name = 'links'").fetchone() is None:
+                return {}
+            found = {}
+            for url, data in _select_in(conn, "SELECT url, data FROM links WHERE url", urls):
+                if type(url) is not str or type(data) is not bytes:
+                    raise self._corrupt(f"the recrawl links of {url!r} are damaged: "
+                                        f"{type(data).__name__} instead of bytes")
+                found[url] = data
+            return found
+        return self._run(work)  # type: ignore[no-any-return]
+
+    def write_links(self, records: Mapping[str, bytes]) -> None:
+        rows = [(url, bytes(data)) for url, data in records.items()]
+
+        def work(conn: Any) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            # a rowid table: a record may hold a page's body (kilobytes),
+            # which a WITHOUT ROWID table would keep in its B-tree's cells
+            conn.execute("CREATE TABLE IF NOT EXISTS links (url TEXT PRIMARY KEY NOT NULL, "
+                         "data BLOB NOT NULL)")
+            conn.executemany("INSERT OR REPLACE INTO links (url, data) VALUES (?, ?)", rows)
+            conn.execute("COMMIT")
+        if rows:
+            self._run(work)
 
 
 
