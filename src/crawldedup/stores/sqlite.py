@@ -86,6 +86,15 @@ class SQLiteFile:
     def _prepare(self, conn: "sqlite3.Connection") -> None:
         """Create the tables (and set the pragmas) a new connection needs."""
 
+    def _before_connect(self) -> None:
+        """Check the file before SQLite opens it (a subclass's hook)."""
+
+    def _undecodable(self, exc: UnicodeDecodeError) -> CorruptDatabaseError:
+        """sqlite3 could not decode SQLite's own message: it quotes bytes of
+        the file that are not UTF-8 (a damaged schema)."""
+        return CorruptDatabaseError(self.path, f"SQLite's message quotes damaged bytes: "
+                                    f"{exc.object[:200]!r}")
+
     def _connection(self) -> "sqlite3.Connection":
         if self._closed:
             raise ValueError("the store is closed")
@@ -93,6 +102,7 @@ class SQLiteFile:
             return self._conn
         # First use, or the first in a forked child (which must not touch
         # the parent's connection).
+        self._before_connect()
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -123,6 +133,9 @@ class SQLiteFile:
         except sqlite3.Error as exc:
             conn.close()
             raise self._error(exc) from exc
+        except UnicodeDecodeError as exc:
+            conn.close()
+            raise self._undecodable(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -137,6 +150,9 @@ class SQLiteFile:
             except sqlite3.Error as exc:
                 self._roll_back(conn)
                 raise self._error(exc) from exc
+            except UnicodeDecodeError as exc:
+                self._roll_back(conn)
+                raise self._undecodable(exc) from exc
             except BaseException:
                 # (a value sqlite3 cannot bind, an interrupt): the
                 # transaction is not left open for the next call
