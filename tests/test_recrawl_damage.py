@@ -13,7 +13,7 @@ import pytest
 
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
                                StoreUnavailableError)
-from crawldedup.recrawl import RecrawlState
+from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore
 from crawldedup.redis import RedisKeyTypeError
 from crawldedup.recrawl.pages import Pages, pack, page_sums, unpack
 from crawldedup.recrawl.stores import HOST_FIELDS, SQLITE_FORMAT, _hist_sums
@@ -546,3 +546,21 @@ def test_a_format_2_file_is_checked_and_converted_on_open(tmp_path):
         RecrawlState(bad)
     assert _sql(bad, "PRAGMA user_version") == [(2,)]
     assert _sql(bad, "SELECT lm_lies FROM hosts WHERE host = 'h1.example'") == [(-1.0,)]
+
+
+def test_host_sums_add_up_when_another_process_wrote_the_host_meanwhile(tmp_path):
+    """A batch writes its hosts from the sums it read, only while each
+    row's checksum is still the one read; a host another store wrote in
+    between (or created) is read again, and no increment is lost."""
+    path = str(tmp_path / "c.db")
+    one, other = SQLiteRecrawlStore(path), SQLiteRecrawlStore(path)
+    try:
+        one.commit([], {"old.example": [1.0] * 10}, {})
+        one.get_hosts(["old.example", "new.example"])
+        other.commit([], {"old.example": [2.0] * 10, "new.example": [2.0] * 10}, {})
+        one.commit([], {"old.example": [4.0] * 10, "new.example": [4.0] * 10}, {})
+        assert other.get_hosts(["old.example", "new.example"]) == {
+            "old.example": [7.0] * 10, "new.example": [6.0] * 10}
+    finally:
+        one.close()
+        other.close()

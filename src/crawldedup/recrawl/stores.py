@@ -17,7 +17,7 @@ import abc
 import math
 import operator
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -62,10 +62,12 @@ _INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?
                "last_modified = excluded.last_modified, due_at = excluded.due_at, "
                "data = excluded.data, sum = excluded.sum")
 _HOST_COLUMNS = ", ".join(HOST_FIELDS)
+# A host's row is rewritten only while its checksum is the one read; a new
+# host is written only while no other process has written it.
 _HOST_UPDATE_SQL = ("UPDATE hosts SET " + ", ".join(f"{f} = ?" for f in HOST_FIELDS)
-                    + ", sum = ? WHERE id = ?")
+                    + ", sum = ? WHERE id = ? AND sum = ?")
 _HOST_INSERT_SQL = (f"INSERT INTO hosts (host, {_HOST_COLUMNS}, sum) VALUES ("
-                    + ",".join("?" * (len(HOST_FIELDS) + 2)) + ")")
+                    + ",".join("?" * (len(HOST_FIELDS) + 2)) + ") ON CONFLICT(host) DO NOTHING")
 _ROWID = operator.itemgetter(6)
 _URL = operator.itemgetter(0)
 # Pages converted a statement at a time from an older format.
@@ -74,6 +76,10 @@ _CONVERT_ROWS = 20_000
 CHECKS = ("full", "quick")
 # The first bytes of every SQLite file.
 _HEADER_MAGIC = b"SQLite format 3\x00"
+
+
+class _Stale(Exception):
+    """A host row changed between its read and a batch's write."""
 
 
 def _host_sums(hosts: Sequence[str], values: Any) -> np.ndarray:
@@ -492,6 +498,9 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         self.address = f"SQLite file {os.fspath(path)!r}"
         #: URL -> row id of the pages the last get_pages read (see commit)
         self._ids: Dict[str, int] = {}
+        #: host -> (row id, sums, checksum), or None when it was not found,
+        #: of the hosts the last get_hosts read (see write_pages)
+        self._host_rows: Dict[str, Optional[Tuple[int, List[float], int]]] = {}
         self._open_file(path, timeout, synchronous)
 
     def __repr__(self) -> str:
@@ -635,14 +644,17 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
         fields = _host_fields(fields)
         found = self._run(lambda conn: self._hosts_in(conn, hosts))
+        # remembered for write_pages: these rows are updated by row id
+        self._host_rows = {host: found.get(host) for host in hosts}
         if tuple(fields) == HOST_FIELDS:
-            return {host: values for host, (_, values) in found.items()}
+            return {host: values for host, (_, values, _) in found.items()}
         at = [HOST_FIELDS.index(f) for f in fields]
-        return {host: [values[i] for i in at] for host, (_, values) in found.items()}
+        return {host: [values[i] for i in at] for host, (_, values, _) in found.items()}
 
-    def _hosts_in(self, conn: Any, hosts: Sequence[str]) -> Dict[str, Tuple[int, List[float]]]:
-        """host -> (row id, its HOST_FIELDS sums) of those hosts that are
-        known, values and checksums checked."""
+    def _hosts_in(self, conn: Any,
+                  hosts: Sequence[str]) -> Dict[str, Tuple[int, List[float], int]]:
+        """host -> (row id, its HOST_FIELDS sums, checksum) of those hosts
+        that are known, values and checksums checked."""
         rows = list(_select_in(conn, f"SELECT id, host, {_HOST_COLUMNS}, sum FROM hosts "
                                      f"WHERE host", hosts))
         check_hosts({row[1]: list(row[2:-1]) for row in rows}, HOST_FIELDS, self._corrupt)
@@ -657,7 +669,7 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             if wrong >= 0:
                 raise self._corrupt(f"the recrawl host {names[wrong]!r} is damaged: its row "
                                     f"does not match its checksum")
-        return {row[1]: (row[0], list(row[2:-1])) for row in rows}
+        return {row[1]: (row[0], list(row[2:-1]), row[-1]) for row in rows}
 
     def _hist_in(self, conn: Any) -> List[Tuple[int, int]]:
         """The histogram's (bin, count) rows, checked."""
@@ -677,6 +689,10 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         sums = page_sums(pages).tolist()
         deltas = np.array([list(d) for d in host_deltas.values()], np.float64).reshape(
             len(host_deltas), len(HOST_FIELDS))
+
+        known_hosts, self._host_rows = self._host_rows, {}
+        ids_read = self._ids
+        fast = True
 
         def work(conn: Any) -> None:
             # The pages the last read_pages read are updated in place by
@@ -702,24 +718,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # and their row ids (the due index's tie-break) follow the URLs.
             new.sort(key=_URL)
             conn.executemany(_INSERT_SQL, new)
-            # A host's sums are read (and checked) in this transaction and
-            # written back with the batch's increments: a damaged host is
-            # refused, never added to (which would seal the damage).
             if host_deltas:
-                names = list(host_deltas)
-                stored = self._hosts_in(conn, names)
-                values = deltas.copy()
-                for i, name in enumerate(names):
-                    if name in stored:
-                        values[i] += stored[name][1]
-                host_sums = _host_sums(names, values).tolist()
-                listed = values.tolist()
-                conn.executemany(_HOST_UPDATE_SQL, [
-                    (*listed[i], host_sums[i], stored[name][0])
-                    for i, name in enumerate(names) if name in stored])
-                conn.executemany(_HOST_INSERT_SQL, [
-                    (name, *listed[i], host_sums[i])
-                    for i, name in enumerate(names) if name not in stored])
+                self._write_hosts(conn, host_deltas, deltas, known_hosts if fast else {})
             bins = [(b, d) for b, d in hist_deltas.items() if d]
             if bins:  # (a few hundred rows at most)
                 counts = dict(self._hist_in(conn))
@@ -728,7 +728,43 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
                                  [(b, n, s) for (b, n), s in
                                   zip(changed, _hist_sums(changed).tolist())])
             conn.execute("COMMIT")
-        self._run(work)
+        try:
+            self._run(work)
+        except _Stale:  # another process wrote one of the hosts since it was read
+            fast = False
+            self._ids = ids_read
+            self._run(work)
+
+    def _write_hosts(self, conn: Any, host_deltas: Mapping[str, Sequence[float]],
+                     deltas: np.ndarray,
+                     known: Mapping[str, Optional[Tuple[int, List[float], int]]]) -> None:
+        """Add a batch's increments to its hosts' sums, inside the batch's
+        transaction.  Hosts the last get_hosts read (``known``) are written
+        from the values it checked, each update conditional on the row's
+        checksum being the one read (_Stale when another process changed
+        it meanwhile); the others are read (and checked) here first.  A
+        damaged host is refused, never added to (which would seal the
+        damage)."""
+        names = list(host_deltas)
+        unread = [name for name in names if name not in known]
+        stored = [known.get(name) for name in names]
+        if unread:
+            found = self._hosts_in(conn, unread)
+            stored = [found.get(name) if name in found else row
+                      for name, row in zip(names, stored)]
+        values = deltas.copy()
+        at = [i for i, row in enumerate(stored) if row is not None]
+        if at:
+            values[at] += np.array([stored[i][1] for i in at], np.float64)  # type: ignore[index]
+        sums = _host_sums(names, values).tolist()
+        listed = values.tolist()
+        updates = [(*listed[i], sums[i], stored[i][0], stored[i][2])  # type: ignore[index]
+                   for i in at]
+        inserts = [(name, *v, s) for name, v, s, row in zip(names, listed, sums, stored)
+                   if row is None]
+        for sql, rows in ((_HOST_UPDATE_SQL, updates), (_HOST_INSERT_SQL, inserts)):
+            if rows and conn.executemany(sql, rows).rowcount != len(rows):
+                raise _Stale()
 
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
