@@ -15,6 +15,7 @@ from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import parse_fetch
+from crawldedup.recrawl.pages import Pages, page_sums, unpack
 
 T0 = 1_700_000_000.0
 CLOCK = T0 + 0.25
@@ -128,6 +129,12 @@ def test_pages_changed_by_another_process_meanwhile_are_still_written(tmp_path):
     other.execute("DELETE FROM pages WHERE url = ?", (urls[0],))
     other.execute("UPDATE pages SET url = 'https://m.example/moved' WHERE url = ?",
                   (urls[1],))
+    # with the checksum another crawldedup process would have written
+    (u, host, etag, lm, due, blob), = other.execute(
+        "SELECT url, host, etag, last_modified, due_at, data FROM pages WHERE url = ?",
+        ("https://m.example/moved",)).fetchall()
+    other.execute("UPDATE pages SET sum = ? WHERE url = ?",
+                  (int(page_sums(Pages([u], [host], [etag], [lm], unpack([blob], [due])))[0]), u))
     other.close()
     store.commit(rows, {}, {})
     for u in urls:
@@ -174,11 +181,12 @@ def test_an_error_inside_a_write_leaves_no_transaction_open(tmp_path):
     rolls it back: nothing of it is kept and the next call works."""
     state = RecrawlState(str(tmp_path / "t.db"))
     store = state.store
-    with pytest.raises(OverflowError):
-        store.commit([], {"a.example": [1.0] + [0.0] * 8 + [1 << 70],
-                          "b.example": [1.0] * 10}, {})
+    page = Pages.from_rows([("https://a.example/0", "a.example", None, None, None, None, None,
+                             T0, T0, T0, 1, 0, 0.0, 0.0, 1e-6, 3600.0, T0 + 3600)])
+    with pytest.raises(UnicodeEncodeError):  # the host's name, bound after the page's insert
+        store.write_pages(page, {"a.example": [1.0] * 10, "b\ud800.example": [1.0] * 10}, {})
     assert not store._connection().in_transaction
-    assert store.get_hosts(["a.example", "b.example"]) == {}
+    assert store.get_hosts(["a.example"]) == {} and len(store) == 0
     assert state.record("https://a.example/1", 200, {}, body=b"x", now=T0) is Verdict.NEW
     state.close()
 

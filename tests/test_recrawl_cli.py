@@ -153,3 +153,86 @@ def test_progress_bar_on_a_terminal_only(tmp_path):
     assert proc.returncode == 0
     assert b"record:" in shown and b"lines" in shown
     assert len(out.splitlines()) == 50
+
+
+def test_ctrl_c_on_record_says_how_many_fetches_were_recorded(tmp_path):
+    """SIGINT while record waits for input: the batch read so far is
+    recorded, every recorded fetch's verdict was printed, and the last line
+    says how many (not "before any work was done"); exit status 130."""
+    import signal
+    import threading
+    import time
+    path = tmp_path / "int.db"
+    proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "record", f"--state={path}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    lines = jsonl(*({"url": f"https://i.example/{i}", "status": 200,
+                     "digest": f"{i:032x}", "time": T0} for i in range(3500)))
+    # written by a thread: the verdicts are read meanwhile (a full pipe both ways
+    # would stop both processes)
+    writer = threading.Thread(target=lambda: (proc.stdin.write(lines), proc.stdin.flush()))
+    writer.start()
+    printed = b""
+    deadline = time.monotonic() + 60
+    while printed.count(b"\n") < 3000 and time.monotonic() < deadline:
+        printed += os.read(proc.stdout.fileno(), 1 << 16)
+    writer.join(timeout=60)
+    time.sleep(1.0)  # the last 500 lines read, waiting for more
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    proc.stdin.close()
+    printed += out
+    assert proc.returncode == 130, err
+    text = err.decode()
+    assert "before any work was done" not in text and "Traceback" not in text, text
+    assert "stopped by signal 2; recorded 3500 fetches: new 3500" in text, text
+    assert printed.count(b"\n") == 3500
+    with RecrawlState(str(path)) as state:
+        assert len(state) == 3500
+
+
+def one_error_line(run):
+    text = run.stderr.decode()
+    assert "Traceback" not in text, text
+    errors = [line for line in text.splitlines() if line.startswith("crawldedup: error")]
+    assert len(errors) == 1, text
+    return errors[0]
+
+
+def test_due_of_a_missing_state_is_a_usage_error_and_creates_nothing(tmp_path):
+    run = cli("due", "--state", tmp_path / "typo.db", "--limit", 5)
+    assert run.returncode == 2 and run.stdout == b""
+    assert "typo.db' does not exist" in one_error_line(run)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["record", "due"])
+def test_a_read_only_state_or_folder_is_named(tmp_path, command):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "r.db"
+    assert cli("record", "--state", path, stdin=jsonl(
+        {"url": "https://r.example/1", "status": 200, "digest": "00" * 16})).returncode == 0
+    args = [command, "--state", path] + (["--limit", 5] if command == "due" else [])
+    before = path.read_bytes()
+    os.chmod(path, 0o444)
+    try:
+        run = cli(*args, stdin=b"")
+        assert run.returncode == 1, run.stderr
+        line = one_error_line(run)
+        assert f"the state file '{path}' is read-only" in line, line
+        assert "unable to open" not in line
+    finally:
+        os.chmod(path, 0o644)
+    os.chmod(folder, 0o555)
+    try:
+        run = cli(*args, stdin=b"")
+        assert run.returncode == 1, run.stderr
+        line = one_error_line(run)
+        assert f"the folder '{folder}' of the state '{path}' is read-only" in line, line
+    finally:
+        os.chmod(folder, 0o755)
+    assert path.read_bytes() == before
+    run = cli("record", "--state", tmp_path / "missing" / "r.db", stdin=b"")
+    assert run.returncode == 1
+    assert "its folder" in one_error_line(run) and "does not exist" in one_error_line(run)

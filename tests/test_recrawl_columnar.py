@@ -15,6 +15,7 @@ from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
 from crawldedup.recrawl.columnar import compare_columns
 from crawldedup.recrawl.columns import Columns
 from crawldedup.recrawl.pages import PACKED_SIZE, PAGE_FIELDS, Pages, pack, unpack
+from crawldedup.recrawl.stores import SQLITE_FORMAT
 from crawldedup.recrawl.verdicts import compare
 
 T0 = 1_700_000_000.0
@@ -128,11 +129,12 @@ def test_a_format_1_file_is_converted(tmp_path):
     assert len(state) == 50
     for row in rows:
         assert tuple(state.get(row[0])) == tuple(row[:6]) + (row[6] % (1 << 64),) + row[7:]
-    assert state.store._connection().execute("PRAGMA user_version").fetchone()[0] == 2
+    assert state.store._connection().execute("PRAGMA user_version").fetchone()[0] == \
+        SQLITE_FORMAT
     assert sorted(state.due(T0 + 3600 * 2.5, 10)) == [rows[i][0] for i in (0, 1, 2)]
     assert state.record(rows[4][0], 200, {}, body=b"new", now=T0 + 10**5) is Verdict.CHANGED
     state.close()
-    again = RecrawlState(path)  # format 2 now: opened as it is
+    again = RecrawlState(path)  # this format now: opened as it is
     assert len(again) == 50 and again.get(rows[4][0]).fetches == 6
     again.close()
 

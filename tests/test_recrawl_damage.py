@@ -13,9 +13,10 @@ import pytest
 
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
                                StoreUnavailableError)
-from crawldedup.recrawl import RecrawlState
+from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore
 from crawldedup.redis import RedisKeyTypeError
-from crawldedup.recrawl.pages import pack, unpack
+from crawldedup.recrawl.pages import Pages, pack, page_sums, unpack
+from crawldedup.recrawl.stores import HOST_FIELDS, SQLITE_FORMAT, _hist_sums
 
 T0 = 1_700_000_000.0
 DAY = 86400.0
@@ -56,14 +57,30 @@ class SQLiteDamage:
     def page_etag(self, url):
         self._sql("UPDATE pages SET etag = x'ff00' WHERE url = ?", (url,))
 
+    def seal(self, url):
+        """Give a page edited here the checksum crawldedup would write (as
+        if crawldedup had written its values)."""
+        rows = self._sql("SELECT url, host, etag, last_modified, due_at, data FROM pages "
+                         "WHERE url = ?", (url,))
+        (u, host, etag, lm, due, blob), = rows
+        pages = Pages([u], [host], [etag], [lm], unpack([blob], [due]))
+        self._sql("UPDATE pages SET sum = ? WHERE url = ?", (int(page_sums(pages)[0]), url))
+
     def host(self, host, field, value):
         self._sql(f"UPDATE hosts SET {field} = ? WHERE host = ?", (value, host))
 
     def hist(self, value):
         self._sql("UPDATE hist SET n = ? WHERE bin = (SELECT min(bin) FROM hist)", (value,))
 
+    def seal_hist(self):
+        """Give the histogram's rows the checksums crawldedup would write."""
+        items = self._sql("SELECT bin, n FROM hist")
+        for (b, n), s in zip(items, _hist_sums(items).tolist()):
+            self._sql("UPDATE hist SET sum = ? WHERE bin = ?", (s, b))
+
     def meta(self, key, value):
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        self._sql("INSERT OR REPLACE INTO meta (key, value, sum) VALUES (?, ?, 0)",
+                  (key, value))
 
     def snapshot(self):
         return [self._sql(f"SELECT * FROM {table} ORDER BY 1")
@@ -93,12 +110,18 @@ class RedisDamage:
     def page_etag(self, url):
         self.client.hset(f"{self.keys}:page:{url}", "etag", b"\xff\x00")
 
+    def seal(self, url):
+        """(Redis keeps no checksums.)"""
+
     def host(self, host, field, value):
         self.client.hset(f"{self.keys}:host:{host}", field, value)
 
     def hist(self, value):
         key = f"{self.keys}:hist"
         self.client.hset(key, min(self.client.hkeys(key), key=int), value)
+
+    def seal_hist(self):
+        """(Redis keeps no checksums.)"""
 
     def meta(self, key, value):
         self.client.hset(f"{self.keys}:meta", key, value)
@@ -205,6 +228,7 @@ def test_page_fields_that_are_not_numbers_or_text(damage):
         refused_everywhere(damage, "h0.example/2' is damaged: unknown flags 64")
     damage.page_number(URLS[2], "last_fetched", T0 + DAY)
     damage.page_number(URLS[2], "flags" if isinstance(damage, SQLiteDamage) else "changes", 0)
+    damage.seal(URLS[2])
     damage.page_etag(URLS[4])
     refused_everywhere(damage, r"h0.example/4' is damaged: its (ETag|etag) is b'\\xff\\x00'",
                        reads=("get", "record"))
@@ -249,6 +273,7 @@ def test_a_negative_histogram_count_counts_zero(damage):
     """Two crawlers re-recording one page at once each take it out of its
     old rate bin: a count below zero is drift, not damage."""
     damage.hist(-3)
+    damage.seal_hist()  # as crawldedup writes drift
     state = damage.open()
     try:
         assert state.store.histogram().min() == 0
@@ -298,10 +323,244 @@ def test_a_file_sqlite_finds_damaged_is_a_corrupt_database(tmp_path):
     with open(path, "r+b") as f:  # a page in the middle of the tables, zeroed
         f.seek(size // 2 // 4096 * 4096)
         f.write(bytes(4096))
-    with pytest.raises(CorruptDatabaseError, match="cut.db.*malformed"):
+    with pytest.raises(CorruptDatabaseError, match="cut.db.*(malformed|integrity_check)"):
         state = RecrawlState(path, canonical=False)
         try:
             state.due(T0 + 400 * DAY, 5000)
             [state.get(f"https://h{i % 50}.example/{i}") for i in range(3000)]
         finally:
             state.close()
+
+
+# ------------------------------------------------- SQLite: one byte changed
+
+def _crawled_file(path, pages=300, hosts=7):
+    """A SQLite state of a few hundred pages over a few hosts, crawled twice
+    (validators, 304s, changed pages), with a due call's settings saved."""
+    urls = [f"https://h{i % hosts}.example/page/{i}?q={i * 7}" for i in range(pages)]
+    state = RecrawlState(path, canonical=False)
+    state.record_many([{"url": u, "status": 200, "time": T0,
+                        "headers": {"ETag": f'"e{i}"', "Content-Length": str(100 + i),
+                                    "Last-Modified": "Tue, 01 Dec 2026 00:00:00 GMT"},
+                        "text": f"page {i} words {i % 5}"} for i, u in enumerate(urls)])
+    state.record_many([{"url": u, "status": 200 if i % 3 else 304, "time": T0 + DAY,
+                        "headers": {"ETag": f'"f{i}"'} if i % 3 else {},
+                        "text": f"page {i} changed {i % 4}"} for i, u in enumerate(urls)])
+    state.due(T0 + 2 * DAY, 5)
+    state.close()
+    return urls, [f"h{i}.example" for i in range(hosts)]
+
+
+def _everything(path, urls, hosts):
+    """All a state answers: every page, host, the histogram, the settings,
+    the counts and the URLs due (due saves settings: read them first)."""
+    state = RecrawlState(path, canonical=False)
+    try:
+        return {"meta": state.store.get_meta(), "pages": [state.get(u) for u in urls],
+                "headers": [state.conditional_headers(u) for u in urls[:20]],
+                "hosts": [state.host_stats(h) for h in hosts],
+                "hist": state.store.histogram().tolist(), "len": len(state),
+                "count": state.count_due(T0 + 3 * DAY),
+                "due": state.due(T0 + 400 * DAY, 1000)}
+    finally:
+        state.close()
+
+
+def test_one_changed_byte_anywhere_in_a_sqlite_state_is_named_or_changes_nothing(tmp_path):
+    """300 trials, each a copy of one state with one byte changed at a
+    random place of the file: each either raises CorruptFileError naming
+    the copy (never a plain StoreUnavailableError) or answers exactly what
+    the undamaged state answers."""
+    base = str(tmp_path / "base.db")
+    urls, hosts = _crawled_file(base)
+    size = os.path.getsize(base)
+    with open(base, "rb") as f:
+        original = f.read()
+    good = tmp_path / "good.db"
+    good.write_bytes(original)
+    expected = _everything(str(good), urls, hosts)
+    rnd = np.random.default_rng(2026)
+    outcomes = {"named": 0, "same": 0}
+    for trial in range(300):
+        path = tmp_path / f"t{trial}.db"
+        data = bytearray(original)
+        at = int(rnd.integers(size))
+        data[at] ^= int(rnd.integers(1, 256))
+        path.write_bytes(bytes(data))
+        try:
+            got = _everything(str(path), urls, hosts)
+        except CorruptFileError as exc:
+            assert exc.path == str(path), (at, exc)
+            outcomes["named"] += 1
+        else:
+            assert got == expected, f"byte {at} changed: a wrong answer without an error"
+            outcomes["same"] += 1
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(f"{path}{suffix}"):
+                os.remove(f"{path}{suffix}")
+    assert outcomes["named"] > 50 and outcomes["same"] > 50, outcomes
+
+
+def _sql(path, sql, args=()):
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("edit, read, said", [
+    ("UPDATE pages SET etag = '\"e9\"' WHERE url = 'https://h3.example/page/3?q=21'",
+     "get", "page 'https://h3.example/page/3.*does not match its checksum"),
+    ("UPDATE pages SET due_at = due_at + 1 WHERE url = 'https://h3.example/page/3?q=21'",
+     "get", "page 'https://h3.example/page/3.*does not match its checksum"),
+    ("UPDATE hosts SET changes = changes + 1 WHERE host = 'h2.example'",
+     "host_stats", "host 'h2.example' is damaged: its row does not match its checksum"),
+    ("UPDATE hosts SET host = 'h2.exbmple' WHERE host = 'h2.example'",
+     "host_stats", "host 'h2.exbmple' is damaged: its row does not match"),
+    ("UPDATE hist SET n = n + 1 WHERE bin = (SELECT min(bin) FROM hist)",
+     "due", "histogram is damaged: bin .* does not match its checksum"),
+    ("UPDATE meta SET value = value + 1 WHERE key = 'last_due'",
+     "open", "setting 'last_due' is damaged: its row does not match its checksum"),
+])
+def test_sound_looking_values_changed_behind_the_store_are_named(tmp_path, edit, read, said):
+    """Values crawldedup could have written, but did not: the row's
+    checksum names them where they are read."""
+    path = str(tmp_path / "s.db")
+    urls, hosts = _crawled_file(path, pages=30)
+    _sql(path, edit)
+    if read == "open":
+        with pytest.raises(CorruptFileError, match=said):
+            RecrawlState(path, canonical=False)
+        return
+    state = RecrawlState(path, canonical=False)
+    try:
+        calls = {"get": lambda: [state.get(u) for u in urls],
+                 "host_stats": lambda: [state.host_stats(h) for h in hosts + ["h2.exbmple"]],
+                 "due": lambda: state.due(T0 + 400 * DAY, 100)}
+        with pytest.raises(CorruptFileError, match=said):
+            calls[read]()
+    finally:
+        state.close()
+
+
+def test_a_damaged_copy_of_a_url_in_its_index_is_found_at_open(tmp_path):
+    """A URL is kept twice, in its row and in the URL index.  A changed byte
+    in the index copy makes the page unreachable by its URL (it would read
+    as new): SQLite's integrity check, run at open, finds it."""
+    path = str(tmp_path / "i.db")
+    urls, _ = _crawled_file(path, pages=50)
+    with open(path, "rb") as f:
+        original = f.read()
+    needle = urls[17].encode()
+    places = [i for i in range(len(original)) if original.startswith(needle, i)]
+    assert len(places) == 2  # the row and the index entry
+    for place in places:
+        data = bytearray(original)
+        data[place + len(needle) - 1] ^= 0x01
+        with open(path, "wb") as f:
+            f.write(bytes(data))
+        with pytest.raises(CorruptFileError, match="i.db"):
+            with RecrawlState(path, canonical=False) as state:
+                state.get(urls[17])
+
+
+@pytest.mark.parametrize("offset, value, said", [
+    (16, b"\x03\x00", "page size 768"),
+    (18, b"\x03", "file format versions 3"),
+    (20, b"\x08", "8 reserved bytes a page"),
+    (21, b"\x41", "payload fractions"),
+    (56, b"\x00\x00\x00\x02", "text encoding 2"),
+    (80, b"\x01", "its reserved bytes 72 to 91"),
+    (28, b"\x00\x00\x7f\x00", "it counts 32512 pages"),
+])
+def test_a_damaged_sqlite_header_is_refused_before_sqlite_reads_it(tmp_path, offset, value,
+                                                                   said):
+    path = str(tmp_path / "h.db")
+    _crawled_file(path, pages=20)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(value)
+    with open(path, "rb") as f:
+        before = f.read()
+    with pytest.raises(CorruptDatabaseError, match=f"h.db.*header is damaged: {said}"):
+        RecrawlState(path)
+    with open(path, "rb") as f:
+        assert f.read() == before  # refused without a byte written
+    assert not os.path.exists(path + "-wal")
+
+
+def test_the_file_check_at_open_is_an_option(tmp_path):
+    path = str(tmp_path / "q.db")
+    _crawled_file(path, pages=20)
+    for check in ("full", "quick"):
+        with RecrawlState(path, canonical=False, check=check) as state:
+            assert len(state) == 20 and state.store.check == check
+    with pytest.raises(ValueError, match="check must be one of"):
+        RecrawlState(path, check="none")
+
+
+V2_TABLES = (
+    "CREATE TABLE pages (id INTEGER PRIMARY KEY, url TEXT NOT NULL UNIQUE, host TEXT NOT NULL, "
+    "etag TEXT, last_modified TEXT, due_at REAL NOT NULL, data BLOB NOT NULL)",
+    "CREATE INDEX pages_due ON pages (due_at)",
+    "CREATE TABLE hosts (host TEXT PRIMARY KEY NOT NULL, "
+    + ", ".join(f"{f} REAL NOT NULL DEFAULT 0" for f in HOST_FIELDS) + ") WITHOUT ROWID",
+    "CREATE TABLE hist (bin INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value REAL) WITHOUT ROWID",
+    "PRAGMA user_version = 2")
+
+
+def _as_format_2(source, path):
+    """The state of ``source`` written as crawldedup wrote format 2 (no
+    checksums, the hosts keyed by name)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for sql in V2_TABLES:
+        conn.execute(sql)
+    old = sqlite3.connect(source)
+    conn.executemany("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?)", old.execute(
+        "SELECT id, url, host, etag, last_modified, due_at, data FROM pages"))
+    conn.executemany(f"INSERT INTO hosts VALUES ({','.join('?' * (len(HOST_FIELDS) + 1))})",
+                     old.execute(f"SELECT host, {', '.join(HOST_FIELDS)} FROM hosts"))
+    conn.executemany("INSERT INTO hist VALUES (?, ?)", old.execute("SELECT bin, n FROM hist"))
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", old.execute("SELECT key, value FROM meta"))
+    old.close()
+    conn.close()
+
+
+def test_a_format_2_file_is_checked_and_converted_on_open(tmp_path):
+    source = str(tmp_path / "now.db")
+    urls, hosts = _crawled_file(source, pages=40)
+    (tmp_path / "copy.db").write_bytes((tmp_path / "now.db").read_bytes())
+    expected = _everything(str(tmp_path / "copy.db"), urls, hosts)
+    path = str(tmp_path / "v2.db")
+    _as_format_2(source, path)
+    assert _everything(path, urls, hosts) == expected
+    assert _sql(path, "PRAGMA user_version") == [(SQLITE_FORMAT,)]
+    assert _sql(path, "SELECT count(*) FROM pages WHERE sum IS NOT NULL") == [(40,)]
+    # a damaged format-2 file is refused whole, and left as it was
+    bad = str(tmp_path / "bad.db")
+    _as_format_2(source, bad)
+    _sql(bad, "UPDATE hosts SET lm_lies = -1 WHERE host = 'h1.example'")
+    with pytest.raises(CorruptFileError, match="host 'h1.example' is damaged: its lm_lies"):
+        RecrawlState(bad)
+    assert _sql(bad, "PRAGMA user_version") == [(2,)]
+    assert _sql(bad, "SELECT lm_lies FROM hosts WHERE host = 'h1.example'") == [(-1.0,)]
+
+
+def test_host_sums_add_up_when_another_process_wrote_the_host_meanwhile(tmp_path):
+    """A batch writes its hosts from the sums it read, only while each
+    row's checksum is still the one read; a host another store wrote in
+    between (or created) is read again, and no increment is lost."""
+    path = str(tmp_path / "c.db")
+    one, other = SQLiteRecrawlStore(path), SQLiteRecrawlStore(path)
+    try:
+        one.commit([], {"old.example": [1.0] * 10}, {})
+        one.get_hosts(["old.example", "new.example"])
+        other.commit([], {"old.example": [2.0] * 10, "new.example": [2.0] * 10}, {})
+        one.commit([], {"old.example": [4.0] * 10, "new.example": [4.0] * 10}, {})
+        assert other.get_hosts(["old.example", "new.example"]) == {
+            "old.example": [7.0] * 10, "new.example": [6.0] * 10}
+    finally:
+        one.close()
+        other.close()

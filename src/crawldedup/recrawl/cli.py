@@ -7,19 +7,23 @@ lines ``{"url", "status", "headers", "digest" | "text" | "body", "time"}``
 and prints one JSON line ``{"url", "verdict"}`` for each, in order.
 
 Exit status: 0 on success, 1 on an error (a bad line, an unreachable store),
-2 on a usage error.
+2 on a usage error (``due`` of a SQLite state that does not exist), 130/143
+when ``record`` is stopped by SIGINT/SIGTERM (after the batch being
+recorded, whose verdicts are printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
 from crawldedup._near_dups import close_inputs, open_input, progress_bar, reading_command
-from crawldedup.cli._common import positive_int
+from crawldedup.cli._common import UsageError, positive_int
+from crawldedup.cli._delivery import SignalGuard, Stopped
 from crawldedup.errors import CrawldedupError
 
 BATCH = 1000
@@ -38,6 +42,39 @@ def _policy(args: argparse.Namespace) -> Any:
     return ChangeRatePolicy(budget_per_day=args.budget)
 
 
+def _writable(path: str) -> bool:
+    """Whether path may be written: a write permission bit set and this
+    user allowed to write it."""
+    return bool(os.stat(path).st_mode & 0o222) and os.access(path, os.W_OK)
+
+
+def _check_sqlite_state(path: str, command: str) -> None:
+    """Refuse, naming the path, a SQLite state that ``command`` cannot use:
+    a missing one for ``due`` (a usage error: due reads what record made),
+    a read-only file, or a folder that does not exist or is read-only
+    (SQLite keeps STATE-wal and STATE-shm beside the file).  Both commands
+    write to the state (verdicts, schedule settings, leases)."""
+    if path.startswith("sqlite:///"):
+        path = path[len("sqlite:///"):]
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CrawldedupError(f"the state {path!r} is a directory; --state names a file")
+    if not os.path.exists(path):
+        if command == "due":
+            raise UsageError(f"the state {path!r} does not exist: due reads a state that "
+                             f"record made (check the --state path)")
+        if not os.path.isdir(folder):
+            raise CrawldedupError(f"cannot create the state {path!r}: its folder {folder!r} "
+                                  f"does not exist")
+    elif not _writable(path):
+        raise CrawldedupError(f"the state file {path!r} is read-only; {command} writes to it "
+                              f"(make it writable or give another --state)")
+    if os.path.isdir(folder) and not _writable(folder):
+        raise CrawldedupError(f"the folder {folder!r} of the state {path!r} is read-only; "
+                              f"SQLite writes {os.path.basename(path)}-wal and "
+                              f"{os.path.basename(path)}-shm beside the state")
+
+
 def _open(args: argparse.Namespace) -> Any:
     from crawldedup.recrawl import RecrawlState
     options: Dict[str, Any] = {}
@@ -45,6 +82,8 @@ def _open(args: argparse.Namespace) -> Any:
         options["prefix"] = args.prefix
     elif args.prefix != DEFAULT_PREFIX:
         raise CrawldedupError("--prefix applies to a Redis --state only")
+    else:
+        _check_sqlite_state(args.state, args.command)
     try:
         return RecrawlState(args.state, policy=_policy(args), **options)
     except (ValueError, TypeError, ImportError) as exc:
@@ -96,6 +135,11 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
     counts: Dict[str, int] = {}
     skipped = 0
     bar = progress_bar(err, " lines", "record")
+    # SIGINT/SIGTERM while a line is awaited stop at once; while a batch is
+    # recorded and its verdicts printed, they stop after it (so the summary
+    # counts exactly what was recorded, and every recorded fetch's verdict
+    # was printed).
+    guard = SignalGuard()
 
     def flush(batch: List[Tuple[str, Dict[str, Any]]]) -> None:
         if not batch:
@@ -125,34 +169,58 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
         if bar is not None:
             bar.update(len(lines))
 
+    def lines(source: Any) -> Any:
+        """The lines of source, a signal stopping the wait for one."""
+        it = iter(source)
+        while guard.signum is None:
+            guard.reading = True
+            try:
+                line = next(it, None)
+            finally:
+                guard.reading = False
+            if line is None:
+                return
+            yield line
+
+    batch: List[Tuple[str, Dict[str, Any]]] = []
     try:
         clock = time.time()
+        try:
+            guard.__enter__()
+        except ValueError:  # not the main thread: signals keep their handlers
+            pass
         for name in args.files or ["-"]:
+            if guard.signum is not None:
+                break
             label, source = open_input(name, stdin)
             try:
-                batch: List[Tuple[str, Dict[str, Any]]] = []
-                for number, line in enumerate(source, 1):
-                    if not line.strip():
-                        continue
-                    where = f"{label} line {number}"
-                    try:
-                        fetch = _fetch(line, where)
+                batch = []
+                try:
+                    for number, line in enumerate(lines(source), 1):
+                        if not line.strip():
+                            continue
+                        where = f"{label} line {number}"
                         try:
-                            parse_fetch(0, fetch, clock, state.key, state.canonical)  # no record
-                        except (ValueError, TypeError) as exc:
-                            raise _BadLine(f"{where}: {_strip(exc)}") from None
-                    except _BadLine as exc:
-                        if not args.skip_bad:
+                            fetch = _fetch(line, where)
+                            try:  # checked, not recorded
+                                parse_fetch(0, fetch, clock, state.key, state.canonical)
+                            except (ValueError, TypeError) as exc:
+                                raise _BadLine(f"{where}: {_strip(exc)}") from None
+                        except _BadLine as exc:
+                            if not args.skip_bad:
+                                flush(batch)
+                                raise
+                            skipped += 1
+                            err.write(f"crawldedup: skipped {exc}\n")
+                            continue
+                        batch.append((where, fetch))
+                        if len(batch) >= BATCH:
                             flush(batch)
-                            raise
-                        skipped += 1
-                        err.write(f"crawldedup: skipped {exc}\n")
-                        continue
-                    batch.append((where, fetch))
-                    if len(batch) >= BATCH:
-                        flush(batch)
-                        batch = []
+                            batch = []
+                except Stopped:
+                    pass  # the lines read so far are recorded below
                 flush(batch)
+                batch = []
             finally:
                 close_inputs([source], stdin)
         total = len(state)
@@ -160,14 +228,24 @@ def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
         err.write(f"crawldedup: error: {exc} (--skip-bad skips such lines)\n")
         return 1
     finally:
+        guard.__exit__()
         if bar is not None:
             bar.close()
         state.close()
-    summary = ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "nothing"
     extra = f", {skipped} bad lines skipped" if skipped else ""
-    err.write(f"crawldedup: recorded {sum(counts.values())} fetches: {summary}{extra}; "
+    if guard.signum is not None:
+        err.write(f"crawldedup: stopped by signal {guard.signum}; recorded "
+                  f"{sum(counts.values())} fetches: {_counts(counts)}{extra}, their verdicts "
+                  f"printed; lines not yet read were not recorded; state {args.state} holds "
+                  f"{total} URLs\n")
+        return 128 + guard.signum
+    err.write(f"crawldedup: recorded {sum(counts.values())} fetches: {_counts(counts)}{extra}; "
               f"state {args.state} holds {total} URLs\n")
     return 0
+
+
+def _counts(counts: Dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "nothing"
 
 
 def _strip(exc: BaseException) -> str:

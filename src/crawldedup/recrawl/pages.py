@@ -11,13 +11,20 @@ the due time is a column of its own, for its index).
 
 Absent values (a page without Content-Length, digest or SimHash) are marked
 in ``flags`` (``HAS_LENGTH``, ``HAS_DIGEST``, ``HAS_SIMHASH``) and hold 0.
+
+Every row the SQLite store writes carries a checksum of all its values
+(``page_sums`` for pages, ``row_sums`` for the other tables), verified when
+the row is read: a changed byte in any value is found where it is read.
 """
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from crawldedup._kernel import line_hashes, span_hashes
 
 PAGE_FIELDS = ("url", "host", "etag", "last_modified", "content_length", "digest", "simhash",
                "first_seen", "last_fetched", "last_changed", "fetches", "changes",
@@ -133,6 +140,66 @@ def unpack(blobs: Sequence[bytes], due_at: Iterable[float]) -> np.ndarray:
     return num
 
 
+def _text_hashes(columns: Sequence[Sequence[Optional[str]]]) -> Tuple[np.ndarray, np.ndarray]:
+    """(hashes, lengths) of rows of text fields: the low 64 bits of
+    MurmurHash3 of each row's fields joined by NUL characters (UTF-8), and
+    each field's length in characters (-1 for None) as an int64 array of
+    shape (rows, fields)."""
+    n = len(columns[0])
+    sizes = []
+    texts = []
+    for column in columns:
+        try:
+            sizes.append(np.fromiter(map(len, column), np.int64, n))  # type: ignore[arg-type]
+        except TypeError:  # a None among the values (len(None) fails)
+            sizes.append(np.fromiter((-1 if v is None else len(v) for v in column), np.int64,
+                                     n))
+            column = [v or "" for v in column]
+        texts.append(column)
+    lengths = np.stack(sizes, axis=1)
+    joined = "\x00".join(chain.from_iterable(zip(*texts)))
+    data = joined.encode("utf-8")
+    if len(data) == len(joined):  # ASCII (nearly always): rows found by their lengths
+        ends = np.cumsum(np.maximum(lengths, 0).sum(axis=1) + len(columns))
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1]
+        hashes = span_hashes(data, np.stack([starts, ends - 1], axis=1))
+    else:
+        hashes = line_hashes(["\x00".join(row).encode("utf-8") for row in zip(*texts)])
+    return np.frombuffer(hashes, "<u8")[0::2], lengths
+
+
+def row_sums(columns: Sequence[Sequence[Optional[str]]], numbers: np.ndarray) -> np.ndarray:
+    """The checksum of each row, as an int64 array (SQLite's INTEGER): the
+    low 64 bits of MurmurHash3 of its text fields (``columns``, one list a
+    field) xor those of its numbers (row i of ``numbers``, any fixed-width
+    dtype) and its fields' lengths, so that no two different rows share
+    what is hashed.  Numbers are given as SQLite gives them back: callers
+    add 0.0 to REAL values (SQLite keeps a whole REAL as an integer, so
+    -0.0 is read back as 0.0)."""
+    n = len(columns[0])
+    if n == 0:
+        return np.zeros(0, np.int64)
+    text, lengths = _text_hashes(columns)
+    raw = np.ascontiguousarray(numbers).view(np.uint8).reshape(n, -1)
+    rows = np.hstack([raw, lengths.view(np.uint8).reshape(n, -1)])
+    width = rows.shape[1]
+    starts = np.arange(n, dtype=np.int64) * width
+    values = np.frombuffer(span_hashes(rows.tobytes(), np.stack([starts, starts + width],
+                                                                 axis=1)), "<u8")[0::2]
+    sums: np.ndarray = (text ^ values).view(np.int64)
+    return sums
+
+
+def page_sums(pages: "Pages") -> np.ndarray:
+    """The checksum of each page's row: its four strings and every number
+    of ``num``, the due time included."""
+    num = pages.num.copy()
+    num["due_at"] += 0.0
+    return row_sums((pages.keys, pages.host, pages.etag, pages.last_modified), num)
+
+
 _TIMES = ("first_seen", "last_fetched", "last_changed", "due_at")
 _SPANS = ("t_changed", "t_unchanged", "rate", "interval")
 
@@ -179,4 +246,4 @@ def bad_blob(blobs: Sequence[Any]) -> int:
 
 
 __all__ = ["Pages", "PAGE_FIELDS", "PAGE_NUM", "PACKED_SIZE", "HAS_LENGTH", "HAS_DIGEST",
-           "HAS_SIMHASH", "pack", "unpack", "bad_blob", "damaged"]
+           "HAS_SIMHASH", "pack", "unpack", "bad_blob", "damaged", "row_sums", "page_sums"]

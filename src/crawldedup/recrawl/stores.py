@@ -17,13 +17,14 @@ import abc
 import math
 import operator
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from crawldedup.errors import CorruptFileError, CorruptStateError, StoreUnavailableError
+from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
+                               StoreUnavailableError)
 from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
-                                      damaged, pack, unpack)
+                                      damaged, pack, page_sums, row_sums, unpack)
 from crawldedup.recrawl.schedule import HIST_BINS
 from crawldedup.stores.base import Store
 from crawldedup.stores.sqlite import SQLiteFile
@@ -46,66 +47,142 @@ _INT = {"content_length", "simhash", "fetches", "changes"}
 
 # Rows per statement when reading a batch (SQLite allows 999 variables before 3.32).
 _STATEMENT_ROWS = 500
-#: The format of the SQLite file (PRAGMA user_version): 2 packs a page's
-#: numbers in one BLOB; 0 or 1 (a column a field) is converted on opening.
-SQLITE_FORMAT = 2
-# The columns of a page in format 2: the strings, the due time (for its
-# index) and the packed numbers.
-_PAGE_COLUMNS = "url, host, etag, last_modified, due_at, data"
+#: The format of the SQLite file (PRAGMA user_version): 3 keeps a checksum
+#: in every row; 2 (a page's numbers packed in one BLOB, no checksums) and
+#: 0 or 1 (a column a field) are converted on opening.
+SQLITE_FORMAT = 3
+# The columns of a page: the strings, the due time (for its index), the
+# packed numbers and the row's checksum (pages.page_sums).
+_PAGE_COLUMNS = "url, host, etag, last_modified, due_at, data, sum"
 # A page read before, rewritten by its row id, its URL checked.
-_UPDATE_SQL = ("UPDATE pages SET etag = ?, last_modified = ?, due_at = ?, data = ? "
-               "WHERE id = ? AND url = ?")
-_INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
-               "ON CONFLICT(url) DO UPDATE SET etag = excluded.etag, "
+_UPDATE_SQL = ("UPDATE pages SET host = ?, etag = ?, last_modified = ?, due_at = ?, data = ?, "
+               "sum = ? WHERE id = ? AND url = ?")
+_INSERT_SQL = (f"INSERT INTO pages ({_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+               "ON CONFLICT(url) DO UPDATE SET host = excluded.host, etag = excluded.etag, "
                "last_modified = excluded.last_modified, due_at = excluded.due_at, "
-               "data = excluded.data")
-# A host's sums are added to only while they hold what crawldedup writes
-# (finite sums of at least 0; SQLite orders text and BLOBs after every
-# number, and a NULL fails any comparison, so one BETWEEN a field tells).
-# The histogram is checked whole before a write.
-_HOST_SQL = (f"INSERT INTO hosts (host, {', '.join(HOST_FIELDS)}) VALUES ("
-             + ",".join("?" * (len(HOST_FIELDS) + 1)) + ") ON CONFLICT(host) DO UPDATE SET "
-             + ", ".join(f"{f} = {f} + excluded.{f}" for f in HOST_FIELDS) + " WHERE "
-             + " AND ".join(f"{f} BETWEEN 0 AND 1.7976931348623157e308" for f in HOST_FIELDS))
-_HIST_SQL = ("INSERT INTO hist (bin, n) VALUES (?, ?) ON CONFLICT(bin) DO UPDATE SET "
-             "n = n + excluded.n")
-_ROWID = operator.itemgetter(4)
+               "data = excluded.data, sum = excluded.sum")
+_HOST_COLUMNS = ", ".join(HOST_FIELDS)
+# A host's row is rewritten only while its checksum is the one read; a new
+# host is written only while no other process has written it.
+_HOST_UPDATE_SQL = ("UPDATE hosts SET " + ", ".join(f"{f} = ?" for f in HOST_FIELDS)
+                    + ", sum = ? WHERE id = ? AND sum = ?")
+_HOST_INSERT_SQL = (f"INSERT INTO hosts (host, {_HOST_COLUMNS}, sum) VALUES ("
+                    + ",".join("?" * (len(HOST_FIELDS) + 2)) + ") ON CONFLICT(host) DO NOTHING")
+_ROWID = operator.itemgetter(6)
 _URL = operator.itemgetter(0)
-# Pages converted a statement at a time from format 1.
+# Pages converted a statement at a time from an older format.
 _CONVERT_ROWS = 20_000
+#: The file checks an opening can run (SQLiteRecrawlStore's ``check``).
+CHECKS = ("full", "quick")
+# The first bytes of every SQLite file.
+_HEADER_MAGIC = b"SQLite format 3\x00"
 
 
-def _convert_v1(conn: Any, columns: Sequence[str], path: str) -> None:
-    """Rewrite a format-1 pages table (a column a field) in format 2, inside
-    the caller's transaction."""
-    missing = [f for f in ("id", *PAGE_FIELDS) if f not in columns]
-    if missing:
-        raise CorruptFileError(path, f"its recrawl pages table lacks the columns {missing}")
-    conn.execute("ALTER TABLE pages RENAME TO pages_v1")
-    conn.execute("DROP INDEX IF EXISTS pages_due")
-    SQLiteRecrawlStore._create(conn)
-    select = f"SELECT id, {', '.join(PAGE_FIELDS)} FROM pages_v1 WHERE id > ? ORDER BY id LIMIT ?"
-    insert = f"INSERT INTO pages (id, {_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-    last = -1 << 63
-    while True:
-        rows = conn.execute(select, (last, _CONVERT_ROWS)).fetchall()
-        if not rows:
-            break
-        last = rows[-1][0]
-        for row in rows:
-            if (type(row[1]) is not str or type(row[2]) is not str
-                    or type(row[-1]) not in (float, int)):
-                raise CorruptFileError(path, f"the recrawl page of row {row[0]} is damaged: "
-                                       f"url {row[1]!r}, host {row[2]!r}, due {row[-1]!r}")
+class _Stale(Exception):
+    """A host row changed between its read and a batch's write."""
+
+
+def _host_sums(hosts: Sequence[str], values: Any) -> np.ndarray:
+    """The checksums of host rows (``values``: their HOST_FIELDS sums)."""
+    return row_sums((hosts,), np.asarray(values, np.float64).reshape(len(hosts), -1) + 0.0)
+
+
+def _hist_sums(items: Sequence[Tuple[int, int]]) -> np.ndarray:
+    """The checksums of histogram rows (bin, count)."""
+    return row_sums(([""] * len(items),), np.array(items, np.int64).reshape(len(items), 2))
+
+
+def _meta_sums(keys: Sequence[str], values: Sequence[float]) -> np.ndarray:
+    """The checksums of setting rows (key, value)."""
+    return row_sums((keys,), np.array(values, np.float64) + 0.0)
+
+
+def _first_wrong(found: Sequence[Any], expected: np.ndarray) -> int:
+    """The first position whose stored checksum is not the expected one
+    (one that is not an integer counts as wrong), or -1."""
+    if set(map(type, found)) == {int}:
+        wrong = np.flatnonzero(np.array(found, np.int64) != expected)
+        return int(wrong[0]) if len(wrong) else -1
+    for i, value in enumerate(found):
+        if type(value) is not int or value != expected[i]:
+            return i
+    return -1  # pragma: no cover - a value that is not an int is wrong
+
+
+def _check_header(path: str) -> None:
+    """Refuse a file whose SQLite header is not one SQLite writes (read
+    before SQLite opens the file, which may write to a file it misreads):
+    the magic string, a page size SQLite allows, the file-format versions,
+    no reserved bytes a page, the fixed payload fractions, a schema format
+    SQLite knows, UTF-8 text, the reserved area zero; and, when no WAL is
+    there (in WAL mode the file's first page may be older than the WAL's
+    copy), a whole number of pages and the page count the header gives.
+    A missing or empty file is a new one."""
+    wal = path + "-wal"
+    # SQLite rewrites the file only when it checkpoints a WAL into it: its
+    # length and page count are checked only when no WAL is there, before
+    # the header is read and after.
+    settled = not os.path.exists(wal)
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # SQLite names what keeps the file from being read
+    if size == 0:
+        return
+
+    def bad(why: str) -> CorruptFileError:
+        return CorruptDatabaseError(path, f"its SQLite header is damaged: {why}")
+
+    if len(header) < 100 or not header.startswith(_HEADER_MAGIC):
+        raise CorruptDatabaseError(path, "file is not a database (no SQLite header)")
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        raise bad(f"page size {page}")
+    if header[18] not in (1, 2) or header[19] not in (1, 2):
+        raise bad(f"file format versions {header[18]} and {header[19]}")
+    if header[20] != 0:
+        raise bad(f"{header[20]} reserved bytes a page")
+    if header[21:24] != b"\x40\x20\x20":
+        raise bad(f"payload fractions {tuple(header[21:24])}")
+    # (0: a database without tables yet, as the file's first page may say
+    # while the WAL holds the first tables)
+    schema = int.from_bytes(header[44:48], "big")
+    if not 0 <= schema <= 4:
+        raise bad(f"schema format {schema}")
+    encoding = int.from_bytes(header[56:60], "big")
+    if encoding not in (0, 1):
+        raise bad(f"text encoding {encoding}, not UTF-8")
+    if any(header[72:92]):
+        raise bad("its reserved bytes 72 to 91 are not zero")
+    if settled and not os.path.exists(wal):
+        if size % page:
+            raise bad(f"the file's {size} bytes are not a whole number of {page}-byte pages")
+        pages = int.from_bytes(header[28:32], "big")
+        # (the count is valid when the change counter equals its copy)
+        if header[24:28] == header[92:96] and pages != size // page:
+            raise bad(f"it counts {pages} pages, the file holds {size // page}")
+
+_EXPECTED_SCHEMA: List[Tuple[Any, ...]] = []
+
+
+def _expected_schema() -> List[Tuple[Any, ...]]:
+    """The sqlite_master rows of the tables and indexes this format
+    creates, as SQLite keeps them (made once, in memory)."""
+    if not _EXPECTED_SCHEMA:
+        conn = sqlite3.connect(":memory:")
         try:
-            pages = Pages.from_rows([row[1:] for row in rows])
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise CorruptFileError(path, f"a recrawl page between rows {rows[0][0]} and "
-                                   f"{last} is damaged: {exc}") from None
-        conn.executemany(insert, zip([row[0] for row in rows], pages.keys, pages.host,
-                                     pages.etag, pages.last_modified,
-                                     pages.num["due_at"].tolist(), pack(pages.num)))
-    conn.execute("DROP TABLE pages_v1")
+            SQLiteRecrawlStore._create(conn)
+            _EXPECTED_SCHEMA.extend(conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"))
+        finally:
+            conn.close()
+    return _EXPECTED_SCHEMA
+
 
 PageRow = Sequence[Any]
 
@@ -297,6 +374,100 @@ def check_meta(meta: Dict[str, Any], corrupt: Any) -> Dict[str, float]:
     return meta
 
 
+def _checked_pages(urls: List[Any], hosts: List[Any], etags: List[Any], lms: List[Any],
+                   dues: List[Any], blobs: List[Any], corrupt: Any) -> Pages:
+    """Pages from the columns of SQLite rows, every value checked (see
+    check_pages): ``corrupt(reason)`` names the first damaged page."""
+    if set(map(type, blobs)) != {bytes} or set(map(len, blobs)) != {PACKED_SIZE}:
+        i = bad_blob(blobs)
+        blob = blobs[i]
+        what = (f"{type(blob).__name__} of {len(blob)} bytes" if isinstance(blob, (bytes, str))
+                else repr(blob))
+        raise corrupt(f"the recrawl page {urls[i]!r} is damaged: its data is {what}, not "
+                      f"{PACKED_SIZE} bytes")
+    if set(map(type, dues)) - {float, int}:
+        i = next(i for i, d in enumerate(dues) if type(d) not in (float, int))
+        raise corrupt(f"the recrawl page {urls[i]!r} is damaged: its due time is {dues[i]!r}")
+    return check_pages(Pages(urls, hosts, etags, lms, unpack(blobs, dues)), corrupt)
+
+
+def _convert(conn: Any, version: int, columns: Sequence[str], path: str) -> None:
+    """Rewrite the tables of a format-1 file (a column a page field) or a
+    format-2 file (no checksums) in this format, inside the caller's
+    transaction: every value is checked as a read checks it before its row
+    is written with its checksum, and the first damaged one refuses the
+    whole file (the transaction is rolled back)."""
+    def corrupt(reason: str) -> CorruptFileError:
+        return CorruptFileError(path, reason)
+
+    if version == 1:
+        missing = [f for f in ("id", *PAGE_FIELDS) if f not in columns]
+        if missing:
+            raise corrupt(f"its recrawl pages table lacks the columns {missing}")
+        select = f"SELECT id, {', '.join(PAGE_FIELDS)} FROM old_pages WHERE id > ? " \
+                 f"ORDER BY id LIMIT ?"
+    else:
+        select = ("SELECT id, url, host, etag, last_modified, due_at, data FROM old_pages "
+                  "WHERE id > ? ORDER BY id LIMIT ?")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    old = [t for t in ("pages", "hosts", "hist", "meta") if t in tables]
+    for table in old:
+        conn.execute(f"ALTER TABLE {table} RENAME TO old_{table}")
+    conn.execute("DROP INDEX IF EXISTS pages_due")
+    SQLiteRecrawlStore._create(conn)
+    insert = f"INSERT INTO pages (id, {_PAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    last = -1 << 63
+    while True:
+        rows = conn.execute(select, (last, _CONVERT_ROWS)).fetchall()
+        if not rows:
+            break
+        last = rows[-1][0]
+        if version == 1:
+            for row in rows:
+                if (type(row[1]) is not str or type(row[2]) is not str
+                        or type(row[-1]) not in (float, int)):
+                    raise corrupt(f"the recrawl page of row {row[0]} is damaged: url "
+                                  f"{row[1]!r}, host {row[2]!r}, due {row[-1]!r}")
+            try:
+                pages = check_pages(Pages.from_rows([row[1:] for row in rows]), corrupt)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise corrupt(f"a recrawl page between rows {rows[0][0]} and {last} is "
+                              f"damaged: {exc}") from None
+        else:
+            urls, hosts, etags, lms, dues, blobs = (list(c) for c in list(zip(*rows))[1:])
+            pages = _checked_pages(urls, hosts, etags, lms, dues, blobs, corrupt)
+        conn.executemany(insert, zip([row[0] for row in rows], pages.keys, pages.host,
+                                     pages.etag, pages.last_modified,
+                                     pages.num["due_at"].tolist(), pack(pages.num),
+                                     page_sums(pages).tolist()))
+    if "hosts" in old:
+        rows = conn.execute(f"SELECT host, {_HOST_COLUMNS} FROM old_hosts").fetchall()
+        check_hosts({row[0]: list(row[1:]) for row in rows}, HOST_FIELDS, corrupt)
+        if rows:
+            names = [row[0] for row in rows]
+            if set(map(type, names)) != {str}:
+                raise corrupt(f"a recrawl host name is damaged: "
+                              f"{next(n for n in names if type(n) is not str)!r}")
+            sums = _host_sums(names, [row[1:] for row in rows]).tolist()
+            conn.executemany(_HOST_INSERT_SQL, [(*row, s) for row, s in zip(rows, sums)])
+    if "hist" in old:
+        items = conn.execute("SELECT bin, n FROM old_hist").fetchall()
+        check_hist(items, corrupt)
+        conn.executemany("INSERT INTO hist (bin, n, sum) VALUES (?, ?, ?)",
+                         [(b, n, s) for (b, n), s in zip(items, _hist_sums(items).tolist())])
+    if "meta" in old:
+        meta = check_meta(dict(conn.execute("SELECT key, value FROM old_meta").fetchall()),
+                          corrupt)
+        keys = list(meta)
+        if set(map(type, keys)) - {str}:
+            raise corrupt(f"a recrawl scheduler setting's name is damaged: {keys!r}")
+        values = [float(meta[k]) for k in keys]
+        conn.executemany("INSERT INTO meta (key, value, sum) VALUES (?, ?, ?)",
+                         list(zip(keys, values, _meta_sums(keys, values).tolist())))
+    for table in old:
+        conn.execute(f"DROP TABLE old_{table}")
+
+
 # ---------------------------------------------------------------- SQLite
 
 class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
@@ -310,7 +481,15 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     default holds the URL and due indexes of about a million pages; a
     store's writes and reads of a re-crawl of 1,000,000 URLs took 15% less
     CPU with it than with 64).
-    Errors of SQLite raise StoreUnavailableError naming the file.
+
+    Damage is found where it is read: every row holds a checksum of its
+    values, verified on every read, and opening the file checks its header
+    and schema and runs SQLite's ``PRAGMA integrity_check`` (``check="full"``,
+    the default: it also finds an index entry that no longer matches its
+    row, which would make a known page read as new) or ``quick_check``
+    (``check="quick"``: the file's structure only, about a fifth of the
+    time).  Damage raises CorruptFileError naming the file; SQLite's other
+    errors raise StoreUnavailableError naming it.
     """
 
     # Pages of 8 KiB in a new file instead of SQLite's 4: a million pages
@@ -320,16 +499,22 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     _page_size = 8192
 
     def __init__(self, path: Any, *, timeout: float = 60.0, synchronous: str = "NORMAL",
-                 cache_mib: int = 256) -> None:
+                 cache_mib: int = 256, check: str = "full") -> None:
         if sqlite3 is None:  # pragma: no cover
             raise ImportError("SQLiteRecrawlStore needs the sqlite3 module, which this Python "
                               "was built without")
         if isinstance(cache_mib, bool) or not isinstance(cache_mib, int) or cache_mib < 1:
             raise ValueError(f"cache_mib must be an integer >= 1, got {cache_mib!r}")
+        if check not in CHECKS:
+            raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
         self.cache_mib = cache_mib
+        self.check = check
         self.address = f"SQLite file {os.fspath(path)!r}"
         #: URL -> row id of the pages the last get_pages read (see commit)
         self._ids: Dict[str, int] = {}
+        #: host -> (row id, sums, checksum), or None when it was not found,
+        #: of the hosts the last get_hosts read (see write_pages)
+        self._host_rows: Dict[str, Optional[Tuple[int, List[float], int]]] = {}
         self._open_file(path, timeout, synchronous)
 
     def __repr__(self) -> str:
@@ -338,8 +523,17 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"recrawl store {self.address}: {exc}")
 
+    def _error(self, exc: BaseException) -> StoreUnavailableError:
+        # Text that is not UTF-8 can only be damage: crawldedup writes str.
+        if str(exc).startswith("Could not decode to UTF-8"):
+            return CorruptDatabaseError(self.path, f"a damaged text value: {exc}")
+        return super()._error(exc)
+
     def _corrupt(self, reason: str) -> CorruptFileError:
         return CorruptFileError(self.path, reason)
+
+    def _before_connect(self) -> None:
+        _check_header(self.path)
 
     def _prepare(self, conn: Any) -> None:
         conn.execute(f"PRAGMA cache_size=-{self.cache_mib * 1024}")
@@ -348,31 +542,63 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         # one paid a checkpoint and its fsync, and pages that successive
         # batches rewrite (the URL index, the hosts) were written each time.
         conn.execute("PRAGMA wal_autocheckpoint=16384")
-        if self._ready(conn):
+        if self._current(conn):
+            self._check_file(conn)
             return  # no write lock taken: a file only read opens as before
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            columns = [r[1] for r in conn.execute("PRAGMA table_info(pages)")]
-            if columns and "data" not in columns:
-                _convert_v1(conn, columns, self.path)
-            elif columns and version != SQLITE_FORMAT:
-                raise CorruptFileError(self.path, f"recrawl state of format {version}, "
-                                       f"this crawldedup reads {SQLITE_FORMAT} and converts 1")
-            self._create(conn)
+            if self._current(conn):  # another process made or converted it meanwhile
+                self._check_file(conn)
+            else:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                columns = [r[1] for r in conn.execute("PRAGMA table_info(pages)")]
+                if columns:
+                    # A file of an older format: checked whole before its
+                    # rows are checked one by one and sealed with checksums.
+                    if "data" not in columns and version in (0, 1):
+                        self._check_file(conn)
+                        _convert(conn, 1, columns, self.path)
+                    elif version == 2:
+                        self._check_file(conn)
+                        _convert(conn, 2, columns, self.path)
+                    else:
+                        raise CorruptFileError(
+                            self.path, f"recrawl state of format {version}, this crawldedup "
+                            f"reads {SQLITE_FORMAT} and converts 1 and 2")
+                elif version != 0 or self._tables(conn) & {"hosts", "hist", "meta"}:
+                    raise CorruptFileError(self.path, f"its recrawl tables are damaged: format "
+                                           f"{version} without a pages table")
+                else:
+                    self._create(conn)
             conn.execute("COMMIT")
         except BaseException:
             self._roll_back(conn)
             raise
 
     @staticmethod
-    def _ready(conn: Any) -> bool:
-        """Whether the file has the tables of this format already."""
+    def _tables(conn: Any) -> Set[str]:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _current(self, conn: Any) -> bool:
+        """Whether the file is of this format; CorruptFileError when it says
+        it is but its tables or indexes are not this format's."""
         if conn.execute("PRAGMA user_version").fetchone()[0] != SQLITE_FORMAT:
             return False
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master "
-                                              "WHERE type = 'table'")}
-        return {"pages", "hosts", "hist", "meta"} <= tables
+        found = {row[1]: tuple(row) for row in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master")}
+        for entry in _expected_schema():
+            if found.get(entry[1]) != entry:
+                raise CorruptFileError(self.path, f"its recrawl schema is damaged: {entry[0]} "
+                                       f"{entry[1]!r} is {found.get(entry[1])!r}")
+        return True
+
+    def _check_file(self, conn: Any) -> None:
+        """SQLite's own check of the whole file (see ``check``)."""
+        pragma = "integrity_check" if self.check == "full" else "quick_check"
+        said = [row[0] for row in conn.execute(f"PRAGMA {pragma}(5)")]
+        if said != ["ok"]:
+            raise CorruptDatabaseError(self.path, f"SQLite's {pragma} says: "
+                                       + "; ".join(map(str, said)))
 
     @staticmethod
     def _create(conn: Any) -> None:
@@ -382,39 +608,39 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         # neighbouring pages; only the small URL index takes random
         # inserts.  (Keyed by URL without a rowid, every batch rewrote
         # pages all over the table: about 2.5 times the bytes written.)
-        # A page's numbers are one BLOB (pages.pack): a batch binds 6
-        # values a page instead of 18, and reads 7.
+        # A page's numbers are one BLOB (pages.pack): a batch binds 7
+        # values a page instead of 19.  Every row ends with its checksum
+        # (pages.row_sums).  The hosts are a rowid table with the host in
+        # its own index too, so that SQLite's integrity check compares the
+        # two copies of every host name (a damaged key of a table without
+        # rowid would only make its row unreachable).
         conn.execute("CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, "
                      "url TEXT NOT NULL UNIQUE, host TEXT NOT NULL, etag TEXT, "
-                     "last_modified TEXT, due_at REAL NOT NULL, data BLOB NOT NULL)")
+                     "last_modified TEXT, due_at REAL NOT NULL, data BLOB NOT NULL, "
+                     "sum INTEGER NOT NULL)")
         conn.execute("CREATE INDEX IF NOT EXISTS pages_due ON pages (due_at)")
         host_columns = ", ".join(f"{name} REAL NOT NULL DEFAULT 0" for name in HOST_FIELDS)
-        conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (host TEXT PRIMARY KEY NOT NULL, "
-                     f"{host_columns}) WITHOUT ROWID")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS hosts (id INTEGER PRIMARY KEY, "
+                     f"host TEXT NOT NULL UNIQUE, {host_columns}, sum INTEGER NOT NULL)")
         conn.execute("CREATE TABLE IF NOT EXISTS hist (bin INTEGER PRIMARY KEY, "
-                     "n INTEGER NOT NULL)")
+                     "n INTEGER NOT NULL, sum INTEGER NOT NULL)")
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, "
-                     "value REAL) WITHOUT ROWID")
+                     "value REAL, sum INTEGER NOT NULL) WITHOUT ROWID")
         conn.execute(f"PRAGMA user_version = {SQLITE_FORMAT}")
 
     def _pages_of(self, rows: List[Tuple[Any, ...]]) -> Pages:
-        """Pages from rows of (url, host, etag, last_modified, due_at, data),
-        every BLOB checked: a damaged one raises CorruptFileError naming its
-        URL."""
+        """Pages from rows of (url, host, etag, last_modified, due_at, data,
+        sum), every value and checksum checked: a damaged page raises
+        CorruptFileError naming its URL."""
         if not rows:
             return Pages.empty()
-        urls, hosts, etags, lms, dues, blobs = (list(c) for c in zip(*rows))
-        if set(map(type, blobs)) != {bytes} or set(map(len, blobs)) != {PACKED_SIZE}:
-            i = bad_blob(blobs)
-            raise self._corrupt(f"the recrawl page {urls[i]!r} is damaged: its data is "
-                                f"{type(blobs[i]).__name__} of "
-                                f"{len(blobs[i]) if blobs[i] is not None else 0} bytes, "
-                                f"not {PACKED_SIZE} bytes")
-        if set(map(type, dues)) - {float, int}:
-            i = next(i for i, d in enumerate(dues) if type(d) not in (float, int))
-            raise self._corrupt(f"the recrawl page {urls[i]!r} is damaged: its due time is "
-                                f"{dues[i]!r}")
-        return check_pages(Pages(urls, hosts, etags, lms, unpack(blobs, dues)), self._corrupt)
+        urls, hosts, etags, lms, dues, blobs, sums = (list(c) for c in zip(*rows))
+        pages = _checked_pages(urls, hosts, etags, lms, dues, blobs, self._corrupt)
+        wrong = _first_wrong(sums, page_sums(pages))
+        if wrong >= 0:
+            raise self._corrupt(f"the recrawl page {urls[wrong]!r} is damaged: its row does "
+                                f"not match its checksum")
+        return pages
 
     def read_pages(self, urls: Sequence[str]) -> Pages:
         def work(conn: Any) -> Pages:
@@ -431,33 +657,71 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def get_hosts(self, hosts: Sequence[str],
                   fields: Sequence[str] = HOST_FIELDS) -> Dict[str, List[float]]:
         fields = _host_fields(fields)
-        return self._run(lambda conn: self._hosts_in(conn, hosts, fields))  # type: ignore[no-any-return]
+        found = self._run(lambda conn: self._hosts_in(conn, hosts))
+        # remembered for write_pages: these rows are updated by row id
+        self._host_rows = {host: found.get(host) for host in hosts}
+        if tuple(fields) == HOST_FIELDS:
+            return {host: values for host, (_, values, _) in found.items()}
+        at = [HOST_FIELDS.index(f) for f in fields]
+        return {host: [values[i] for i in at] for host, (_, values, _) in found.items()}
 
-    def _hosts_in(self, conn: Any, hosts: Sequence[str],
-                  fields: Sequence[str]) -> Dict[str, List[float]]:
-        """The ``fields`` of those hosts that are known, checked."""
-        rows = _select_in(conn, f"SELECT host, {', '.join(fields)} FROM hosts WHERE host",
-                          hosts)
-        return check_hosts({row[0]: list(row[1:]) for row in rows}, fields, self._corrupt)
+    def _hosts_in(self, conn: Any,
+                  hosts: Sequence[str]) -> Dict[str, Tuple[int, List[float], int]]:
+        """host -> (row id, its HOST_FIELDS sums, checksum) of those hosts
+        that are known, values and checksums checked."""
+        rows = list(_select_in(conn, f"SELECT id, host, {_HOST_COLUMNS}, sum FROM hosts "
+                                     f"WHERE host", hosts))
+        check_hosts({row[1]: list(row[2:-1]) for row in rows}, HOST_FIELDS, self._corrupt)
+        if rows:
+            names = [row[1] for row in rows]
+            if set(map(type, names)) != {str}:
+                i = next(i for i, name in enumerate(names) if type(name) is not str)
+                raise self._corrupt(f"the recrawl host {names[i]!r} is damaged: its name is "
+                                    f"not text")
+            wrong = _first_wrong([row[-1] for row in rows],
+                                 _host_sums(names, [row[2:-1] for row in rows]))
+            if wrong >= 0:
+                raise self._corrupt(f"the recrawl host {names[wrong]!r} is damaged: its row "
+                                    f"does not match its checksum")
+        return {row[1]: (row[0], list(row[2:-1]), row[-1]) for row in rows}
+
+    def _hist_in(self, conn: Any) -> List[Tuple[int, int]]:
+        """The histogram's (bin, count) rows, checked."""
+        rows = conn.execute("SELECT bin, n, sum FROM hist").fetchall()
+        items = [(b, n) for b, n, _ in rows]
+        check_hist(items, self._corrupt)
+        wrong = _first_wrong([row[2] for row in rows], _hist_sums(items))
+        if wrong >= 0:
+            raise self._corrupt(f"the recrawl rate histogram is damaged: bin {items[wrong][0]} "
+                                f"does not match its checksum")
+        return items
 
     def write_pages(self, pages: Pages, host_deltas: Mapping[str, Sequence[float]],
                     hist_deltas: Mapping[int, int]) -> None:
         blobs = pack(pages.num)
         dues = pages.num["due_at"].tolist()
+        sums = page_sums(pages).tolist()
+        deltas = np.array([list(d) for d in host_deltas.values()], np.float64).reshape(
+            len(host_deltas), len(HOST_FIELDS))
+
+        known_hosts, self._host_rows = self._host_rows, {}
+        ids_read = self._ids
+        fast = True
 
         def work(conn: Any) -> None:
             # The pages the last read_pages read are updated in place by
             # their row id (one B-tree seek instead of two), in table
             # order; the URL is checked too, and should a row have gone or
             # changed hands since it was read (another process), the
-            # upsert below writes it like any new page.
+            # upsert below writes it like any new page.  Either way every
+            # value of the row is written, with its checksum.
             ids, self._ids = self._ids, {}
             rows = list(zip(pages.keys, pages.host, pages.etag, pages.last_modified, dues,
-                            blobs))
+                            blobs, sums))
             rowids = list(map(ids.get, pages.keys))
             new = [row for row, rowid in zip(rows, rowids) if rowid is None]
-            # (etag, last_modified, due_at, data, id, url): the update's values
-            known = [(*row[2:], rowid, row[0]) for row, rowid in zip(rows, rowids)
+            # (host, etag, last_modified, due_at, data, sum, id, url): the update's values
+            known = [(*row[1:], rowid, row[0]) for row, rowid in zip(rows, rowids)
                      if rowid is not None]
             conn.execute("BEGIN IMMEDIATE")
             if known:
@@ -468,27 +732,60 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             # and their row ids (the due index's tie-break) follow the URLs.
             new.sort(key=_URL)
             conn.executemany(_INSERT_SQL, new)
-            # A damaged host or bin is not added to (which would hide it):
-            # its upsert changes nothing, and the transaction is refused.
-            sums = [(host, *delta) for host, delta in host_deltas.items()]
-            if conn.executemany(_HOST_SQL, sums).rowcount != len(sums):
-                self._hosts_in(conn, list(host_deltas), HOST_FIELDS)
-                raise self._corrupt("a recrawl host could not be updated")  # pragma: no cover
+            if host_deltas:
+                self._write_hosts(conn, host_deltas, deltas, known_hosts if fast else {})
             bins = [(b, d) for b, d in hist_deltas.items() if d]
             if bins:  # (a few hundred rows at most)
-                check_hist(conn.execute("SELECT bin, n FROM hist").fetchall(), self._corrupt)
-                conn.executemany(_HIST_SQL, bins)
+                counts = dict(self._hist_in(conn))
+                changed = [(b, counts.get(b, 0) + d) for b, d in bins]
+                conn.executemany("INSERT OR REPLACE INTO hist (bin, n, sum) VALUES (?, ?, ?)",
+                                 [(b, n, s) for (b, n), s in
+                                  zip(changed, _hist_sums(changed).tolist())])
             conn.execute("COMMIT")
-        self._run(work)
+        try:
+            self._run(work)
+        except _Stale:  # another process wrote one of the hosts since it was read
+            fast = False
+            self._ids = ids_read
+            self._run(work)
+
+    def _write_hosts(self, conn: Any, host_deltas: Mapping[str, Sequence[float]],
+                     deltas: np.ndarray,
+                     known: Mapping[str, Optional[Tuple[int, List[float], int]]]) -> None:
+        """Add a batch's increments to its hosts' sums, inside the batch's
+        transaction.  Hosts the last get_hosts read (``known``) are written
+        from the values it checked, each update conditional on the row's
+        checksum being the one read (_Stale when another process changed
+        it meanwhile); the others are read (and checked) here first.  A
+        damaged host is refused, never added to (which would seal the
+        damage)."""
+        names = list(host_deltas)
+        unread = [name for name in names if name not in known]
+        stored = [known.get(name) for name in names]
+        if unread:
+            found = self._hosts_in(conn, unread)
+            stored = [found.get(name) if name in found else row
+                      for name, row in zip(names, stored)]
+        values = deltas.copy()
+        at = [i for i, row in enumerate(stored) if row is not None]
+        if at:
+            values[at] += np.array([stored[i][1] for i in at], np.float64)  # type: ignore[index]
+        sums = _host_sums(names, values).tolist()
+        listed = values.tolist()
+        updates = [(*listed[i], sums[i], stored[i][0], stored[i][2])  # type: ignore[index]
+                   for i in at]
+        inserts = [(name, *v, s) for name, v, s, row in zip(names, listed, sums, stored)
+                   if row is None]
+        for sql, rows in ((_HOST_UPDATE_SQL, updates), (_HOST_INSERT_SQL, inserts)):
+            if rows and conn.executemany(sql, rows).rowcount != len(rows):
+                raise _Stale()
 
     def commit(self, pages: Sequence[PageRow], host_deltas: Mapping[str, Sequence[float]],
                hist_deltas: Mapping[int, int]) -> None:
         self.write_pages(Pages.from_rows(pages), host_deltas, hist_deltas)
 
     def due_window(self, now: float, n: int) -> Pages:
-        # What the ranking reads: not the validators (two strings a row).
-        sql = ("SELECT url, host, NULL, NULL, due_at, data FROM pages WHERE due_at <= ? "
-               "ORDER BY due_at LIMIT ?")
+        sql = (f"SELECT {_PAGE_COLUMNS} FROM pages WHERE due_at <= ? ORDER BY due_at LIMIT ?")
         return self._pages_of(self._run(lambda conn: conn.execute(sql, (now, n)).fetchall()))
 
     def due_candidates(self, now: float, n: int) -> List[Tuple[Any, ...]]:
@@ -502,25 +799,49 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         return int(self._run(lambda conn: conn.execute(sql, (now,)).fetchone()[0]))
 
     def set_due(self, items: Sequence[Tuple[str, float]]) -> None:
+        due_of = dict(items)
+
         def work(conn: Any) -> None:
+            # The rows are read (and checked) in the transaction, and
+            # written back whole with their new due time and checksum.
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("UPDATE pages SET due_at = ? WHERE url = ?",
-                             [(due, url) for url, due in items])
+            rows = list(_select_in(conn, f"SELECT id, {_PAGE_COLUMNS} FROM pages WHERE url",
+                                   list(due_of)))
+            pages = self._pages_of([row[1:] for row in rows])
+            pages.num["due_at"] = [due_of[url] for url in pages.keys]
+            conn.executemany("UPDATE pages SET due_at = ?, sum = ? WHERE id = ?",
+                             zip(pages.num["due_at"].tolist(), page_sums(pages).tolist(),
+                                 [row[0] for row in rows]))
             conn.execute("COMMIT")
         self._run(work)
 
     def histogram(self) -> np.ndarray:
-        return check_hist(self._run(lambda conn: conn.execute("SELECT bin, n FROM hist")
-                                    .fetchall()), self._corrupt)
+        return check_hist(self._run(self._hist_in), self._corrupt)
 
     def get_meta(self) -> Dict[str, float]:
-        rows = self._run(lambda conn: conn.execute("SELECT key, value FROM meta").fetchall())
-        return check_meta({key: value for key, value in rows}, self._corrupt)
+        rows = self._run(lambda conn: conn.execute("SELECT key, value, sum FROM meta")
+                         .fetchall())
+        meta = check_meta({key: value for key, value, _ in rows}, self._corrupt)
+        if rows:
+            keys = [row[0] for row in rows]
+            if set(map(type, keys)) != {str}:
+                raise self._corrupt(f"the recrawl scheduler settings are damaged: a name is "
+                                    f"{next(k for k in keys if type(k) is not str)!r}")
+            wrong = _first_wrong([row[2] for row in rows],
+                                 _meta_sums(keys, [row[1] for row in rows]))
+            if wrong >= 0:
+                raise self._corrupt(f"the recrawl scheduler setting {keys[wrong]!r} is "
+                                    f"damaged: its row does not match its checksum")
+        return meta
 
     def set_meta(self, values: Mapping[str, float]) -> None:
+        keys = list(values)
+        numbers = [float(values[k]) for k in keys]
+        sums = _meta_sums(keys, numbers).tolist()
+
         def work(conn: Any) -> None:
-            conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                             list(values.items()))
+            conn.executemany("INSERT OR REPLACE INTO meta (key, value, sum) VALUES (?, ?, ?)",
+                             list(zip(keys, numbers, sums)))
         self._run(work)
 
     def __len__(self) -> int:

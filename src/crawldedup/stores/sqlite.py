@@ -27,6 +27,26 @@ CACHE_KIB = 64 << 10
 
 # SQLite's result codes for a damaged file and for one that is not a database.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+# ... and for a file it may not open or write: permission denied, read-only,
+# cannot open.
+_SQLITE_ACCESS = (3, 8, 14)
+
+
+def access_problem(path: str) -> str:
+    """Why a SQLite file at path cannot be opened for writing, as far as the
+    file system tells (empty when it does not): SQLite's own message ("unable
+    to open database file") names neither the file nor the reason.  SQLite
+    keeps PATH-wal and PATH-shm beside a file in WAL mode, so its folder
+    must be writable too."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"its folder {folder!r} does not exist"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(folder, os.W_OK):
+        return (f"its folder {folder!r} is read-only (SQLite writes "
+                f"{os.path.basename(path)}-wal and -shm beside the file)")
+    return ""
 
 
 def _is_damage(exc: BaseException) -> bool:
@@ -81,10 +101,24 @@ class SQLiteFile:
         finds the file damaged or not a database, else ``_fail``'s error."""
         if _is_damage(exc):
             return CorruptDatabaseError(self.path, f"SQLite says: {exc}")
-        return self._fail(exc)
+        error = self._fail(exc)
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_ACCESS:
+            why = access_problem(self.path)
+            if why:
+                error.args = (f"{error}: {why}",)
+        return error
 
     def _prepare(self, conn: "sqlite3.Connection") -> None:
         """Create the tables (and set the pragmas) a new connection needs."""
+
+    def _before_connect(self) -> None:
+        """Check the file before SQLite opens it (a subclass's hook)."""
+
+    def _undecodable(self, exc: UnicodeDecodeError) -> CorruptDatabaseError:
+        """sqlite3 could not decode SQLite's own message: it quotes bytes of
+        the file that are not UTF-8 (a damaged schema)."""
+        return CorruptDatabaseError(self.path, f"SQLite's message quotes damaged bytes: "
+                                    f"{exc.object[:200]!r}")
 
     def _connection(self) -> "sqlite3.Connection":
         if self._closed:
@@ -93,6 +127,7 @@ class SQLiteFile:
             return self._conn
         # First use, or the first in a forked child (which must not touch
         # the parent's connection).
+        self._before_connect()
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -123,6 +158,9 @@ class SQLiteFile:
         except sqlite3.Error as exc:
             conn.close()
             raise self._error(exc) from exc
+        except UnicodeDecodeError as exc:
+            conn.close()
+            raise self._undecodable(exc) from exc
         except BaseException:
             conn.close()
             raise
@@ -137,6 +175,9 @@ class SQLiteFile:
             except sqlite3.Error as exc:
                 self._roll_back(conn)
                 raise self._error(exc) from exc
+            except UnicodeDecodeError as exc:
+                self._roll_back(conn)
+                raise self._undecodable(exc) from exc
             except BaseException:
                 # (a value sqlite3 cannot bind, an interrupt): the
                 # transaction is not left open for the next call
