@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from crawldedup.recrawl import RecrawlState
+from crawldedup.recrawl.stores import SQLITE_FORMAT
 
 
 def crawldedup(*args, stdin=None):
@@ -49,7 +50,7 @@ def test_info_describes_a_recrawl_state_and_changes_nothing(state, tmp_path):
         run = crawldedup("info", *extra, state)
         assert run.returncode == 0, run.stderr
         text = run.stdout
-        assert "kind: re-crawl state" in text and "format 2" in text
+        assert "kind: re-crawl state" in text and f"format {SQLITE_FORMAT}" in text
         assert "pages: 12\n" in text and "hosts: 3\n" in text
         assert "due now: 12" in text
         assert "last due call 1970-01-03 07:33:20 UTC" in text

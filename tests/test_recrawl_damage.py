@@ -305,12 +305,13 @@ def test_the_redis_error_names_the_server_and_prefix(damage):
 def test_a_file_sqlite_finds_damaged_is_a_corrupt_database(tmp_path):
     """A state file that is not a database, or whose pages SQLite finds
     malformed, raises CorruptDatabaseError: a CorruptFileError naming the
-    file, and a StoreUnavailableError as SQLite's other errors are."""
+    file, and not a StoreUnavailableError (which a caller may retry)."""
     junk = tmp_path / "junk.db"
     junk.write_bytes(bytes(range(256)) * 40)
     with pytest.raises(CorruptDatabaseError, match="junk.db.*not a database") as caught:
         RecrawlState(str(junk))
-    assert isinstance(caught.value, StoreUnavailableError)
+    assert isinstance(caught.value, CorruptFileError)
+    assert not isinstance(caught.value, StoreUnavailableError)
     assert caught.value.path == str(junk)
 
     path = str(tmp_path / "cut.db")

@@ -159,10 +159,11 @@ def test_unopenable_sqlite_raises(tmp_path):
     with pytest.raises(StoreUnavailableError):
         SQLiteStore(tmp_path)  # a directory
     (tmp_path / "junk.db").write_bytes(b"not a database" * 100)
-    with pytest.raises(StoreUnavailableError) as caught:
+    with pytest.raises(CorruptFileError) as caught:
         SQLiteStore(tmp_path / "junk.db")
-    # damage, said as such: a CorruptFileError naming the file too
-    assert isinstance(caught.value, CorruptFileError)
+    # damage, said as such: a CorruptFileError naming the file, not a
+    # StoreUnavailableError that a caller would retry
+    assert not isinstance(caught.value, StoreUnavailableError)
     assert caught.value.path == str(tmp_path / "junk.db")
 
 

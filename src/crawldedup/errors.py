@@ -66,12 +66,15 @@ class StoreUnavailableError(CrawldedupError):
     """
 
 
-class CorruptDatabaseError(CorruptFileError, StoreUnavailableError):
+class CorruptDatabaseError(CorruptFileError):
     """A SQLite file that SQLite itself finds damaged ("database disk image
-    is malformed") or that is not a database at all.
+    is malformed"), that is not a database at all, or whose rows fail
+    crawldedup's own checks.
 
-    Both a CorruptFileError (the file is damaged) and a StoreUnavailableError
-    (the store cannot be used, what SQLite's other errors raise).
+    A CorruptFileError naming the file, and deliberately not a
+    StoreUnavailableError: an unreachable store is worth retrying, a damaged
+    file is not, so code that retries on StoreUnavailableError never loops
+    over damage.
     """
 
 
