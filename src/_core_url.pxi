@@ -12,7 +12,8 @@ from libc.string cimport strchr
 cdef extern from "_cd_url.h" nogil:
     size_t cd_url_work_size(size_t n)
     Py_ssize_t cd_url_canonicalize(const unsigned char* s, size_t n, int keep_fragments,
-                                   int keep_blank_values, void* work)
+                                   int keep_blank_values, void* work,
+                                   const unsigned char** wide)
     const unsigned char* cd_url_output(void* work, size_t n)
     void cd_sha1(const unsigned char* data, size_t n, unsigned char* out)
     void cd_md5(const unsigned char* data, size_t n, unsigned char* out)
@@ -27,6 +28,8 @@ cdef extern from "Python.h":
     object _cdu_bytes "PyBytes_FromStringAndSize" (const char*, Py_ssize_t)
     object PyUnicode_New(Py_ssize_t, Py_UCS4)
     void* PyUnicode_DATA(object)
+
+import unicodedata as _unicodedata
 
 # Fill the byte-class table now, under the GIL at import, so the batch loops
 # (which run without the GIL, maybe in several threads) only ever read it.
@@ -54,6 +57,25 @@ cdef const char* _CDU_HEXL = b"0123456789abcdef"
 cdef const char* _CDU_TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+def _cdu_netloc_refused(str netloc):
+    """True when urllib's urlsplit (and so w3lib) refuses netloc: it is not
+    ASCII and the NFKC form of its text without "@", ":", "#" and "?" holds
+    one of "/?#@:" (U+FF0F "／" is "/", U+2100 "℀" is "a/c")."""
+    if netloc.isascii():
+        return False
+    bare = netloc.replace("@", "").replace(":", "").replace("#", "").replace("?", "")
+    normal = _unicodedata.normalize("NFKC", bare)
+    return normal != bare and any(c in normal for c in "/?#@:")
+
+
+cdef bint _cdu_wide_refused(const unsigned char** wide):
+    """_cdu_netloc_refused of the netloc cd_url_canonicalize reported (UTF-8;
+    bytes that are not become U+FFFD, which like w3lib's percent-escapes of
+    them holds no separator under NFKC)."""
+    return _cdu_netloc_refused((<const char*>wide[0])[:wide[1] - wide[0]]
+                               .decode("utf-8", "replace"))
+
+
 cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, int what,
                      const unsigned char* method, Py_ssize_t mlen,
                      const unsigned char* body, Py_ssize_t blen):
@@ -66,6 +88,7 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
     cdef const unsigned char* canon
     cdef unsigned char digest[20]
     cdef size_t need
+    cdef const unsigned char* wide[2]
     if PyBytes_Check(url) and what != _CDU_REQUEST_SHA1:
         # bytes are read as UTF-8; w3lib percent-encodes the bytes that are
         # not, which is what the fast path does with every byte >= 0x80
@@ -88,8 +111,8 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
             raise MemoryError()
     try:
         length = cd_url_canonicalize(<const unsigned char*>data, <size_t>n, keep_fragments,
-                                     keep_blank_values, work)
-        if length < 0:
+                                     keep_blank_values, work, wide)
+        if length < 0 or (wide[0] != NULL and _cdu_wide_refused(wide)):
             return None
         canon = cd_url_output(work, <size_t>n)
         if what == _CDU_CANONICAL:
