@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from crawldedup._checks import check_flag
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
 
@@ -59,6 +60,7 @@ class SQLStore(FingerprintStore):
                  create: bool = True) -> None:
         self.digest_size = check_digest_size(digest_size)
         self.table_name = check_table(table)
+        create = check_flag("create", create)
         sa = _sqlalchemy()
         from sqlalchemy.dialects import mysql
         self._sa = sa
