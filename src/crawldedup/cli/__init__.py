@@ -49,6 +49,7 @@ import signal
 import sys
 from typing import List, Optional, Sequence
 
+from crawldedup._extras import install_hint
 from crawldedup._version import __version__
 from crawldedup.bloom import LAYOUTS
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--state", required=True, metavar="PATH",
                       help="state file (a Bloom filter), created when missing; or "
                            "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
-                           "crawlers on several machines (pip install 'crawldedup[redis]')")
+                           f"crawlers on several machines ({install_hint('redis')})")
     urls.add_argument("--capacity", type=positive_int, metavar="N",
                       help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
     urls.add_argument("--error-rate", type=probability, metavar="P",
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--db", metavar="URL",
                       help="keep the MD5s in a database instead (implies --exact): "
                            "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
-                           "(PostgreSQL, MySQL/MariaDB; pip install 'crawldedup[sql]'); "
+                           f"(PostgreSQL, MySQL/MariaDB; {install_hint('sql')}); "
                            "--state then names the local lock "
                            "and journal; crawlers sharing the database print each URL once")
 

@@ -50,11 +50,13 @@ import math
 import time
 from typing import Any, Optional, Set
 
+from crawldedup._extras import install_hint
+
 try:
     from scrapy import signals
     from scrapy.exceptions import IgnoreRequest, NotConfigured
 except ImportError:  # pragma: no cover - exercised without scrapy installed
-    raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from None
+    raise ImportError(f"crawldedup.scrapy needs Scrapy: {install_hint('scrapy')}") from None
 
 from crawldedup.recrawl import ChangeRatePolicy, NutchPolicy, RecrawlState, Verdict
 
