@@ -25,6 +25,7 @@ cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
     const char* _cdu_utf8 "PyUnicode_AsUTF8AndSize" (object, Py_ssize_t*) except NULL
     object _cdu_decode_ascii "PyUnicode_DecodeASCII" (const char*, Py_ssize_t, const char*)
+    object _cdu_decode_utf8 "PyUnicode_DecodeUTF8" (const char*, Py_ssize_t, const char*)
     object _cdu_bytes "PyBytes_FromStringAndSize" (const char*, Py_ssize_t)
     object PyUnicode_New(Py_ssize_t, Py_UCS4)
     void* PyUnicode_DATA(object)
@@ -61,19 +62,24 @@ def _cdu_netloc_refused(str netloc):
     """True when urllib's urlsplit (and so w3lib) refuses netloc: it is not
     ASCII and the NFKC form of its text without "@", ":", "#" and "?" holds
     one of "/?#@:" (U+FF0F "／" is "/", U+2100 "℀" is "a/c")."""
-    if netloc.isascii():
-        return False
+    if netloc.isascii() or _unicodedata.is_normalized("NFKC", netloc):
+        return False  # the usual case, quickly: a separator's code point is never NFKC-normal
     bare = netloc.replace("@", "").replace(":", "").replace("#", "").replace("?", "")
     normal = _unicodedata.normalize("NFKC", bare)
-    return normal != bare and any(c in normal for c in "/?#@:")
+    if normal == bare:
+        return False
+    for c in "/?#@:":
+        if c in normal:
+            return True
+    return False
 
 
 cdef bint _cdu_wide_refused(const unsigned char** wide):
     """_cdu_netloc_refused of the netloc cd_url_canonicalize reported (UTF-8;
     bytes that are not become U+FFFD, which like w3lib's percent-escapes of
     them holds no separator under NFKC)."""
-    return _cdu_netloc_refused((<const char*>wide[0])[:wide[1] - wide[0]]
-                               .decode("utf-8", "replace"))
+    return _cdu_netloc_refused(_cdu_decode_utf8(<const char*>wide[0], wide[1] - wide[0],
+                                                "replace"))
 
 
 cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, int what,

@@ -182,8 +182,8 @@ def _url_netloc_refused(netloc: str) -> bool:
     """True when urllib's urlsplit (and so w3lib) refuses netloc: it is not
     ASCII and the NFKC form of its text without "@", ":", "#" and "?" holds
     one of "/?#@:" (U+FF0F "／" is "/", U+2100 "℀" is "a/c")."""
-    if netloc.isascii():
-        return False
+    if netloc.isascii() or unicodedata.is_normalized("NFKC", netloc):
+        return False  # the usual case, quickly: a separator's code point is never NFKC-normal
     bare = netloc.replace("@", "").replace(":", "").replace("#", "").replace("?", "")
     normal = unicodedata.normalize("NFKC", bare)
     return normal != bare and any(c in normal for c in "/?#@:")
