@@ -94,16 +94,13 @@ def run_doctest(where, code, globs):
 
 
 def resolve(dotted):
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for name in parts[cut:]:
-            obj = getattr(obj, name)
-        return obj
-    raise ImportError(dotted)
+    """The object a dotted name gives ("crawldedup.scrapy.DupeFilter"): an
+    integration's module needs its dependency (require_module)."""
+    module, _, name = dotted.rpartition(".")
+    try:
+        return getattr(require_module(module), name)
+    except AttributeError:
+        return importlib.import_module(dotted)  # a module its package does not import
 
 
 @pytest.mark.parametrize("where, code, sketch", DOCS_BLOCKS)
