@@ -16,7 +16,9 @@
  *   netloc  scheme and host lower-cased, port as int(port) (leading zeros go);
  *           userinfo decoded and quoted with _USERINFO_SAFEST_CHARS (user
  *           and password apart); an IPv6 address as Python's ipaddress
- *           writes it (RFC 5952: lower case, longest zero run as "::");
+ *           writes it (RFC 5952: lower case, longest zero run as "::"); a
+ *           non-ASCII netloc reported for urllib's NFKC check (which w3lib's
+ *           _urlsplit runs), done by the caller;
  *   path    ";params" split off the last segment; every "%HH" decoded except
  *           %25 %2F %3B %3F (kept, hex upper-cased); bytes outside
  *           _PATH_SAFE_CHARS percent-encoded; an empty path becomes "/"; dot
@@ -76,13 +78,14 @@
  * and wherever cdu_strip would change s (see cd_url_canonicalize). */
 static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
                            int keep_blank_values, cdu_field *fields, cdu_seg *segs,
-                           unsigned char *out, unsigned char *dec) {
+                           unsigned char *out, unsigned char *dec,
+                           const unsigned char **wide) {
     unsigned char *o = out;
     const unsigned char *end = s + n;
     size_t i, a, at, host, host_end, auth_end, q_end, port_start, scheme_len;
     size_t nfields = 0;
     unsigned int groups[8];
-    int ipv6 = 0;
+    int ipv6 = 0, nonascii = 0;
     uint64_t w;
 
     /* Ends that cdu_strip would trim; bytes inside are checked where read. */
@@ -147,6 +150,15 @@ static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
              && s[auth_end] != '#'; auth_end++) {
             unsigned char b = s[auth_end];
             if (b < 0x20 || b == 0x7F || b == '\\') return CDU_FALLBACK;
+            nonascii |= b >= 0x80;
+        }
+        /* A netloc with non-ASCII (only the userinfo can have it here) is
+         * refused by urllib when its NFKC form holds a separator (U+FF0F
+         * is "/"): the caller applies that check, with Python's Unicode
+         * tables, to the bytes reported in wide (see cd_url_canonicalize). */
+        if (nonascii) {
+            wide[0] = s + a;
+            wide[1] = s + auth_end;
         }
         at = auth_end;
         for (i = auth_end; i > a; i--) {
@@ -373,12 +385,20 @@ static Py_ssize_t cdu_pass(const unsigned char *s, size_t n, int keep_fragments,
  * (cd_url_work_size(n) bytes, aligned for pointers), at cd_url_output(work,
  * n), and returns its length, or CDU_FALLBACK outside the fast path.
  *
+ * wide[0:2] is set to the start and end of the netloc (in s or in its
+ * stripped copy in work) when the answer holds only if the netloc passes
+ * urllib's _checknetloc (it has a byte >= 0x80), else both are NULL: the
+ * netloc is refused when the NFKC form of its text without "@", ":", "#"
+ * and "?" holds one of "/?#@:", which needs Unicode tables (nineteen code
+ * points in Unicode 15, such as U+FF0F and U+2100 "a/c").
+ *
  * The pass reads s as it is and gives up (CDU_FALLBACK) at any byte that
  * cdu_strip would change: a control byte or DEL anywhere, "\\" before the
  * query, whitespace at the end.  Only then is s checked, stripped into the
  * scratch and passed over again. */
 static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep_fragments,
-                                      int keep_blank_values, void *work) {
+                                      int keep_blank_values, void *work,
+                                      const unsigned char **wide) {
     cdu_field *fields = (cdu_field *)work;
     cdu_seg *segs = (cdu_seg *)(fields + (n / 2 + 2));
     unsigned char *out = (unsigned char *)(segs + (n + 2));
@@ -388,7 +408,8 @@ static Py_ssize_t cd_url_canonicalize(const unsigned char *s, size_t n, int keep
 
     cdu_init();
     for (;;) {  /* one call site: the compiler inlines cdu_pass */
-        r = cdu_pass(s, n, keep_fragments, keep_blank_values, fields, segs, out, dec);
+        wide[0] = wide[1] = NULL;
+        r = cdu_pass(s, n, keep_fragments, keep_blank_values, fields, segs, out, dec, wide);
         if (r != CDU_FALLBACK || s == stripped || !cdu_strip_needed(s, n)) return r;
         m = cdu_strip(s, n, stripped);
         if (m < 0) return CDU_FALLBACK;

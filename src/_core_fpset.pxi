@@ -45,6 +45,8 @@ cdef object _fp_view(object key):
     m = memoryview(key)
     if not m.c_contiguous:
         raise TypeError("a digest must be a contiguous buffer")
+    if holds_objects(m.format):
+        raise objects_error("a digest", key)
     if m.format != "B" or m.ndim != 1:
         m = m.cast("B")
     return m
@@ -61,7 +63,11 @@ cdef inline int _fp_copy_key(object key, unsigned char* out, size_t ds) except -
         return 0
     if isinstance(key, str) or not PyObject_CheckBuffer(key):
         _fp_view(key)  # raises the TypeError
-    PyObject_GetBuffer(key, &view, PyBUF_SIMPLE)
+    try:
+        _buffer_open(key, &view, "a digest")
+    except TypeError:
+        _fp_view(key)  # the digests' own wording
+        raise
     try:
         if <size_t>view.len != ds:
             raise ValueError(f"a digest must be exactly {ds} bytes long, got {view.len}")
@@ -284,6 +290,16 @@ cdef class FingerprintTable:
             raise MemoryError()
         is_list = type(seq) is list
         try:
+            if adding and n > FP_CHUNK:
+                # Several chunks: every digest is checked before the first
+                # chunk is added, so a bad one anywhere leaves the set as it was.
+                for j in range(n):
+                    if is_list:
+                        if j >= _list_size(seq):
+                            raise RuntimeError("keys: the list changed size during the call")
+                        _fp_copy_key(<object>_list_item(seq, j), staging, ds)
+                    else:
+                        _fp_copy_key(seq[j], staging, ds)
             start = 0
             while start < n:
                 cnt = min(n - start, FP_CHUNK)

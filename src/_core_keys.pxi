@@ -60,16 +60,47 @@ cdef inline int _key_open(object key, KeyView* kv) except -1:
     return _key_open_other(key, kv)
 
 
+def holds_objects(str fmt):
+    """Whether a buffer of this format (struct syntax, as memoryview.format
+    gives it) holds Python objects: an "O" item, field names (":name:")
+    aside.  Such a buffer's bytes are object addresses, so two equal numpy
+    object arrays would be two different keys."""
+    return "O" in _re.sub(r":[^:]*:", "", fmt)
+
+
+def objects_error(str what, key):
+    return TypeError(f"{what} must not be a {type(key).__name__} of Python objects: its "
+                     f"bytes are object addresses, so equal values would be different "
+                     f"keys (convert the values to str or bytes first)")
+
+
+cdef int _buffer_open(object key, Py_buffer* view, str what) except -1:
+    """The C-contiguous buffer of key, its format asked for, into view
+    (PyBuffer_Release after); TypeError naming what for a buffer that is not
+    contiguous (the BufferError of its exporter) or holds Python objects."""
+    try:
+        PyObject_GetBuffer(key, view, PyBUF_ND | PyBUF_FORMAT)
+    except (BufferError, ValueError):
+        # Not contiguous (numpy says so with a ValueError), or an exporter
+        # that gives its bytes but no format: then they are bytes.  A
+        # released memoryview raises its own ValueError here.
+        if not memoryview(key).c_contiguous:
+            raise TypeError(
+                f"{what} must be str or a C-contiguous bytes-like object; "
+                f"this {type(key).__name__} is not contiguous") from None
+        PyObject_GetBuffer(key, view, PyBUF_SIMPLE)
+    if view.format != NULL and strchr(view.format, c'O') != NULL:
+        if holds_objects(view.format.decode("ascii", "replace")):
+            PyBuffer_Release(view)
+            raise objects_error(what, key)
+    return 0
+
+
 cdef int _key_open_other(object key, KeyView* kv) except -1:
     if PyUnicode_Check(key):
         return _str_open(<PyObject*>key, kv)
     if PyObject_CheckBuffer(key):
-        try:
-            PyObject_GetBuffer(key, &kv.view, PyBUF_SIMPLE)
-        except BufferError:
-            raise TypeError(
-                f"key must be str or a C-contiguous bytes-like object; "
-                f"this {type(key).__name__} is not contiguous") from None
+        _buffer_open(key, &kv.view, "key")
         kv.has_buffer = True
         kv.data = <const unsigned char*>kv.view.buf
         kv.size = kv.view.len

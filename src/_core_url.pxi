@@ -12,7 +12,8 @@ from libc.string cimport strchr
 cdef extern from "_cd_url.h" nogil:
     size_t cd_url_work_size(size_t n)
     Py_ssize_t cd_url_canonicalize(const unsigned char* s, size_t n, int keep_fragments,
-                                   int keep_blank_values, void* work)
+                                   int keep_blank_values, void* work,
+                                   const unsigned char** wide)
     const unsigned char* cd_url_output(void* work, size_t n)
     void cd_sha1(const unsigned char* data, size_t n, unsigned char* out)
     void cd_md5(const unsigned char* data, size_t n, unsigned char* out)
@@ -24,9 +25,12 @@ cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
     const char* _cdu_utf8 "PyUnicode_AsUTF8AndSize" (object, Py_ssize_t*) except NULL
     object _cdu_decode_ascii "PyUnicode_DecodeASCII" (const char*, Py_ssize_t, const char*)
+    object _cdu_decode_utf8 "PyUnicode_DecodeUTF8" (const char*, Py_ssize_t, const char*)
     object _cdu_bytes "PyBytes_FromStringAndSize" (const char*, Py_ssize_t)
     object PyUnicode_New(Py_ssize_t, Py_UCS4)
     void* PyUnicode_DATA(object)
+
+import unicodedata as _unicodedata
 
 # Fill the byte-class table now, under the GIL at import, so the batch loops
 # (which run without the GIL, maybe in several threads) only ever read it.
@@ -54,6 +58,30 @@ cdef const char* _CDU_HEXL = b"0123456789abcdef"
 cdef const char* _CDU_TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
+def _cdu_netloc_refused(str netloc):
+    """True when urllib's urlsplit (and so w3lib) refuses netloc: it is not
+    ASCII and the NFKC form of its text without "@", ":", "#" and "?" holds
+    one of "/?#@:" (U+FF0F "／" is "/", U+2100 "℀" is "a/c")."""
+    if netloc.isascii() or _unicodedata.is_normalized("NFKC", netloc):
+        return False  # the usual case, quickly: a separator's code point is never NFKC-normal
+    bare = netloc.replace("@", "").replace(":", "").replace("#", "").replace("?", "")
+    normal = _unicodedata.normalize("NFKC", bare)
+    if normal == bare:
+        return False
+    for c in "/?#@:":
+        if c in normal:
+            return True
+    return False
+
+
+cdef bint _cdu_wide_refused(const unsigned char** wide):
+    """_cdu_netloc_refused of the netloc cd_url_canonicalize reported (UTF-8;
+    bytes that are not become U+FFFD, which like w3lib's percent-escapes of
+    them holds no separator under NFKC)."""
+    return _cdu_netloc_refused(_cdu_decode_utf8(<const char*>wide[0], wide[1] - wide[0],
+                                                "replace"))
+
+
 cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, int what,
                      const unsigned char* method, Py_ssize_t mlen,
                      const unsigned char* body, Py_ssize_t blen):
@@ -66,6 +94,7 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
     cdef const unsigned char* canon
     cdef unsigned char digest[20]
     cdef size_t need
+    cdef const unsigned char* wide[2]
     if PyBytes_Check(url) and what != _CDU_REQUEST_SHA1:
         # bytes are read as UTF-8; w3lib percent-encodes the bytes that are
         # not, which is what the fast path does with every byte >= 0x80
@@ -88,8 +117,8 @@ cdef object _cdu_run(object url, bint keep_fragments, bint keep_blank_values, in
             raise MemoryError()
     try:
         length = cd_url_canonicalize(<const unsigned char*>data, <size_t>n, keep_fragments,
-                                     keep_blank_values, work)
-        if length < 0:
+                                     keep_blank_values, work, wide)
+        if length < 0 or (wide[0] != NULL and _cdu_wide_refused(wide)):
             return None
         canon = cd_url_output(work, <size_t>n)
         if what == _CDU_CANONICAL:

@@ -7,7 +7,8 @@
 # releases the GIL while slices of the batch run at once on several threads
 # (itself included).  Items that are neither str nor bytes, or a str that is
 # not valid UTF-8, or a URL outside the fast path, come back as None for the
-# wrapper to hand to w3lib with the GIL.
+# wrapper to hand to w3lib with the GIL; so do the URLs whose non-ASCII netloc
+# urllib refuses, checked after the threads are done (_cdu_check_wide).
 
 # Batches of at least 2 * URL_THREAD_URLS URLs are cut into slices, one per
 # URL_THREAD_URLS, up to the CPUs the process may use (or crawldedup.set_threads).
@@ -31,13 +32,15 @@ ctypedef struct CduJob:
     uint32_t seed               # _CDU_B_URL_MURMUR
     const char* method
     Py_ssize_t mlen
-    unsigned char* done         # 1 where the slot holds the answer
+    unsigned char* done         # 1 where the slot holds the answer, 2: if its netloc
+                                # passes urllib's NFKC check (_cdu_check_wide)
     unsigned char* digests      # 20 bytes a URL (digest modes)
     Py_ssize_t* offs            # canonical modes: where in arena, and how long
     Py_ssize_t* outlens
     unsigned char* arena        # canonical modes: this job's canonical URLs
     size_t arena_cap, arena_used
     int failed                  # out of memory: the caller raises MemoryError
+    Py_ssize_t wide             # slots marked 2 in done
 
 
 # The canonical URLs of a slice are hashed _CDU_MD5_GROUP at a time, by
@@ -103,6 +106,7 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
     cdef size_t need
     cdef uint64_t h1, h2
     cdef CduMd5Group group
+    cdef const unsigned char* wide[2]
     if job.what == _CDU_B_RAW_MD5:  # MD5 only: many messages at once
         cd_md5_many(job.ptrs + job.start, job.lens + job.start, job.stop - job.start,
                     job.digests + 20 * job.start, 20)
@@ -132,7 +136,7 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
         if job.ptrs[i] == NULL:
             continue
         length = cd_url_canonicalize(<const unsigned char*>job.ptrs[i], <size_t>job.lens[i],
-                                     job.keep_fragments, job.keep_blank_values, work)
+                                     job.keep_fragments, job.keep_blank_values, work, wide)
         if length < 0:
             continue
         canon = cd_url_output(work, <size_t>job.lens[i])
@@ -167,7 +171,11 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
             memcpy(p, canon, <size_t>length); p += length
             memcpy(p, _CDU_J4, 2); p += 2
             cd_sha1(json, <size_t>(p - json), job.digests + 20 * i)
-        job.done[i] = 1
+        if wide[0] != NULL:
+            job.done[i] = 2
+            job.wide += 1
+        else:
+            job.done[i] = 1
     if job.what == _CDU_B_URL_MD5:
         if not job.failed:
             _cdu_md5_group(&group, job.digests)
@@ -180,6 +188,30 @@ cdef void _cdu_slice(CduJob* job) noexcept nogil:
 @cython.profile(False)
 cdef void _cdu_job(void* arg) noexcept nogil:
     _cdu_slice(<CduJob*>arg)
+
+
+cdef int _cdu_check_wide(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
+                         unsigned char* done, bint keep_fragments,
+                         bint keep_blank_values) except -1:
+    """For each slot marked 2 in done, run urllib's NFKC check on its netloc
+    (found again by cd_url_canonicalize, with the GIL: such URLs are rare)
+    and mark the slot 1 (the answer stands) or 0 (w3lib's to refuse)."""
+    cdef Py_ssize_t i
+    cdef void* work
+    cdef const unsigned char* wide[2]
+    for i in range(n):
+        if done[i] != 2:
+            continue
+        work = PyMem_Malloc(cd_url_work_size(<size_t>lens[i]))
+        if work == NULL:
+            raise MemoryError()
+        try:
+            cd_url_canonicalize(<const unsigned char*>ptrs[i], <size_t>lens[i], keep_fragments,
+                                keep_blank_values, work, wide)
+            done[i] = 0 if wide[0] != NULL and _cdu_wide_refused(wide) else 1
+        finally:
+            PyMem_Free(work)
+    return 0
 
 
 cdef object _cdu_ascii_str(const unsigned char* data, Py_ssize_t n):
@@ -240,6 +272,7 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
     cdef CduJob* jobs = NULL
     cdef const char* m = NULL
     cdef int threads, r, failed = 0
+    cdef Py_ssize_t wide = 0
     cdef list out
     if what == _CDU_B_REQUEST_SHA1:
         m = _cdu_utf8(method, &mlen)
@@ -281,8 +314,11 @@ cdef object _cdu_execute(const char** ptrs, Py_ssize_t* lens, Py_ssize_t n,
             _run_jobs(_cdu_job, jobs, sizeof(CduJob), threads)
         for r in range(threads):
             failed |= jobs[r].failed
+            wide += jobs[r].wide
         if failed:
             raise MemoryError()
+        if wide:
+            _cdu_check_wide(ptrs, lens, n, done, keep_fragments, keep_blank_values)
         if packed:
             return _cdu_packed(digests, done, n, width)
         out = [None] * n

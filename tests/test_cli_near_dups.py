@@ -4,6 +4,7 @@ checked against a brute-force scan of the same fingerprints."""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -444,3 +445,138 @@ def test_reading_by_blocks_equals_reading_line_by_line(lines, monkeypatch):
         assert got == want
 
     check()
+
+
+# ------------------------------------------- messages that tell the truth (issue 30, item 7)
+
+def popcount_pairs(docs, k):
+    """brute_force_pairs, vectorized (for a few thousand documents)."""
+    fps = crawldedup.simhash_many([text for _, text in docs])
+    ids = [i for i, _ in docs]
+    table = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+    pairs = set()
+    for later in range(1, len(docs)):
+        x = np.bitwise_xor(fps[:later], fps[later])
+        dist = table[x.view(np.uint8).reshape(-1, 8)].sum(axis=1)
+        for earlier in np.nonzero(dist <= k)[0].tolist():
+            pairs.add((ids[earlier], ids[later], int(dist[earlier])))
+    return pairs
+
+
+def feed_then_interrupt(args, docs, out_path, wait_for_output=True):
+    """Run near-dups on docs given on a pipe that stays open, wait until it
+    has written (or for a while), press Ctrl-C (SIGINT); (status, stderr)."""
+    import signal
+    import time
+    data = "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs).encode()
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", *map(str, args)],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE)
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+            deadline = time.monotonic() + 60
+            while wait_for_output and os.path.getsize(out_path) == 0:
+                assert time.monotonic() < deadline, "no output within 60 s"
+                time.sleep(0.05)
+            time.sleep(1.0)   # it is waiting for more input now
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return proc.returncode, err.decode()
+
+
+@platform_lacks(sys.platform == "win32", "SIGINT to a child process")
+def test_ctrl_c_says_what_was_written(tmp_path):
+    # On f99a5f4 this said "interrupted before any work was done" after
+    # thousands of pairs were written.
+    docs = corpus(n_base=3000, copies=2, seed=5)   # 9,000 documents
+    out_path = tmp_path / "pairs.jsonl"
+    index = tmp_path / "docs.idx"
+    status, err = feed_then_interrupt(["--index", index], docs, out_path)
+    assert status == 130, err
+    assert "before any work" not in err and "Traceback" not in err, err
+    import re
+    m = re.fullmatch(r"crawldedup: interrupted after reading 9,000 documents: ([\d,]+) "
+                     r"near-duplicate pairs? written, every pair among the first ([\d,]+); the "
+                     r"pairs of the later ones are missing; the index \S+ was not written\n", err)
+    assert m, err
+    written, first = (int(g.replace(",", "")) for g in m.groups())
+    lines = out_path.read_text().splitlines()
+    assert len(lines) == written > 0   # the count is the pairs in the output
+    got = {(p["a"], p["b"], p["distance"]) for p in map(json.loads, lines)}
+    assert 0 < first < 9000 and first % 4096 == 0   # whole batches were compared
+    assert popcount_pairs(docs[:first], 3) <= got   # every pair among them
+    assert not index.exists()
+
+
+@platform_lacks(sys.platform == "win32", "SIGINT to a child process")
+def test_ctrl_c_with_clusters_and_an_earlier_index(tmp_path):
+    docs = corpus(n_base=2000, copies=1, seed=6)
+    index = tmp_path / "docs.idx"
+    write_jsonl(tmp_path / "first.jsonl", docs[:100])
+    assert crawldedup_cli("near-dups", tmp_path / "first.jsonl", "--index", index).returncode == 0
+    before = index.read_bytes()
+    out_path = tmp_path / "clusters.jsonl"
+    status, err = feed_then_interrupt(["--format", "clusters", "--index", index], docs[100:],
+                                      out_path, wait_for_output=False)
+    assert status == 130, err
+    assert err == (f"crawldedup: interrupted after reading {len(docs) - 100:,} documents: no "
+                   f"clusters written (they are written once every document is read); the "
+                   f"index {index} was not saved (it is as it was before this run)\n")
+    assert out_path.read_bytes() == b"" and index.read_bytes() == before
+
+
+def test_a_closed_output_ends_quietly(tmp_path):
+    # `near-dups | head -1`: the reader leaves after one line; f99a5f4 ended
+    # with "crawldedup: error: [Errno 32] Broken pipe".
+    docs = corpus(n_base=3000, copies=2, seed=7)
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, docs)
+    for fmt in ("pairs", "clusters"):
+        proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", str(path),
+                                 "--format", fmt], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        first = proc.stdout.readline()
+        proc.stdout.close()          # the pipe's reader is gone
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.wait(timeout=120) == 141   # as a filter stopped by SIGPIPE
+        assert json.loads(first) and err == b"", err
+
+
+def without_root_powers():
+    """The command prefix that runs a process without root's power to write
+    anywhere (CAP_DAC_OVERRIDE), so that a read-only folder is one; none
+    when not root."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+@platform_lacks(sys.platform == "win32" or (hasattr(os, "geteuid") and os.geteuid() == 0
+                                            and shutil.which("setpriv") is None),
+                "POSIX permissions (as root: setpriv, util-linux)")
+def test_an_index_in_a_read_only_folder_is_refused_before_any_output(tmp_path):
+    # f99a5f4 printed every pair, then failed naming its temporary file.
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, corpus(n_base=30))
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    index = folder / "docs.idx"
+    try:
+        run = subprocess.run([*without_root_powers(), sys.executable, "-m", "crawldedup",
+                              "near-dups", str(path), "--index", str(index)],
+                             capture_output=True, timeout=120)
+        assert run.returncode == 1, run.stderr
+        assert run.stdout == b""        # nothing printed before the refusal
+        assert run.stderr.decode() == (
+            f"crawldedup: error: cannot save the index {str(index)!r}: its folder {folder} "
+            f"does not take new files (Permission denied); give another --index path\n")
+        assert list(folder.iterdir()) == []
+    finally:
+        folder.chmod(0o755)

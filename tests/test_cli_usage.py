@@ -138,6 +138,25 @@ def test_usage_errors_show_the_command_usage(tmp_path):
     assert "--strip-tracking needs --canonical" in one_error_line(run)
 
 
+@pytest.mark.parametrize("args, usage, bad", [
+    (["near-dups", "--bogus"], "crawldedup near-dups", "--bogus"),
+    (["urls", "--state", "S", "--bogus", "-x"], "crawldedup urls", "--bogus -x"),
+    (["info", "P", "extra"], "crawldedup info", "extra"),
+    (["due", "--state", "S", "--limit", "5", "--no-such-option"], "crawldedup due",
+     "--no-such-option"),
+    (["--bogus", "urls", "--state", "S"], "crawldedup", "--bogus"),  # before the command
+])
+def test_an_unknown_option_shows_its_command_usage(tmp_path, args, usage, bad):
+    # issue 30, item 7: f99a5f4 showed the top-level usage for every one
+    args = [str(tmp_path / a) if a in ("S", "P") else a for a in args]
+    run = crawldedup(*args, stdin=b"")
+    assert run.returncode == 2
+    text = run.stderr.decode()
+    assert text.startswith(f"usage: {usage} "), text
+    assert text.rstrip().endswith(f"error: unrecognized arguments: {bad}"), text
+    assert list(tmp_path.iterdir()) == []   # nothing was run
+
+
 def test_a_file_of_another_kind_is_named(tmp_path):
     index = SimhashIndex()
     index.add(1, 5)

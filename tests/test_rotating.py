@@ -92,7 +92,9 @@ def test_parameters_given(api):
             rf.seed, rf.layout) == (500, 0.03, 3, 3600.0, 0.25, 7, "blocked")
     assert rf.fill_limit == 125 and rf.next_rotation == 3600.0
     assert {(f.error_rate, f.seed, f.layout) for f in rf.filters} == {(0.01, 7, "blocked")}
-    assert type(api.RotatingBloomFilter(1e3, generations=np.int64(4)).generations) is int
+    assert type(api.RotatingBloomFilter(1000, generations=np.int64(4)).generations) is int
+    with pytest.raises(TypeError, match="capacity must be an integer, not float"):
+        api.RotatingBloomFilter(1e3)
     assert api.RotatingBloomFilter(10, rotate_every=5).rotate_every == 5.0
 
 

@@ -48,10 +48,14 @@ def test_defaults_and_parameters(api):
     assert sbf.nbytes == first.nbytes and sbf.fill_ratio == 0.0
 
 
-def test_integral_floats_and_numpy_ints_are_accepted(api):
-    sbf = api.ScalableBloomFilter(1e3, growth=3.0)
+def test_numpy_ints_are_accepted_floats_refused(api):
+    sbf = api.ScalableBloomFilter(np.int64(1000), growth=np.int16(3))
     assert (sbf.initial_capacity, sbf.growth) == (1000, 3)
     assert type(sbf.initial_capacity) is int and type(sbf.growth) is int
+    with pytest.raises(TypeError, match="initial_capacity must be"):
+        api.ScalableBloomFilter(1e3)
+    with pytest.raises(TypeError, match="growth must be"):
+        api.ScalableBloomFilter(1000, growth=3.0)
     assert api.ScalableBloomFilter(np.int64(50), growth=np.int32(4)).growth == 4
 
 

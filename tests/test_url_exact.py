@@ -2,6 +2,9 @@
 and the batch kernels (threaded == one thread == twin == w3lib)."""
 
 import hashlib
+import sys
+import unicodedata
+import warnings
 from urllib.parse import urlparse
 
 import pytest
@@ -11,11 +14,16 @@ from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 from w3lib.url import parse_url
 
 import crawldedup
-from crawldedup import (canonicalize_url, canonicalize_urls, fingerprint, set_threads,
-                        url_fingerprint, url_fingerprints)
+from crawldedup import (canonicalize_url, canonicalize_urls, fingerprint, request_fingerprint,
+                        request_fingerprints, set_threads, url_fingerprint, url_fingerprints)
 
-from test_url_canonical import (W3LIB_25, fast_urls, load_corpus, our_outcome, urls,
-                                w3lib_outcome)
+from test_url_canonical import (NFKC_SEPARATORS, W3LIB_25, fast_urls, load_corpus,
+                                our_outcome, urls, w3lib_outcome)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # scrapy's own import-time deprecations
+    from scrapy import Request
+    from scrapy.utils.request import fingerprint as scrapy_fingerprint
 
 # ------------------------------------------------------------------ item 19: long ports
 
@@ -331,3 +339,107 @@ def test_threaded_batch_hypothesis(core, reference, drawn, threads_cap, data):
         for url, expected in zip(drawn, twin):
             if expected is not None:
                 assert expected == w3lib_canonicalize_url(url)
+
+
+# ------------------------------------------------------------------ NFKC separators in the netloc
+
+def test_nfkc_separators_are_every_such_code_point(core, reference):
+    """Every code point whose NFKC form has a URL separator (as this Python's
+    Unicode tables say) is refused in a userinfo by both kernels, and is in
+    the alphabet the differential tests draw userinfo from."""
+    found = [chr(c) for c in range(0x80, sys.maxunicode + 1) if not 0xD800 <= c < 0xE000
+             and any(sep in unicodedata.normalize("NFKC", chr(c)) for sep in "/?#@:")]
+    assert sorted(found) == sorted(NFKC_SEPARATORS)
+    assert len(NFKC_SEPARATORS) == 19
+    for ch in found:
+        for impl in (core, reference):
+            assert impl.canonicalize_url_fast(f"http://{ch}@a.com/") is None
+
+
+def nfkc_urls(ch):
+    """URLs with ch in the user, in the password, and between other text."""
+    return [f"http://{ch}@a.com/", f"http://u:{ch}@a.com/x?b=1&a=2", f"https://é{ch}x:p@a.com",
+            f"http://{ch}:{ch}@a.com:8080/#f", f"ftp://a{ch}@a.com/p"]
+
+
+def scrapy_request_outcome(url):
+    try:
+        return scrapy_fingerprint(Request(url))
+    except Exception as exc:  # noqa: BLE001 - the exception type is the answer
+        return type(exc)
+
+
+@pytest.mark.parametrize("ch", NFKC_SEPARATORS)
+def test_nfkc_separator_in_userinfo_raises_as_w3lib_and_scrapy(ch):
+    for url in nfkc_urls(ch):
+        data = url.encode()
+        for given_url in (url, data):
+            assert w3lib_outcome(given_url) is ValueError
+            with pytest.raises(ValueError, match="NFKC"):
+                canonicalize_url(given_url)
+            with pytest.raises(ValueError, match="NFKC"):
+                url_fingerprint(given_url)
+        assert canonicalize_urls([url, data, "http://a.com"], errors="none") == \
+            [None, None, "http://a.com/"]
+        with pytest.raises(ValueError, match=r"urls\[1\].*NFKC"):
+            canonicalize_urls(["http://a.com", url])
+        with pytest.raises(ValueError, match=r"urls\[0\].*NFKC"):
+            url_fingerprints([data, "http://a.com"])
+        assert scrapy_request_outcome(url) is ValueError
+        with pytest.raises(ValueError, match="NFKC"):
+            request_fingerprint(url)
+        with pytest.raises(ValueError, match="NFKC"):
+            request_fingerprint(url, "POST", b"x", include_headers=["Accept"])
+        with pytest.raises(ValueError, match="NFKC"):
+            request_fingerprints(["http://a.com/", url])
+
+
+@pytest.mark.parametrize("ch", NFKC_SEPARATORS)
+def test_nfkc_separator_kernels_leave_it_to_w3lib(impl, ch):
+    for url in nfkc_urls(ch):
+        data = url.encode()
+        assert impl.canonicalize_url_fast(url) is None
+        assert impl.canonicalize_url_fast(data) is None
+        assert impl.url_fingerprint_fast(url) is None
+        assert impl.request_fingerprint_fast(url, "GET", b"") is None
+        assert impl.canonicalize_urls_fast([url, data, "http://a.com"]) == \
+            [None, None, "http://a.com/"]
+        assert impl.canonicalize_urls_fast([url, data], True, False, True) == [None, None]
+        assert impl.url_fingerprints_fast([url, data]) == [None, None]
+        assert impl.request_fingerprints_fast([url], "GET") == [None]
+        blob, missing = impl.url_digests_packed(["http://a.com", data], True)
+        assert missing == [1] and blob[16:] == bytes(16)
+
+
+NFKC_KEPT = ["http://é@a.com/", "http://ｆ:ﬁ@a.com/", "http://①ª@a.com/x?b=1&a=2",
+             "https://中文:\u3000@a.com:443/", "http://%EF%BC%8F@a.com/",
+             "http://u\u0301:p\u00b4@a.com/"]
+
+
+@pytest.mark.parametrize("url", NFKC_KEPT)
+def test_non_ascii_userinfo_without_separator_stays_on_the_fast_path(impl, url):
+    # NFKC changes "ｆ" and "ﬁ" but gives no separator: urllib accepts the
+    # netloc, and the kernels still answer, w3lib's answer.
+    expected = w3lib_canonicalize_url(url)
+    assert impl.canonicalize_url_fast(url) == expected
+    assert impl.canonicalize_url_fast(url.encode()) == expected
+    refused = url.replace("@", "\uff1a@", 1)
+    assert impl.canonicalize_urls_fast([url, refused, url.encode()]) == [expected, None, expected]
+    assert impl.url_fingerprints_fast([url]) == [hashlib.md5(expected.encode()).digest()]
+    assert request_fingerprint(url) == scrapy_fingerprint(Request(url))
+
+
+def test_nfkc_separators_in_threaded_batches(threads, core):
+    # Refused netlocs spread over a batch big enough for several threads:
+    # each is None, each neighbour keeps its answer.
+    items = []
+    for i in range(3 * 4096):
+        ch = NFKC_SEPARATORS[i % len(NFKC_SEPARATORS)]
+        items.append(f"http://{ch}@a.com/{i}" if i % 5 == 0 else f"http://é{i}@a.com/{i}")
+    for n in (1, 3):
+        set_threads(n)
+        got = core.canonicalize_urls_fast(items)
+        assert [g is None for g in got] == [i % 5 == 0 for i in range(len(items))]
+        assert got[1] == w3lib_canonicalize_url(items[1])
+        blob, missing = core.url_digests_packed(items, True)
+        assert missing == list(range(0, len(items), 5))

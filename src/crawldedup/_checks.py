@@ -1,4 +1,5 @@
-"""Argument checks of the Bloom filter family, each written once.
+"""Argument checks of the Bloom filter family (and the boolean options of
+the other public calls), each written once.
 
 Every check returns the value in its canonical type, or raises TypeError for
 a value of the wrong type and ValueError for one out of range, naming the
@@ -11,6 +12,8 @@ import datetime
 import math
 import numbers
 from typing import Any, Optional, cast
+
+import numpy as np
 
 from crawldedup._kernel import MAX_SEED
 from crawldedup._types import Clock
@@ -86,15 +89,20 @@ def fill_limit(capacity: int, rotate_at_fill: Optional[float]) -> Optional[int]:
 
 
 def _whole(name: str, value: Any, must: str) -> int:
-    """value as an int: an integral number or a float without a fraction,
-    never a bool; TypeError saying ``{name} must be {must}`` otherwise."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be {must}, not bool")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, numbers.Integral):
+    """value as an int: an integral number (int, numpy integers), never a
+    bool or a float (``1e6`` is refused, not rounded: a count is written as
+    an int); TypeError saying ``{name} must be {must}`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be {must}, not {type(value).__name__}")
     return int(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """A boolean option: True or False (a numpy bool too); anything else,
+    ``"x"`` or ``1`` included, is a TypeError naming the option."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, not {type(value).__name__}")
 
 
 def check_capacity(value: Any) -> int:

@@ -18,6 +18,8 @@ else:
 IMPLEMENTATION: str = impl.IMPLEMENTATION
 BloomBits = impl.BloomBits
 check_keys = impl.check_keys
+holds_objects = impl.holds_objects
+objects_error = impl.objects_error
 hash128 = impl.hash128
 hash64 = impl.hash64
 hash_indices = impl.hash_indices

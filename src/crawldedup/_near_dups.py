@@ -35,6 +35,7 @@ import argparse
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
+import tempfile
 from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterable, Iterator, List,
                     Optional, Tuple)
 
@@ -223,12 +224,15 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                                   f"omit --k or give --k {index.k}")
     else:
         index = SimhashIndex(3 if args.k is None else args.k)
+    if index_path:
+        _check_writable(args.index, index_path)
+    index_before = _identity(index_path)
     earlier = len(index)
     # The order documents arrived in, for "earlier": documents of earlier runs
     # (in the loaded index) come before all of this run's.
     order: Dict[Hashable, int] = {}
     clusters = _Clusters() if args.format == "clusters" else None
-    counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0}
+    counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0, "compared": 0}
     # --format clusters: the first document of this run with each fingerprint
     # (the others of its group join the cluster through it).
     first_with: Dict[int, Hashable] = {}
@@ -271,9 +275,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             ids = [ident for ident, kept in zip(ids, keep.tolist()) if kept]
             fps = fps[keep]
             if not ids:
+                counts["compared"] += len(batch)
                 return
         if clusters is not None:
             cluster(ids, fps)  # added to the index at the end
+            counts["compared"] += len(batch)
             return
         index.add_many(ids, fps)
         offsets, found, distances = index.query_many(fps)
@@ -284,9 +290,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 other = found_list[j]
                 if other == ident or order.get(other, -1) > mine:
                     continue  # itself, or a later document (its own query finds this pair)
-                counts["pairs"] += 1
                 out.write(json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
                                      ensure_ascii=False) + "\n")
+                counts["pairs"] += 1  # after the write: the count of pairs written
+        # Every pair among the documents compared so far is written.
+        counts["compared"] += len(batch)
 
     def cluster(ids: List[Any], fps: Any) -> None:
         """Join the documents to the clusters of their near duplicates.  A
@@ -323,75 +331,152 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                     clusters.union(found_list[j], ident)
 
     sources = args.files or ["-"]
+    # How far the run got, for the message of an interruption (Ctrl-C).
+    progress: Dict[str, Any] = {"phase": "reading", "clusters": 0, "groups": 0}
     try:
-        for name in sources:
-            label, source = open_input(name, stdin)
-            try:
-                batch: List[Tuple[str, Any, str]] = []
-                first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
-                documents = _documents(label, source, args, first)
-                if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
-                    from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
-                    documents = near_dups_documents(name, err, counts)
-                for where, ident, text in documents:
-                    if not isinstance(ident, BadLine) and (ident in order or (
-                            earlier and _stored(index, ident))):
-                        ident = BadLine(f"{where}: id {_json(ident)} was already given"
-                                        + ("" if ident in order else " (in the index)"))
-                    if isinstance(ident, BadLine):
-                        if not args.skip_bad:
-                            flush(batch)  # the documents before the bad line count
-                            drain()
+        try:
+            for name in sources:
+                label, source = open_input(name, stdin)
+                try:
+                    batch: List[Tuple[str, Any, str]] = []
+                    first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
+                    documents = _documents(label, source, args, first)
+                    if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
+                        from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
+                        documents = near_dups_documents(name, err, counts)
+                    for where, ident, text in documents:
+                        if not isinstance(ident, BadLine) and (ident in order or (
+                                earlier and _stored(index, ident))):
+                            ident = BadLine(f"{where}: id {_json(ident)} was already given"
+                                            + ("" if ident in order else " (in the index)"))
+                        if isinstance(ident, BadLine):
+                            if not args.skip_bad:
+                                flush(batch)  # the documents before the bad line count
+                                drain()
+                                batch = []
+                            bad(ident)
+                            continue
+                        order[ident] = len(order)
+                        batch.append((where, ident, text))
+                        counts["documents"] += 1
+                        if len(batch) >= BATCH:
+                            flush(batch)
                             batch = []
-                        bad(ident)
-                        continue
-                    order[ident] = len(order)
-                    batch.append((where, ident, text))
-                    counts["documents"] += 1
-                    if len(batch) >= BATCH:
-                        flush(batch)
-                        batch = []
-                flush(batch)
-                drain()
-            finally:
-                close_inputs([source], stdin)
-    except Stop as exc:
+                    flush(batch)
+                    drain()
+                finally:
+                    close_inputs([source], stdin)
+        except Stop as exc:
+            if bar is not None:
+                bar.close()
+            err.write(f"crawldedup: error: {exc} (--skip-bad skips such lines)\n")
+            return 1
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         if bar is not None:
             bar.close()
-        err.write(f"crawldedup: error: {exc} (--skip-bad skips such lines)\n")
-        return 1
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    if bar is not None:
-        bar.close()
-    if clusters is not None:
-        rank = {ident: (order.get(ident, -1), str(ident)) for ident in clusters.parent}
-        groups = clusters.groups(rank)
-        for group in groups:
-            out.write(json.dumps({"representative": group[0], "members": group,
-                                  "size": len(group)}, ensure_ascii=False) + "\n")
-    out.flush()
-    if index_path:  # without --index, the index is not kept: no need to fill it
-        if run_ids:
-            index.add_many(run_ids, np.concatenate(run_fps))
-        index.save(index_path)
-    if clusters is not None:
-        summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
-                   f"{_count(sum(len(g) for g in groups), 'near duplicate')} within distance "
-                   f"{index.k} in {_count(len(groups), 'cluster')}")
+        progress["phase"] = "output"
+        if clusters is not None:
+            rank = {ident: (order.get(ident, -1), str(ident)) for ident in clusters.parent}
+            groups = clusters.groups(rank)
+            progress["groups"] = len(groups)
+            for group in groups:
+                out.write(json.dumps({"representative": group[0], "members": group,
+                                      "size": len(group)}, ensure_ascii=False) + "\n")
+                progress["clusters"] += 1
+        out.flush()
+        progress["phase"] = "saving"
+        if index_path:  # without --index, the index is not kept: no need to fill it
+            if run_ids:
+                index.add_many(run_ids, np.concatenate(run_fps))
+            try:
+                index.save(index_path)
+            except OSError as exc:
+                raise CrawldedupError(f"cannot save the index {args.index!r}: "
+                                      f"{exc.strerror or exc}") from None
+        progress["phase"] = "done"
+        if clusters is not None:
+            summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
+                       f"{_count(sum(len(g) for g in groups), 'near duplicate')} within distance "
+                       f"{index.k} in {_count(len(groups), 'cluster')}")
+        else:
+            summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
+                       f"{_count(counts['pairs'], 'near-duplicate pair')} within distance "
+                       f"{index.k}")
+        if counts["featureless"]:
+            summary += (f", {_count(counts['featureless'], 'document')} without features (empty or "
+                        f"no word character) left out (--include-featureless pairs them)")
+        if counts["skipped"]:
+            summary += f", {_count(counts['skipped'], 'bad line')} skipped"
+        if index_path:
+            summary += f"; index {args.index} holds {len(index)}"
+        err.write(summary + "\n")
+        return 0
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        _report_interruption(args, out, err, counts, progress, index_path, index_before)
+        return 130
+
+
+def _check_writable(name: str, path: str) -> None:
+    """Refuse, before any work, an --index that could not be saved at the
+    end: saving replaces the file by a new one written beside it, so its
+    folder must take a new file (a read-only folder does not)."""
+    from crawldedup import _files
+    from crawldedup.errors import CrawldedupError
+    folder = os.path.dirname(_files.resolve(path)) or "."
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".crawldedup-check-", dir=folder)
+    except OSError as exc:
+        raise CrawldedupError(f"cannot save the index {name!r}: its folder {folder} does not "
+                              f"take new files ({exc.strerror or exc}); give another --index "
+                              f"path") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _identity(path: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """(inode, size, mtime) of the file at path, None when there is none."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _report_interruption(args: argparse.Namespace, out: IO[str], err: IO[str],
+                         counts: Dict[str, int], progress: Dict[str, Any],
+                         index_path: Optional[str],
+                         index_before: Optional[Tuple[int, int, int]]) -> None:
+    """What a run stopped by Ctrl-C had written: the pairs or clusters of
+    the output (flushed now), and whether the index was saved."""
+    try:
+        out.flush()
+    except (OSError, ValueError):
+        pass
+    phase = progress["phase"]
+    if phase == "reading":
+        what = f"interrupted after reading {_count(counts['documents'], 'document')}: "
+        if args.format == "pairs":
+            what += (f"{_count(counts['pairs'], 'near-duplicate pair')} written, every pair "
+                     f"among the first {counts['compared']:,}; the pairs of the later ones "
+                     f"are missing")
+        else:
+            what += "no clusters written (they are written once every document is read)"
+    elif phase == "output" and args.format == "clusters":
+        what = (f"interrupted while writing the clusters: {progress['clusters']:,} of "
+                f"{_count(progress['groups'], 'cluster')} written")
     else:
-        summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
-                   f"{_count(counts['pairs'], 'near-duplicate pair')} within distance "
-                   f"{index.k}")
-    if counts["featureless"]:
-        summary += (f", {_count(counts['featureless'], 'document')} without features (empty or "
-                    f"no word character) left out (--include-featureless pairs them)")
-    if counts["skipped"]:
-        summary += f", {_count(counts['skipped'], 'bad line')} skipped"
+        what = "interrupted after the output was written"
     if index_path:
-        summary += f"; index {args.index} holds {len(index)}"
-    err.write(summary + "\n")
-    return 0
+        if phase == "done" or _identity(index_path) != index_before:
+            what += f"; the index {args.index} was saved"
+        elif index_before is None:
+            what += f"; the index {args.index} was not written"
+        else:
+            what += f"; the index {args.index} was not saved (it is as it was before this run)"
+    err.write(f"crawldedup: {what}\n")
 
 
 def _stored(index: Any, ident: Any) -> bool:

@@ -89,6 +89,8 @@ class SharedRing(_mapped.MappedHandle):
                   ("seed", seed, _checks.check_seed), ("layout", layout, _checks.check_layout))
         asked: Dict[str, Any] = {name: check(value) for name, value, check in checks
                                  if value is not None}
+        if verify is not None:
+            verify = _checks.check_flag("verify", verify)
         return _mapped.open_state(path, mode, asked, lambda: cls._blank_file(asked, clock),
                                   lambda mapping: cls._attach(mapping, asked, verify, clock))
 

@@ -359,6 +359,8 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         (True, 1)
         """
         asked = cls._asked(capacity, error_rate, seed, layout)
+        if verify is not None:
+            verify = _checks.check_flag("verify", verify)
         return _mapped.open_state(path, mode, asked, lambda: (cls._blank_header(asked), b""),
                                   lambda mapping: cls._attach(mapping, asked, verify))
 

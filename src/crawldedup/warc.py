@@ -34,6 +34,8 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union, cast
 
+from crawldedup._extras import install_hint
+
 __all__ = ["WARC_SUFFIXES", "WarcDocument", "WarcProblem", "html_to_text", "is_warc_path",
            "iter_warc", "near_dups_documents", "read_documents"]
 
@@ -73,7 +75,7 @@ def _need_warcio() -> Any:
         from warcio.archiveiterator import ArchiveIterator
     except ImportError as exc:
         raise ImportError(f"reading WARC/WET files needs warcio ({exc}): "
-                          f"pip install 'crawldedup[warc]'") from exc
+                          f"{install_hint('warc')}") from exc
     return ArchiveIterator
 
 
@@ -92,7 +94,7 @@ def html_to_text(data: bytes, charset: Optional[str] = None) -> str:
         from resiliparse.parse.html import HTMLTree
     except ImportError as exc:
         raise ImportError(f"turning HTML into text needs Resiliparse ({exc}): "
-                          f"pip install 'crawldedup[warc]'") from exc
+                          f"{install_hint('warc')}") from exc
     encoding = None
     if charset:
         try:

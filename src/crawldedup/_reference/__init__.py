@@ -27,7 +27,8 @@ names ``crawldedup._kernel`` takes, and the two that users of
 
 from crawldedup._reference.bloom import (MAX_NUM_HASHES, MAX_SEED, BloomBits,
                                          _set_batch_threads, _set_prefetching, check_keys,
-                                         hash64, hash128, hash_indices, nbytes_for)
+                                         hash64, hash128, hash_indices, holds_objects,
+                                         nbytes_for, objects_error)
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex, hamming_blocks
 from crawldedup._reference.lines import (gather_spans, line_hashes, line_spans, span_digests,
@@ -48,6 +49,7 @@ __all__ = [
     "IMPLEMENTATION",
     # bloom (_core_bloom.pxi)
     "BloomBits", "check_keys", "hash128", "hash64", "hash_indices", "nbytes_for",
+    "holds_objects", "objects_error",
     "MAX_NUM_HASHES", "MAX_SEED", "_set_batch_threads", "_set_prefetching",
     # simhash
     "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",

@@ -8,6 +8,7 @@ computes, bit for bit, in short and obviously correct Python.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union, cast
 
@@ -25,6 +26,20 @@ _C2 = 0x4CF5AD432745937F
 
 # ------------------------------------------------------------------ key access
 
+def holds_objects(fmt: str) -> bool:
+    """Whether a buffer of this format (struct syntax, as memoryview.format
+    gives it) holds Python objects: an "O" item, field names (":name:")
+    aside.  Such a buffer's bytes are object addresses, so two equal numpy
+    object arrays would be two different keys."""
+    return "O" in re.sub(r":[^:]*:", "", fmt)
+
+
+def objects_error(what: str, key: object) -> TypeError:
+    return TypeError(f"{what} must not be a {type(key).__name__} of Python objects: its "
+                     f"bytes are object addresses, so equal values would be different "
+                     f"keys (convert the values to str or bytes first)")
+
+
 def _key_bytes(key: object) -> bytes:
     """The bytes that represent key: UTF-8 for str, raw contents otherwise."""
     if isinstance(key, str):
@@ -39,6 +54,8 @@ def _key_bytes(key: object) -> bytes:
         raise TypeError(
             f"key must be str or a C-contiguous bytes-like object; "
             f"this {type(key).__name__} is not contiguous")
+    if holds_objects(view.format):
+        raise objects_error("key", key)
     return view.tobytes()
 
 

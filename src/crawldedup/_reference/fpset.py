@@ -11,7 +11,7 @@ from typing import List, Set, Tuple
 
 import numpy as np
 
-from crawldedup._reference.bloom import _fmix64
+from crawldedup._reference.bloom import _fmix64, holds_objects, objects_error
 
 FP_MAX_DIGEST_SIZE = 64
 
@@ -26,6 +26,8 @@ def _fp_bytes(key: object) -> bytes:
         raise TypeError(f"a digest must be bytes-like, not {type(key).__name__}") from None
     if not view.c_contiguous:
         raise TypeError("a digest must be a contiguous buffer")
+    if holds_objects(view.format):
+        raise objects_error("a digest", key)
     return view.tobytes()
 
 
@@ -132,8 +134,10 @@ class FingerprintTable:
             except TypeError:
                 raise TypeError(f"keys must be an iterable of digests, not "
                                 f"{type(keys).__name__}") from None
+        # Every digest is checked before the first is added, as the core does.
+        digests = [self._key(key) for key in items]
         answer = self.add if adding else self.contains
-        return np.array([answer(key) for key in items], dtype=np.bool_)
+        return np.array([answer(d) for d in digests], dtype=np.bool_)
 
     def add_many(self, keys: object) -> np.ndarray:
         return self._batch(keys, True)

@@ -1,12 +1,14 @@
 """Twin of ``src/_core_url.pxi`` (+ ``src/_cd_url.h``): the URL fast path.
 
 w3lib 2.5's canonicalize_url for http, https and ftp URLs with a plain or
-IPv6 host, None otherwise; URL and Scrapy request fingerprints over it.
+IPv6 host, None otherwise (and for a netloc urllib refuses under NFKC, where
+w3lib raises); URL and Scrapy request fingerprints over it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from typing import Any, FrozenSet, List, Optional, Tuple, Union
 
 _URL_UNRESERVED = frozenset(
@@ -176,6 +178,17 @@ def _url_utf8(url: object) -> Optional[bytes]:
         return None
 
 
+def _url_netloc_refused(netloc: str) -> bool:
+    """True when urllib's urlsplit (and so w3lib) refuses netloc: it is not
+    ASCII and the NFKC form of its text without "@", ":", "#" and "?" holds
+    one of "/?#@:" (U+FF0F "／" is "/", U+2100 "℀" is "a/c")."""
+    if netloc.isascii() or unicodedata.is_normalized("NFKC", netloc):
+        return False  # the usual case, quickly: a separator's code point is never NFKC-normal
+    bare = netloc.replace("@", "").replace(":", "").replace("#", "").replace("?", "")
+    normal = unicodedata.normalize("NFKC", bare)
+    return normal != bare and any(c in normal for c in "/?#@:")
+
+
 # A port of more digits goes to w3lib: its int(port) raises ValueError past
 # Python's digit limit (4300), and maps shorter ones (leading zeros) to 0..65535.
 _URL_MAX_PORT_DIGITS = 5
@@ -199,6 +212,8 @@ def canonicalize_url_fast(url: object, keep_fragments: bool = False,
     rest = rest[2:]
     cut = min([len(rest)] + [rest.index(c) for c in b"/?#" if c in rest])
     authority, rest = rest[:cut], rest[cut:]
+    if _url_netloc_refused(authority.decode("utf-8", "replace")):
+        return None
     userinfo, at, hostport = authority.rpartition(b"@")
     if b"[" in userinfo or b"]" in userinfo:
         return None

@@ -37,15 +37,19 @@ parts: signals, lock, journal, chunks, keys computed ahead, output),
 stream of JSON lines (see ``_near_dups``).
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error, 130/143 when
-stopped by SIGINT/SIGTERM.
+stopped by SIGINT/SIGTERM, 141 (as a filter killed by SIGPIPE) when the reader
+of the output went away (``| head``), which is not reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import List, Optional, Sequence
 
+from crawldedup._extras import install_hint
 from crawldedup._version import __version__
 from crawldedup.bloom import LAYOUTS
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
@@ -76,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--state", required=True, metavar="PATH",
                       help="state file (a Bloom filter), created when missing; or "
                            "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
-                           "crawlers on several machines (pip install 'crawldedup[redis]')")
+                           f"crawlers on several machines ({install_hint('redis')})")
     urls.add_argument("--capacity", type=positive_int, metavar="N",
                       help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
     urls.add_argument("--error-rate", type=probability, metavar="P",
@@ -104,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     urls.add_argument("--db", metavar="URL",
                       help="keep the MD5s in a database instead (implies --exact): "
                            "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
-                           "(PostgreSQL, MySQL/MariaDB; pip install 'crawldedup[sql]'); "
+                           f"(PostgreSQL, MySQL/MariaDB; {install_hint('sql')}); "
                            "--state then names the local lock "
                            "and journal; crawlers sharing the database print each URL once")
 
@@ -150,11 +154,45 @@ def _attach_values(argv: Sequence[str]) -> List[str]:
     return out
 
 
+def _parse(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespace:
+    """parser.parse_args(argv), but an unknown option after the command is
+    reported with that command's usage (argparse gives the top level's)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        command = getattr(args, "command_parser", None)
+        after = argv[argv.index(args.command) + 1:] if args.command in argv else []
+        if command is not None and extras[0] in after:
+            command.error(message)  # given after the command's name: its option
+        parser.error(message)
+    return args
+
+
+# 128 + SIGPIPE: the status of a filter that the end of its output's reader
+# stopped (cat, grep), which `set -o pipefail` scripts see.
+EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point standard output at /dev/null, so that the
+    interpreter's last flush of what is buffered does not fail again."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(_attach_values(sys.argv[1:] if argv is None else argv))
-    # (parse_args exits with status 2 on a usage error)
+    args = _parse(parser, _attach_values(sys.argv[1:] if argv is None else argv))
+    # (parsing exits with status 2 on a usage error)
     err = sys.stderr
     try:
         if args.command == "urls":
@@ -177,9 +215,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         getattr(args, "command_parser", parser).print_usage(err)
         err.write(f"crawldedup: error: {exc}\n")
         return 2
+    except BrokenPipeError:
+        # The reader of the output is gone (| head): stop quietly, as a
+        # filter does; there is no one left to tell.
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (CrawldedupError, OSError) as exc:
         err.write(f"crawldedup: error: {exc}\n")
         return 1
     except KeyboardInterrupt:
-        err.write("crawldedup: interrupted before any work was done\n")
+        # The commands that write as they go say themselves what they wrote
+        # (near-dups, urls); for the others, what is known is that the
+        # command had started.
+        err.write(f"crawldedup: interrupted: {args.command} stopped before it finished; "
+                  f"what it wrote so far is incomplete\n")
         return 130

@@ -119,6 +119,8 @@ class SimhashIndex:
     """
 
     def __init__(self, objs: Any, f: int = 64, k: int = 2, log: Any = None) -> None:
+        _value._check_int("f", f)
+        _value._check_int("k", k)
         self.k = k
         self.f = f
         count = len(objs)

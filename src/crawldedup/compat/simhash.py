@@ -88,6 +88,13 @@ def _popcount(x: int) -> int:
     return bin(x).count("1")
 
 
+def _check_int(name: str, value: Any) -> None:
+    """An int parameter of the package's API (numpy integers too): the
+    package fails on a float one later, with a less telling TypeError."""
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+
+
 class Simhash:
     """A SimHash fingerprint with the API and values of ``simhash.Simhash``.
 
@@ -105,6 +112,7 @@ class Simhash:
 
     def __init__(self, value: Any, f: int = 64, reg: Any = _DEFAULT_REG,
                  hashfunc: Any = _hashfunc, log: Any = None) -> None:
+        _check_int("f", f)
         if f % 8:
             raise ValueError("f must be a multiple of 8")
         self.f = f

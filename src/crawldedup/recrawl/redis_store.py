@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from crawldedup._extras import install_hint
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.redis._conn import RedisKeyTypeError, connect, describe
 from crawldedup.recrawl.pages import Pages
@@ -40,8 +41,8 @@ def _redis_module() -> Any:
     try:
         import redis
     except ImportError:
-        raise ImportError("RedisRecrawlStore needs the redis client: "
-                          "pip install 'crawldedup[redis]'") from None
+        raise ImportError(f"RedisRecrawlStore needs the redis client: "
+                          f"{install_hint('redis')}") from None
     return redis
 
 

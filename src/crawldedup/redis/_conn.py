@@ -17,9 +17,10 @@ from typing import (Any, Dict, Generator, Iterable, List, Optional, Tuple, Type,
                     Union)
 from urllib.parse import unquote, urlsplit
 
+from crawldedup._extras import install_hint
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
 
-INSTALL_HINT = "pip install 'crawldedup[redis]'"
+INSTALL_HINT = install_hint("redis")
 
 
 def redis_module() -> Any:

@@ -46,6 +46,7 @@ from typing import Any, Optional, cast
 
 import logging
 
+from crawldedup._extras import install_hint
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.fpset import FingerprintSet
 from crawldedup.scrapy._backends import (
@@ -119,8 +120,8 @@ class _Redis:
             from crawldedup.redis import RedisStore
         except ImportError as exc:
             raise DupeFilterConfigError(
-                f"CRAWLDEDUP_DUPEFILTER = 'redis' needs redis-py: pip install "
-                f"'crawldedup[redis]' ({exc})") from None
+                f"CRAWLDEDUP_DUPEFILTER = 'redis' needs redis-py: {install_hint('redis')} "
+                f"({exc})") from None
         try:
             self.store = RedisStore(url, key, DIGEST_SIZE)
         except (ValueError, TypeError) as exc:
@@ -180,8 +181,8 @@ class _RedisBloom:
             from crawldedup.redis import RedisBloomFilter, RedisKeyTypeError
         except ImportError as exc:
             raise DupeFilterConfigError(
-                f"CRAWLDEDUP_DUPEFILTER = 'redis-bloom' needs redis-py: pip install "
-                f"'crawldedup[redis]' ({exc})") from None
+                f"CRAWLDEDUP_DUPEFILTER = 'redis-bloom' needs redis-py: {install_hint('redis')} "
+                f"({exc})") from None
         self.url, self.key, self.capacity = url, key, capacity
         try:
             self.bf = RedisBloomFilter(url, key, capacity=capacity, error_rate=error_rate)

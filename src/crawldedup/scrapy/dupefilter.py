@@ -46,6 +46,7 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from crawldedup._extras import install_hint
 from crawldedup.errors import StoreUnavailableError
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
@@ -59,7 +60,7 @@ try:
     from scrapy.utils.job import job_dir
     from scrapy.utils.request import referer_str
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from exc
+    raise ImportError(f"crawldedup.scrapy needs Scrapy: {install_hint('scrapy')}") from exc
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -31,6 +31,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Tuple, Union
 from weakref import ref
 
+from crawldedup._extras import install_hint
 from crawldedup._kernel import canonicalize_url_fast as _canonical_fast
 from crawldedup._kernel import request_fingerprint_fast as _fp_fast
 from crawldedup.fingerprint import FAST_PATH, request_fingerprint
@@ -39,7 +40,7 @@ from crawldedup.urls.request_fingerprints import included_names
 try:
     from scrapy.utils.request import fingerprint as _scrapy_fingerprint
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from exc
+    raise ImportError(f"crawldedup.scrapy needs Scrapy: {install_hint('scrapy')}") from exc
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -83,6 +83,8 @@ import time
 from typing import (Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, NamedTuple,
                     Optional, Set)
 
+from crawldedup._extras import install_hint
+
 try:
     from scrapy import Request, signals
     from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -90,7 +92,7 @@ try:
     from scrapy.responsetypes import responsetypes
     from scrapy.utils.misc import warn_on_generator_with_return_value
 except ImportError:  # pragma: no cover - exercised without scrapy installed
-    raise ImportError("crawldedup.scrapy needs Scrapy: pip install 'crawldedup[scrapy]'") from None
+    raise ImportError(f"crawldedup.scrapy needs Scrapy: {install_hint('scrapy')}") from None
 
 from crawldedup.recrawl import ChangeRatePolicy, NutchPolicy, PageLinks, RecrawlState, Verdict
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import importlib.util
 
+from crawldedup._extras import install_hint
+
 # Found, not imported: the Python workers of a job import this package to run
 # its functions, and those that need no pandas should not pay a second for it.
 if any(importlib.util.find_spec(name) is None for name in ("pyspark", "pyarrow", "pandas")):
     raise ImportError(  # pragma: no cover - depends on the environment
         "crawldedup.spark needs pyspark, pyarrow and pandas (missing: " + ", ".join(
             n for n in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(n) is None)
-        + "): pip install 'crawldedup[spark]'")
+        + "): " + install_hint("spark"))
 
 from crawldedup.spark._common import WorkerPythonError, check_workers
 from crawldedup.spark._components import clusters

@@ -8,7 +8,7 @@ from typing import Any, List, Optional, Sequence, Set, TypeVar
 
 import numpy as np
 
-from crawldedup._kernel import FP_MAX_DIGEST_SIZE
+from crawldedup._kernel import FP_MAX_DIGEST_SIZE, holds_objects, objects_error
 
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
 
@@ -82,6 +82,8 @@ class FingerprintStore(Store):
         except TypeError:
             raise TypeError(f"a fingerprint must be bytes-like, not "
                             f"{type(fp).__name__}") from None
+        if holds_objects(view.format):
+            raise objects_error("a fingerprint", fp)
         data = view.tobytes()
         if len(data) != self.digest_size:
             raise ValueError(f"a fingerprint must be exactly {self.digest_size} bytes long, "

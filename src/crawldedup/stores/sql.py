@@ -7,6 +7,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from crawldedup._checks import check_flag
+from crawldedup._extras import install_hint
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
 
@@ -17,7 +19,7 @@ def _sqlalchemy() -> Any:
     try:
         import sqlalchemy
     except ImportError:
-        raise ImportError("SQLStore needs SQLAlchemy 2: pip install 'crawldedup[sql]'") from None
+        raise ImportError(f"SQLStore needs SQLAlchemy 2: {install_hint('sql')}") from None
     return sqlalchemy
 
 
@@ -59,6 +61,7 @@ class SQLStore(FingerprintStore):
                  create: bool = True) -> None:
         self.digest_size = check_digest_size(digest_size)
         self.table_name = check_table(table)
+        create = check_flag("create", create)
         sa = _sqlalchemy()
         from sqlalchemy.dialects import mysql
         self._sa = sa
@@ -80,8 +83,8 @@ class SQLStore(FingerprintStore):
         try:
             self._engine = sa.create_engine(parsed, **kwargs)
         except ImportError as exc:
-            raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); pip install "
-                              f"'crawldedup[sql]' brings psycopg and PyMySQL") from None
+            raise ImportError(f"no driver for {parsed.drivername!r} ({exc}); "
+                              f"{install_hint('sql')} brings psycopg and PyMySQL") from None
         self.dialect = self._engine.dialect.name
         if self.dialect == "sqlite":
             def wal(dbapi_connection: Any, record: Any) -> None:

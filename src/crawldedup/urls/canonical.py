@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union, cast
 from urllib.parse import ParseResult
 
+from crawldedup._checks import check_flag
 from crawldedup._kernel import canonicalize_url_fast as _fast
 from crawldedup._kernel import canonicalize_urls_fast as _fast_many
 from crawldedup.urls.form import (FAST_PATH, UTF8_NAMES, as_list, at_index, canonical_form,
@@ -62,6 +63,8 @@ def canonicalize_url(
     ...                  remove_default_port=True)
     'http://example.com/x'
     """
+    if remove_default_port is not False:
+        remove_default_port = check_flag("remove_default_port", remove_default_port)
     result = None
     if type(url) is str and FAST_PATH and encoding is None and query_separator == "&":
         result = _fast(url, keep_fragments, keep_blank_values)
@@ -123,6 +126,7 @@ def canonicalize_urls(
         raise TypeError(f"encoding must be a codec name (str) or None, not "
                         f"{type(encoding).__name__}")
     params = check_strip_params(strip_params)
+    remove_default_port = check_flag("remove_default_port", remove_default_port)
     if rules is not None and not isinstance(rules, UrlRules):
         rules = UrlRules(rules)
     fast = (FAST_PATH and query_separator == "&"
@@ -317,6 +321,7 @@ class UrlRules:
         keep_fragments = bool(kwargs.get("keep_fragments", False))
         base = dict(kwargs)
         strip, port = base.pop("strip_params", None), base.pop("remove_default_port", False)
+        port = check_flag("remove_default_port", port)
         canonical = canonicalize_url(url, **base)
         hit = self._apply(canonical, keep_fragments)
         url_class = None

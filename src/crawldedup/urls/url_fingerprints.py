@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Dict, Iterable, List, Union, cast
 
+from crawldedup._checks import check_flag
 from crawldedup._kernel import url_digests_fast as _url_digests_fast
 from crawldedup._kernel import url_fingerprint_fast as _url_fp_fast
 from crawldedup._kernel import url_fingerprints_fast as _url_fps_fast
@@ -23,7 +24,7 @@ def url_fingerprint(url: Union[str, bytes], *, canonical: bool = True, **kwargs:
     >>> url_fingerprint("http://a.com/x", canonical=False) == hashlib.md5(b"http://a.com/x").digest()
     True
     """
-    if not canonical:
+    if canonical is not True and not check_flag("canonical", canonical):
         if kwargs:
             raise TypeError(f"url_fingerprint(canonical=False) takes no canonicalization "
                             f"options, got {', '.join(sorted(kwargs))}")
@@ -53,7 +54,7 @@ def url_fingerprints(urls: Iterable[Union[str, bytes]], *, canonical: bool = Tru
     True
     """
     items = as_list(urls)
-    if not canonical:
+    if not check_flag("canonical", canonical):
         if kwargs:
             raise TypeError(f"url_fingerprints(canonical=False) takes no canonicalization "
                             f"options, got {', '.join(sorted(kwargs))}")
