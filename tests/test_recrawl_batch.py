@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from crawldedup.errors import CorruptFileError
 from crawldedup.fingerprint import canonicalize_url
-from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore, Verdict
+from crawldedup.recrawl import NutchPolicy, RecrawlState, SQLiteRecrawlStore, Verdict
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import parse_fetch
 from crawldedup.recrawl.pages import Pages, page_sums, unpack
@@ -152,9 +152,25 @@ def test_sqlite_cache_size_is_an_option(tmp_path):
     default = RecrawlState(str(tmp_path / "d.db"))
     assert default.store._connection().execute("PRAGMA cache_size").fetchone()[0] == -256 * 1024
     default.close()
-    for bad in (0, -1, 1.5, True, "64"):
+    for bad in (0, -1):
         with pytest.raises(ValueError, match="cache_mib"):
             SQLiteRecrawlStore(str(tmp_path / "e.db"), cache_mib=bad)
+    for bad in (1.5, 256.0, True, "64"):
+        with pytest.raises(TypeError, match="cache_mib"):
+            SQLiteRecrawlStore(str(tmp_path / "e.db"), cache_mib=bad)
+
+
+def test_recrawl_flags_must_be_booleans(tmp_path):
+    """A flag given "x" or 1 is refused with a TypeError naming it, never
+    taken as True."""
+    path = str(tmp_path / "f.db")
+    for name in ("canonical", "near_duplicate_is_change"):
+        for bad in ("x", 1, None):
+            with pytest.raises(TypeError, match=name):
+                RecrawlState(path, **{name: bad})
+    for bad in ("x", 0):
+        with pytest.raises(TypeError, match="sync_delta"):
+            NutchPolicy(sync_delta=bad)
 
 
 def test_a_content_length_beyond_64_bits_is_a_bad_length(tmp_path):

@@ -42,6 +42,8 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
+from crawldedup._checks import check_flag
+
 DAY = 86400.0
 
 #: Weight of the prior, in pseudo fetch intervals.
@@ -268,7 +270,7 @@ class NutchPolicy:
         self.inc_rate = float(inc_rate)
         self.dec_rate = float(dec_rate)
         self.sync_delta_rate = float(sync_delta_rate)
-        self.sync_delta = bool(sync_delta)
+        self.sync_delta = check_flag("sync_delta", sync_delta)
         self.min_interval, self.max_interval = _bounds(min_interval, max_interval)
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Se
 
 import numpy as np
 
+from crawldedup._checks import check_flag
 from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl.columnar import compare_columns, compare_rows, paused_gc, simhashes_of
 from crawldedup.recrawl.columns import parse_columns
@@ -124,8 +125,9 @@ class RecrawlState:
             raise ValueError(f"k must be an integer in [0, 32], got {k!r}")
         self.policy = policy
         self.k = k
-        self.canonical = bool(canonical)
-        self.near_duplicate_is_change = bool(near_duplicate_is_change)
+        self.canonical = check_flag("canonical", canonical)
+        self.near_duplicate_is_change = check_flag("near_duplicate_is_change",
+                                                   near_duplicate_is_change)
         self.store: RecrawlStore = open_recrawl_store(store, **store_options)
         #: counts of this process: verdicts, bad dates and lengths, lies
         self.stats: Counter[str] = Counter()

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 import numpy as np
 
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
-                               StoreUnavailableError)
+                               CrawldedupError, StoreUnavailableError)
 from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
                                       damaged, pack, page_sums, row_sums, unpack)
 from crawldedup.recrawl.schedule import HIST_BINS
@@ -503,7 +503,9 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         if sqlite3 is None:  # pragma: no cover
             raise ImportError("SQLiteRecrawlStore needs the sqlite3 module, which this Python "
                               "was built without")
-        if isinstance(cache_mib, bool) or not isinstance(cache_mib, int) or cache_mib < 1:
+        if isinstance(cache_mib, bool) or not isinstance(cache_mib, int):
+            raise TypeError(f"cache_mib must be an int (MiB), not {type(cache_mib).__name__}")
+        if cache_mib < 1:
             raise ValueError(f"cache_mib must be an integer >= 1, got {cache_mib!r}")
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
@@ -523,7 +525,7 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"recrawl store {self.address}: {exc}")
 
-    def _error(self, exc: BaseException) -> StoreUnavailableError:
+    def _error(self, exc: BaseException) -> CrawldedupError:
         # Text that is not UTF-8 can only be damage: crawldedup writes str.
         if str(exc).startswith("Could not decode to UTF-8"):
             return CorruptDatabaseError(self.path, f"a damaged text value: {exc}")

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Iterator, List, Optional, Set
 
-from crawldedup.errors import CorruptDatabaseError, StoreUnavailableError
+from crawldedup.errors import CorruptDatabaseError, CrawldedupError, StoreUnavailableError
 
 try:
     import sqlite3
@@ -96,7 +96,7 @@ class SQLiteFile:
     def _fail(self, exc: BaseException) -> StoreUnavailableError:
         return StoreUnavailableError(f"SQLite file {self.path!r}: {exc}")
 
-    def _error(self, exc: BaseException) -> StoreUnavailableError:
+    def _error(self, exc: BaseException) -> CrawldedupError:
         """What an error of SQLite raises: CorruptDatabaseError when SQLite
         finds the file damaged or not a database, else ``_fail``'s error."""
         if _is_damage(exc):
