@@ -152,6 +152,13 @@ def driver_errors() -> Tuple[Type[BaseException], ...]:
     return (ex.ConnectionError, ex.TimeoutError, ex.BusyLoadingError)
 
 
+def routing_errors() -> Tuple[Type[BaseException], ...]:
+    """redis-py exceptions of a cluster client that cannot map a key to a
+    node or read the slot map (a slot not covered, no node answering)."""
+    ex = redis_module().exceptions
+    return (ex.RedisError, ex.RedisClusterException)
+
+
 def check_reply(reply: Any, request: Request, address: str) -> Any:
     """The reply, or the error it stands for raised the crawldedup way."""
     ex = redis_module().exceptions
@@ -179,13 +186,25 @@ def _redirected(replies: List[Any]) -> bool:
 
 class Transport:
     """What both transports share: the client, the address errors name, and
-    what to send again when a cluster redirects requests."""
+    what to send again when a cluster redirects requests.
+
+    On a cluster, a call that met a node it could not reach (killed, or
+    failing over) raises StoreUnavailableError and marks the slot map
+    ``stale``: the next call first reads the map again from the nodes that
+    answer, as redis-py's own commands do after a connection error.  A
+    replica promoted in the meantime is then where the slots go, so a
+    failover costs the calls made while the cluster had no master for some
+    slots, and the object keeps working after it.  Nothing is resent
+    internally after a connection error: a write that may or may not have
+    run (a test-and-set whose reply was lost) is reported as failed, never
+    answered twice."""
 
     def __init__(self, client: Any, is_cluster: bool, lock: Any) -> None:
         self.client = client
         self.is_cluster = is_cluster
         self.address = describe(client)
         self._lock = lock
+        self.stale = False
 
     def to_resend(self, results: List[List[Any]]) -> List[int]:
         """The requests a cluster redirected (the slots moved): sent again
@@ -194,6 +213,7 @@ class Transport:
 
     def settled(self, results: List[List[Any]]) -> List[List[Any]]:
         if any(_redirected(r) for r in results):
+            self.stale = True
             raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
                                         f"redirecting (resharding or failing over)")
         return results
@@ -220,20 +240,27 @@ class SyncTransport(Transport):
         connection, and at the end.  A redirected cluster request (the slots
         moved) is sent again after the slot map is refreshed; every request
         crawldedup sends is idempotent or was refused unexecuted."""
-        ex = redis_module().exceptions
+        if self.stale:
+            self.refresh()
         results, sent = self._execute_once(requests)
         for _attempt in range(3):
             redo = self.to_resend(results)
             if not redo:
                 break
-            try:
-                self.client.nodes_manager.initialize()
-            except ex.RedisError as exc:
-                raise unavailable(self.address, exc) from exc
+            self.refresh()
             again, _ = self._execute_once([sent[i] for i in redo])
             for i, r in zip(redo, again):
                 results[i] = r
         return self.settled(results)
+
+    def refresh(self) -> None:
+        """Reads a cluster's slot map again (slots moved, a node failed)."""
+        self.stale = True
+        try:
+            self.client.nodes_manager.initialize()
+        except routing_errors() as exc:
+            raise unavailable(self.address, exc) from exc
+        self.stale = False
 
     def _execute_once(self, requests: Iterable[Request]
                       ) -> Tuple[List[List[Any]], List[Request]]:
@@ -256,7 +283,8 @@ class SyncTransport(Transport):
                 for req in requests:
                     try:
                         name, client = self._route(req.route)
-                    except ex.RedisError as exc:
+                    except routing_errors() as exc:
+                        self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
                     if name not in conns:
                         pool = client.connection_pool
@@ -275,6 +303,7 @@ class SyncTransport(Transport):
                         read(conn, i, sent[i])
                     pending.clear()
         except driver_errors() as exc:
+            self.stale = self.is_cluster
             for _, conn, _ in conns.values():
                 conn.disconnect()
             raise unavailable(name, exc) from exc

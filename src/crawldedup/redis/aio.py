@@ -29,6 +29,7 @@ from crawldedup.redis._conn import (
     driver_errors,
     not_a_client,
     redis_module,
+    routing_errors,
     split_url,
     unavailable,
 )
@@ -82,20 +83,29 @@ class AsyncTransport(Transport):
         super().__init__(client, is_cluster, asyncio.Lock())
 
     async def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
-        ex = redis_module().exceptions
+        if self.stale:
+            await self.refresh()
         results, sent = await self._execute_once(requests)
         for _attempt in range(3):
             redo = self.to_resend(results)
             if not redo:
                 break
-            try:
-                await self.client.initialize()
-            except ex.RedisError as exc:
-                raise unavailable(self.address, exc) from exc
+            await self.refresh()
             again, _ = await self._execute_once([sent[i] for i in redo])
             for i, r in zip(redo, again):
                 results[i] = r
         return self.settled(results)
+
+    async def refresh(self) -> None:
+        """Reads a cluster's slot map again (slots moved, a node failed):
+        the nodes manager's, since ``RedisCluster.initialize()`` does
+        nothing once the client is initialized."""
+        self.stale = True
+        try:
+            await self.client.nodes_manager.initialize()
+        except routing_errors() as exc:
+            raise unavailable(self.address, exc) from exc
+        self.stale = False
 
     async def _acquire(self, key: bytes) -> Tuple[str, Any, Any]:
         """(node name, connection, release coroutine function)."""
@@ -137,7 +147,8 @@ class AsyncTransport(Transport):
                     try:
                         node = self.client.get_node_from_key(req.route).name \
                             if self.is_cluster else self.address
-                    except ex.RedisError as exc:
+                    except routing_errors() as exc:
+                        self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
                     if node not in conns:
                         name, conn, release = await self._acquire(req.route)
@@ -156,6 +167,7 @@ class AsyncTransport(Transport):
                         await read(conn, i)
                     pending.clear()
         except driver_errors() as exc:
+            self.stale = self.is_cluster
             for conn, _, _ in conns.values():
                 await conn.disconnect()
             raise unavailable(name, exc) from exc
