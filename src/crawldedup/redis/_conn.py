@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import (Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, TypeVar,
                     Union)
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
 
@@ -74,8 +74,13 @@ def split_url(url: str, *, default_name: Optional[str] = None) -> Tuple[str, Opt
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss", "unix"):
         raise ValueError(f"not a Redis URL (redis://host:port/db/name): {url!r}")
+    _check_query_db(url, parts.query)
     if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError(f"{url!r}: a unix:// Redis URL names the server's socket: "
+                             f"unix:///path/to/redis.sock?db=0")
         return url, default_name
+    _check_port(url, parts)
     segments = [s for s in parts.path.split("/") if s]
     db = "0"
     name = default_name
@@ -90,6 +95,25 @@ def split_url(url: str, *, default_name: Optional[str] = None) -> Tuple[str, Opt
     return base, name
 
 
+def _check_port(url: str, parts: SplitResult) -> None:
+    """A port, when the URL gives one, is a number from 1 to 65535 (redis-py
+    would raise urllib's ValueError at connection time, naming no URL)."""
+    hostport = parts.netloc.rpartition("@")[2]
+    after_host = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
+    if ":" not in after_host:
+        return
+    text = after_host.rpartition(":")[2]
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
+        raise ValueError(f"{url!r}: the port must be a number from 1 to 65535, got {text!r}")
+
+
+def _check_query_db(url: str, query: str) -> None:
+    """``?db=N``, which redis-py reads as the database number, is a number."""
+    for value in parse_qs(query, keep_blank_values=True).get("db", []):
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{url!r}: db must be a database number, got {value!r}")
+
+
 def connect(client_or_url: Any) -> Tuple[Any, bool, bool]:
     """(client, is_cluster, owned): a redis-py client from a URL (a cluster
     when the server says ``cluster_enabled:1``) or the client given."""
@@ -100,8 +124,11 @@ def connect(client_or_url: Any) -> Tuple[Any, bool, bool]:
     if isinstance(client_or_url, redis.Redis):
         return client_or_url, False, False
     if isinstance(client_or_url, str):
-        split_url(client_or_url)  # checks the scheme
-        client = redis.Redis.from_url(client_or_url)
+        split_url(client_or_url)  # checks the scheme, port and db
+        try:
+            client = redis.Redis.from_url(client_or_url)
+        except ValueError as exc:  # e.g. a query argument redis-py cannot read
+            raise ValueError(f"{client_or_url!r}: {exc}") from None
         address = describe(client)
         try:
             enabled = client.info("cluster").get("cluster_enabled", 0)
