@@ -205,10 +205,11 @@ def _get_connection(pool: Any) -> Any:
         return pool.get_connection("_")
 
 
-def _redirected(replies: List[Any]) -> bool:
+def redirect_errors() -> Tuple[Type[BaseException], ...]:
+    """The replies of a cluster that refused a command unexecuted, its slot
+    being elsewhere or unserved now (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)."""
     ex = redis_module().exceptions
-    return any(isinstance(r, (ex.MovedError, ex.AskError, ex.TryAgainError,
-                              ex.ClusterDownError)) for r in replies)
+    return (ex.MovedError, ex.AskError, ex.TryAgainError, ex.ClusterDownError)
 
 
 class Transport:
@@ -233,17 +234,16 @@ class Transport:
         self._lock = lock
         self.stale = False
 
-    def to_resend(self, results: List[List[Any]]) -> List[int]:
-        """The requests a cluster redirected (the slots moved): sent again
-        after the slot map is refreshed."""
-        return [i for i, r in enumerate(results) if _redirected(r)] if self.is_cluster else []
+    def redirects(self) -> Tuple[Type[BaseException], ...]:
+        """The replies that send a request again after the slot map is
+        refreshed (none from a single server)."""
+        return redirect_errors() if self.is_cluster else ()
 
-    def settled(self, results: List[List[Any]]) -> List[List[Any]]:
-        if any(_redirected(r) for r in results):
-            self.stale = True
-            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
-                                        f"redirecting (resharding or failing over)")
-        return results
+    def unsettled(self) -> StoreUnavailableError:
+        """The error of requests still redirected after the last attempt."""
+        self.stale = True
+        return StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
+                                     f"redirecting (resharding or failing over)")
 
 
 class SyncTransport(Transport):
@@ -269,16 +269,18 @@ class SyncTransport(Transport):
         crawldedup sends is idempotent or was refused unexecuted."""
         if self.stale:
             self.refresh()
-        results, sent = self._execute_once(requests)
+        results, sent, redo = self._execute_once(requests)
         for _attempt in range(3):
-            redo = self.to_resend(results)
             if not redo:
                 break
             self.refresh()
-            again, _ = self._execute_once([sent[i] for i in redo])
+            again, _, still = self._execute_once([sent[i] for i in redo])
             for i, r in zip(redo, again):
                 results[i] = r
-        return self.settled(results)
+            redo = [redo[j] for j in still]
+        if redo:
+            raise self.unsettled()
+        return results
 
     def refresh(self) -> None:
         """Reads a cluster's slot map again (slots moved, a node failed)."""
@@ -290,11 +292,15 @@ class SyncTransport(Transport):
         self.stale = False
 
     def _execute_once(self, requests: Iterable[Request]
-                      ) -> Tuple[List[List[Any]], List[Request]]:
+                      ) -> Tuple[List[List[Any]], List[Request], List[int]]:
+        """(the replies of each request, the requests, the indices of those
+        a cluster redirected)."""
         ex = redis_module().exceptions
         results: List[List[Any]] = []
         conns: Dict[str, Tuple[Any, Any, Any]] = {}  # node -> (pool, conn, pending indices)
         name = self.address
+        redirects = self.redirects()
+        redirected: Dict[int, None] = {}
 
         def read(conn: Any, i: int, req: Request) -> None:
             out = results[i]
@@ -303,6 +309,8 @@ class SyncTransport(Transport):
                     out.append(conn.read_response())
                 except ex.ResponseError as exc:
                     out.append(exc)
+                    if isinstance(exc, redirects):
+                        redirected[i] = None
 
         sent: List[Request] = []
         try:
@@ -341,7 +349,7 @@ class SyncTransport(Transport):
         finally:
             for pool, conn, _ in conns.values():
                 pool.release(conn)
-        return results, sent
+        return results, sent, sorted(redirected)
 
     def run(self, op: Op) -> Any:
         """Drive a sans-I/O operation to its result."""
