@@ -173,8 +173,9 @@ def _start_cluster(directory, count, replicas, node_timeout):
 class ReplicatedCluster:
     """A 3-master, 3-replica Redis Cluster this test owns: ``url`` (a
     node's), ``nodes``, ``masters()``, ``master_of_slot(slot)``,
-    ``wait_replicated()``, ``kill(node)`` (SIGKILL), ``promoted(replica)``
-    and ``wait_promoted(replica)`` (the replica took over its slots)."""
+    ``wait_replicated()``, ``begin_move(slot, dst)`` / ``end_move(slot, dst)``
+    (resharding), ``kill(node)`` (SIGKILL), ``promoted(replica)`` and
+    ``wait_promoted(replica)`` (the replica took over its slots)."""
 
     def __init__(self, nodes):
         self.nodes = nodes
@@ -254,6 +255,50 @@ class ReplicatedCluster:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"replicas {behind} did not catch up")
+            time.sleep(0.05)
+
+    def _ids(self):
+        """{node: its cluster node id}."""
+        out = {}
+        for line in _cli(self._alive()[0].port, "cluster", "nodes").splitlines():
+            row = line.split()
+            port = int(row[1].split("@")[0].rsplit(":", 1)[1])
+            out.update({n: row[0] for n in self.nodes if n.port == port})
+        return out
+
+    def begin_move(self, slot, dst, keys=None):
+        """Starts moving a slot to master ``dst`` (IMPORTING / MIGRATING) and
+        migrates ``keys`` of it (all when None): the slot's other keys
+        answer ASK from ``dst`` until ``end_move``."""
+        src = self.master_of_slot(slot)
+        ids = self._ids()
+        _cli(dst.port, "cluster", "setslot", str(slot), "importing", ids[src])
+        _cli(src.port, "cluster", "setslot", str(slot), "migrating", ids[dst])
+        if keys is None:
+            keys = _cli(src.port, "cluster", "getkeysinslot", str(slot), "1000").split()
+        if keys:
+            out = _cli(src.port, "migrate", "127.0.0.1", str(dst.port), "", "0", "10000",
+                       "keys", *keys)
+            if "OK" not in out:
+                raise RuntimeError(f"MIGRATE failed: {out}")
+        return src
+
+    def end_move(self, slot, dst):
+        """Finishes a move: the rest of the slot's keys migrated, the slot
+        assigned to ``dst`` on every master."""
+        src = self.master_of_slot(slot)
+        rest = _cli(src.port, "cluster", "getkeysinslot", str(slot), "1000").split()
+        if rest:
+            _cli(src.port, "migrate", "127.0.0.1", str(dst.port), "", "0", "10000",
+                 "keys", *rest)
+        ids = self._ids()
+        for node in (dst, src, *self.masters()):
+            _cli(node.port, "cluster", "setslot", str(slot), "node", ids[dst])
+        deadline = time.monotonic() + 30
+        while self.master_of_slot(slot) is not dst or not all(
+                "cluster_state:ok" in _cli(n.port, "cluster", "info") for n in self._alive()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"slot {slot} did not move to {dst.port}")
             time.sleep(0.05)
 
     def kill(self, node):

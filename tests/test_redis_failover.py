@@ -1,7 +1,8 @@
 """A Redis Cluster failover (a master killed with SIGKILL, its replica
 promoted) costs the objects opened before it a failed call, not a restart:
 each of the Redis classes answers again, on the same object, soon after the
-cluster has its new master, and no key it held is lost.
+cluster has its new master, and no key it held is lost.  Slots moved to
+another master (ASK while migrating, MOVED after) cost no call at all.
 
 The cluster is the fixtures' own 3-master, 3-replica one (node timeout 1 s),
 started for the test."""
@@ -157,6 +158,75 @@ def test_objects_recover_after_a_master_fails_over(redis_cluster_replicated):
         assert loop.run_until_complete(astore.add(bytes(16))) is True
     finally:
         for obj in aobjects:
+            loop.run_until_complete(obj.aclose())
+        loop.close()
+        for obj in (bf, store, index, state):
+            obj.close()
+
+
+def test_objects_follow_slots_moved_to_another_master(redis_cluster_replicated):
+    """Resharding: the slots of a store, a Bloom filter shard, id maps of
+    the index and a recrawl state move to another master.  While a slot
+    migrates, its old owner answers ASK for the keys already moved: the
+    command goes to the new owner after ASKING.  Once moved, the old owner
+    answers MOVED: the slot map is read again and the command resent.  Both
+    replies mean the command was not run, so resending changes no answer:
+    no call fails, and every answer is right."""
+    cluster = redis_cluster_replicated
+    url = cluster.url
+    bf = RedisBloomFilter(url, "mv:bloom", 100_000, 0.001)
+    store = RedisStore(url, "mv:store")
+    index = RedisSimhashIndex(url, "mv:simhash", k=3)
+    state = RecrawlState(url, prefix="mv:recrawl")
+    loop = asyncio.new_event_loop()
+    astore = loop.run_until_complete(AsyncRedisStore.open(url, "mv:store"))
+    abf = loop.run_until_complete(AsyncRedisBloomFilter.open(url, "mv:bloom"))
+    aindex = loop.run_until_complete(AsyncRedisSimhashIndex.open(url, "mv:simhash"))
+    try:
+        now = time.time()
+        assert bf.add_many(URLS[:2000]).all()
+        assert store.add_many(DIGESTS[:1000]).all()
+        index.add_many(range(len(FPS)), FPS)
+        state.record_many(_fetches(URLS[:100], b"v1", now))
+        keys = [b"mv:store", bf.shard_keys[0].encode(), b"mv:simhash:ids:0",
+                b"mv:simhash:ids:1", b"mv:recrawl"]
+        slots = sorted({key_slot(k) for k in keys})
+        added = [1000]
+        pages = [100]
+
+        def check(step):
+            """Every object answers right; each step adds new keys too."""
+            lo, hi = added[0], added[0] + 100
+            assert store.contains_many(DIGESTS[:lo]).all(), step
+            assert store.add_many(DIGESTS[lo:hi]).all(), step
+            assert loop.run_until_complete(astore.count()) == hi, step
+            assert loop.run_until_complete(astore.add(DIGESTS[0])) is False, step
+            assert bf.contains_many(URLS[:2000]).all(), step
+            assert loop.run_until_complete(abf.contains_many(URLS[:2000])).all(), step
+            assert len(index) == len(FPS) and all(index.query(int(f)) for f in FPS[:20]), step
+            assert loop.run_until_complete(aindex.count()) == len(FPS), step
+            assert len(state.store.get_pages(URLS[:pages[0]])) == pages[0], step
+            try:
+                state.record_many(_fetches(URLS[pages[0]:pages[0] + 10], b"v1", now))
+                pages[0] += 10
+            except StoreUnavailableError:
+                # RedisRecrawlStore writes through redis-py's MULTI/EXEC,
+                # which follows no ASK: refused (the transaction discarded,
+                # nothing written) while its own slot migrates.
+                assert step == f"slot {key_slot(b'mv:recrawl')} migrating", step
+            assert len(state.store) == pages[0], step
+            added[0] = hi
+
+        for slot in slots:
+            src = cluster.master_of_slot(slot)
+            dst = next(m for m in cluster.masters() if m is not src)
+            cluster.begin_move(slot, dst)  # every key moved, the slot still src's: ASK
+            check(f"slot {slot} migrating")
+            cluster.end_move(slot, dst)  # the slot dst's: MOVED
+            assert cluster.master_of_slot(slot) is dst
+            check(f"slot {slot} moved")
+    finally:
+        for obj in (astore, abf, aindex):
             loop.run_until_complete(obj.aclose())
         loop.close()
         for obj in (bf, store, index, state):

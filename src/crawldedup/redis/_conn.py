@@ -43,9 +43,11 @@ class RedisKeyTypeError(CrawldedupError, TypeError):
 
 class Request:
     """Packed command bytes, the key they route by on a cluster, and the
-    number of replies they produce."""
+    number of replies they produce.  ``node`` (host, port) sends it to that
+    cluster node, after ASKING, instead of by the slot map: the resend of a
+    request a migrating slot's old owner answered ASK."""
 
-    __slots__ = ("route", "payload", "replies", "key")
+    __slots__ = ("route", "payload", "replies", "key", "node")
 
     def __init__(self, route: bytes, payload: Union[bytes, List[bytes]], replies: int = 1,
                  key: Optional[bytes] = None) -> None:
@@ -53,6 +55,18 @@ class Request:
         self.payload = payload
         self.replies = replies
         self.key = route if key is None else key
+        self.node: Optional[Tuple[str, int]] = None
+
+    def asking(self, node: Tuple[str, int]) -> "Request":
+        """This request for ``node``, preceded by ASKING (one more reply)."""
+        body = self.payload if isinstance(self.payload, list) else [self.payload]
+        out = Request(self.route, [ASKING, *body], self.replies + 1, self.key)
+        out.node = node
+        return out
+
+
+#: ASKING: the next command may touch a slot this node is importing.
+ASKING = b"*1\r\n$6\r\nASKING\r\n"
 
 
 #: Requests in flight on one connection before the transport reads replies.
@@ -235,9 +249,33 @@ class Transport:
         self.stale = False
 
     def redirects(self) -> Tuple[Type[BaseException], ...]:
-        """The replies that send a request again after the slot map is
-        refreshed (none from a single server)."""
+        """The replies that send a request again (none from a single
+        server): after the slot map is refreshed, or, for ASK, to the node
+        the reply names."""
         return redirect_errors() if self.is_cluster else ()
+
+    @staticmethod
+    def ask_target(exc: BaseException) -> Optional[Tuple[str, int]]:
+        """The node an ASK reply sends a request to (None for the others:
+        MOVED is an AskError too, and means the slot map is old)."""
+        ex = redis_module().exceptions
+        if isinstance(exc, ex.AskError) and not isinstance(exc, ex.MovedError):
+            return (str(exc.host), int(exc.port))
+        return None
+
+    @staticmethod
+    def resends(sent: List[Request], redo: List[int],
+                asks: Dict[int, Tuple[str, int]]) -> List[Request]:
+        """The requests to send again: an ASKed one to its node, after ASKING."""
+        return [sent[i].asking(asks[i]) if i in asks else sent[i] for i in redo]
+
+    @staticmethod
+    def merge(results: List[List[Any]], redo: List[int], again: List[Request],
+              replies: List[List[Any]]) -> None:
+        """The resent requests' replies in place of the redirected ones (an
+        ASKING's OK dropped)."""
+        for i, req, r in zip(redo, again, replies):
+            results[i] = r[1:] if req.node is not None else r
 
     def unsettled(self) -> StoreUnavailableError:
         """The error of requests still redirected after the last attempt."""
@@ -252,10 +290,16 @@ class SyncTransport(Transport):
     def __init__(self, client: Any, is_cluster: bool) -> None:
         super().__init__(client, is_cluster, threading.Lock())
 
-    def _route(self, key: bytes) -> Tuple[str, Any]:
+    def _route(self, req: Request) -> Tuple[str, Any]:
         if not self.is_cluster:
             return self.address, self.client
-        node = self.client.get_node_from_key(key)
+        if req.node is not None:
+            node = self.client.get_node(host=req.node[0], port=req.node[1])
+            if node is None:
+                raise StoreUnavailableError(f"Redis at {self.address}: a migrating slot "
+                                            f"sent a command to an unknown node {req.node}")
+        else:
+            node = self.client.get_node_from_key(req.route)
         return node.name, self.client.get_redis_connection(node)
 
     def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
@@ -264,19 +308,22 @@ class SyncTransport(Transport):
         Requests (a list, or a generator that builds them while earlier
         ones run) are written as they come, each to its node's connection;
         replies are read once more than WINDOW requests wait on a
-        connection, and at the end.  A redirected cluster request (the slots
-        moved) is sent again after the slot map is refreshed; every request
-        crawldedup sends is idempotent or was refused unexecuted."""
+        connection, and at the end.  A redirected cluster request was
+        refused unexecuted, so it is sent again: after the slot map is
+        refreshed (MOVED: the slot moved; TRYAGAIN, CLUSTERDOWN), or to the
+        node an ASK names (its slot migrating), up to 3 times."""
         if self.stale:
             self.refresh()
-        results, sent, redo = self._execute_once(requests)
+        results, sent, redo, asks = self._execute_once(requests)
         for _attempt in range(3):
             if not redo:
                 break
-            self.refresh()
-            again, _, still = self._execute_once([sent[i] for i in redo])
-            for i, r in zip(redo, again):
-                results[i] = r
+            if any(i not in asks for i in redo):
+                self.refresh()
+            again = self.resends(sent, redo, asks)
+            replies, _, still, asked = self._execute_once(again)
+            self.merge(results, redo, again, replies)
+            asks = {redo[j]: node for j, node in asked.items()}
             redo = [redo[j] for j in still]
         if redo:
             raise self.unsettled()
@@ -292,15 +339,17 @@ class SyncTransport(Transport):
         self.stale = False
 
     def _execute_once(self, requests: Iterable[Request]
-                      ) -> Tuple[List[List[Any]], List[Request], List[int]]:
+                      ) -> Tuple[List[List[Any]], List[Request], List[int],
+                                 Dict[int, Tuple[str, int]]]:
         """(the replies of each request, the requests, the indices of those
-        a cluster redirected)."""
+        a cluster redirected, {index: node} of those it ASKed elsewhere)."""
         ex = redis_module().exceptions
         results: List[List[Any]] = []
         conns: Dict[str, Tuple[Any, Any, Any]] = {}  # node -> (pool, conn, pending indices)
         name = self.address
         redirects = self.redirects()
         redirected: Dict[int, None] = {}
+        asks: Dict[int, Tuple[str, int]] = {}
 
         def read(conn: Any, i: int, req: Request) -> None:
             out = results[i]
@@ -311,13 +360,16 @@ class SyncTransport(Transport):
                     out.append(exc)
                     if isinstance(exc, redirects):
                         redirected[i] = None
+                        target = self.ask_target(exc)
+                        if target is not None:
+                            asks[i] = target
 
         sent: List[Request] = []
         try:
             with self._lock:
                 for req in requests:
                     try:
-                        name, client = self._route(req.route)
+                        name, client = self._route(req)
                     except routing_errors() as exc:
                         self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
@@ -349,7 +401,7 @@ class SyncTransport(Transport):
         finally:
             for pool, conn, _ in conns.values():
                 pool.release(conn)
-        return results, sent, sorted(redirected)
+        return results, sent, sorted(redirected), asks
 
     def run(self, op: Op) -> Any:
         """Drive a sans-I/O operation to its result."""

@@ -36,6 +36,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set
 
 import numpy as np
 
+from crawldedup.errors import StoreUnavailableError
 from crawldedup.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
     WINDOW,
@@ -157,14 +158,16 @@ class AsyncTransport(Transport):
     async def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
         if self.stale:
             await self.refresh()
-        results, sent, redo = await self._execute_once(requests)
+        results, sent, redo, asks = await self._execute_once(requests)
         for _attempt in range(3):
             if not redo:
                 break
-            await self.refresh()
-            again, _, still = await self._execute_once([sent[i] for i in redo])
-            for i, r in zip(redo, again):
-                results[i] = r
+            if any(i not in asks for i in redo):
+                await self.refresh()
+            again = self.resends(sent, redo, asks)
+            replies, _, still, asked = await self._execute_once(again)
+            self.merge(results, redo, again, replies)
+            asks = {redo[j]: node for j, node in asked.items()}
             redo = [redo[j] for j in still]
         if redo:
             raise self.unsettled()
@@ -181,9 +184,10 @@ class AsyncTransport(Transport):
             raise unavailable(self.address, exc) from exc
         self.stale = False
 
-    async def _acquire(self, key: bytes) -> Tuple[str, Any, Any]:
-        """(node name, connection, release coroutine function)."""
-        if not self.is_cluster:
+    async def _acquire(self, node: Any) -> Tuple[str, Any, Any]:
+        """(node name, connection, release coroutine function) of a cluster
+        node (None: the single server)."""
+        if node is None:
             pool = self.client.connection_pool
             try:
                 conn = await pool.get_connection()
@@ -193,15 +197,27 @@ class AsyncTransport(Transport):
             async def release() -> None:
                 await pool.release(conn)
             return self.address, conn, release
-        node = self.client.get_node_from_key(key)
         conn = node.acquire_connection()
 
         async def release_node() -> None:
             node.release(conn)
         return node.name, conn, release_node
 
+    def _node(self, req: Request) -> Any:
+        """The cluster node a request goes to (None: the single server)."""
+        if not self.is_cluster:
+            return None
+        if req.node is not None:
+            node = self.client.get_node(host=req.node[0], port=req.node[1])
+            if node is None:
+                raise StoreUnavailableError(f"Redis at {self.address}: a migrating slot "
+                                            f"sent a command to an unknown node {req.node}")
+            return node
+        return self.client.get_node_from_key(req.route)
+
     async def _execute_once(self, requests: Iterable[Request]
-                            ) -> Tuple[List[List[Any]], List[Request], List[int]]:
+                            ) -> Tuple[List[List[Any]], List[Request], List[int],
+                                       Dict[int, Tuple[str, int]]]:
         ex = redis_module().exceptions
         results: List[List[Any]] = []
         sent: List[Request] = []
@@ -211,6 +227,7 @@ class AsyncTransport(Transport):
         turn = time.monotonic() + SLICE
         redirects = self.redirects()
         redirected: Dict[int, None] = {}
+        asks: Dict[int, Tuple[str, int]] = {}
 
         async def read(conn: Any, i: int) -> None:
             for _ in range(sent[i].replies):
@@ -220,6 +237,9 @@ class AsyncTransport(Transport):
                     results[i].append(exc)
                     if isinstance(exc, redirects):
                         redirected[i] = None
+                        target = self.ask_target(exc)
+                        if target is not None:
+                            asks[i] = target
                 cancel.check()
 
         try:
@@ -230,13 +250,13 @@ class AsyncTransport(Transport):
                         turn = time.monotonic() + SLICE
                     cancel.check()
                     try:
-                        node = self.client.get_node_from_key(req.route).name \
-                            if self.is_cluster else self.address
+                        target = self._node(req)
                     except routing_errors() as exc:
                         self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
+                    node = self.address if target is None else target.name
                     if node not in conns:
-                        name, conn, release = await self._acquire(req.route)
+                        name, conn, release = await self._acquire(target)
                         conns[node] = (conn, release, [])
                     conn, _, pending = conns[node]
                     name = node
@@ -264,7 +284,7 @@ class AsyncTransport(Transport):
         finally:
             for _, release, _ in conns.values():
                 await release()
-        return results, sent, sorted(redirected)
+        return results, sent, sorted(redirected), asks
 
     async def run(self, op: Op, offload: bool = False) -> Any:
         """Drive a sans-I/O operation to its result; with ``offload`` (a big
