@@ -190,8 +190,10 @@ def redis_url():
 # Python; its other runs (the pure-Python kernels, the oldest and newest
 # Pythons, the sanitizers) select `-m "not integration"`: what those runs
 # check, the kernels and wrappers, the integration tests only use.
-INTEGRATION_FILES = ("test_redis_async.py", "test_redis_bloom.py", "test_redis_cli.py",
-                     "test_redis_faults.py", "test_redis_simhash.py", "test_redis_store.py",
+INTEGRATION_FILES = ("test_redis_async.py", "test_redis_async_batches.py", "test_redis_bloom.py",
+                     "test_redis_cli.py",
+                     "test_redis_failover.py", "test_redis_faults.py", "test_redis_simhash.py",
+                     "test_redis_store.py",
                      "test_scrapy_", "test_recrawl_scrapy.py", "test_spark")
 
 
@@ -208,4 +210,4 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Redis servers the tests start themselves (a throwaway server, a 3-master cluster).
-from redis_servers import redis_cluster_url, redis_server  # noqa: E402,F401
+from redis_servers import redis_cluster_replicated, redis_cluster_url, redis_server  # noqa: E402,F401,E501

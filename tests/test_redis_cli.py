@@ -13,10 +13,10 @@ from conftest import require_module
 redis = require_module("redis")
 
 
-def run(args, stdin=b""):
+def run(args, stdin=b"", cwd=None):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.run([sys.executable, "-m", "crawldedup", *args], input=stdin,
-                          capture_output=True, env=env, timeout=120)
+                          capture_output=True, env=env, timeout=120, cwd=cwd)
     return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
 
 
@@ -73,6 +73,57 @@ def test_errors_are_messages_not_tracebacks(base):
     code, out, err = run(["urls", "--state", "redis://127.0.0.1:1/0/x", "-"], b"u\n")
     assert code == 1 and "127.0.0.1:1" in err and "Traceback" not in err
     code, out, err = run(["urls", "--state", "redis://127.0.0.1:6379/0", "-"], b"u\n")
-    assert code == 1 and "needs a name" in err
+    assert code == 2 and "needs a name" in err
     code, out, err = run(["urls", "--state", base, "--rotate-every", "1d", "-"], b"u\n")
     assert code == 1 and "not available" in err
+
+
+def _error_line(err):
+    """The one line that says what is wrong (after the command's usage)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    assert lines[-1].startswith("crawldedup: error: "), err
+    assert all(line.startswith(("usage:", " ")) for line in lines[:-1]), err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("url, words", [
+    ("redis://127.0.0.1:abc/0/x", "the port must be a number from 1 to 65535, got 'abc'"),
+    ("redis://127.0.0.1:99999/0/x", "got '99999'"),
+    ("redis://127.0.0.1:0/0/x", "got '0'"),
+    ("redis://127.0.0.1:-1/0/x", "got '-1'"),
+    ("redis://[::1]:65536/0/x", "got '65536'"),
+    ("redis://127.0.0.1:6379/0/x?socket_timeout=abc", "socket_timeout"),
+    ("unix:///tmp/crawldedup-no.sock?db=x", "db must be a database number, got 'x'"),
+    ("unix://", "names the server's socket"),
+    ("unix:///tmp/crawldedup-no.sock?db=0", "a unix:// socket URL cannot carry"),
+])
+def test_bad_redis_urls_are_one_line_usage_errors(tmp_path, url, words):
+    """A Redis URL that cannot be used is refused before anything is opened:
+    one line naming the flag, the URL and what is wrong, exit status 2."""
+    outcomes = {
+        "--state": run(["urls", "--state", url, "-"], b"https://a.org/\n", cwd=tmp_path),
+        "info": run(["info", url], cwd=tmp_path),
+    }
+    if "cannot carry" not in words:  # --db needs no name: its default is used
+        outcomes["--db"] = run(["urls", "--state", str(tmp_path / "lock"), "--db", url, "-"],
+                               b"https://a.org/\n", cwd=tmp_path)
+    for how, (code, out, err) in outcomes.items():
+        line = _error_line(err)
+        assert code == 2, (how, err)
+        assert words in line and repr(url) in line, (how, line)
+        if how != "info":
+            assert line.startswith(f"crawldedup: error: {how} "), line
+        assert out == ""
+    assert os.listdir(tmp_path) == []  # nothing was created (no lock, no journal)
+
+
+def test_bad_ports_raise_a_value_error_naming_the_url():
+    from crawldedup.redis import RedisBloomFilter, RedisStore
+    from crawldedup.stores import open_store
+    for url in ("redis://127.0.0.1:abc/0", "redis://127.0.0.1:70000/0"):
+        for make in (lambda: RedisStore(url, "x"), lambda: RedisBloomFilter(url, "x", 100),
+                     lambda: open_store(url + "/x")):
+            with pytest.raises(ValueError, match="the port must be a number from 1 to 65535"):
+                make()
+

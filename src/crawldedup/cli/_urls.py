@@ -275,6 +275,8 @@ def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
 
 def _check_urls_args(args: argparse.Namespace) -> None:
     """Usage errors that argparse cannot see (exit status 2)."""
+    from crawldedup.redis import cli as redis_cli
+    redis_cli.check_args(args)
     if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
         raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
                          "--rotate-every/--generations")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import (Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, TypeVar,
                     Union)
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from crawldedup._extras import install_hint
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
@@ -44,9 +44,11 @@ class RedisKeyTypeError(CrawldedupError, TypeError):
 
 class Request:
     """Packed command bytes, the key they route by on a cluster, and the
-    number of replies they produce."""
+    number of replies they produce.  ``node`` (host, port) sends it to that
+    cluster node, after ASKING, instead of by the slot map: the resend of a
+    request a migrating slot's old owner answered ASK."""
 
-    __slots__ = ("route", "payload", "replies", "key")
+    __slots__ = ("route", "payload", "replies", "key", "node")
 
     def __init__(self, route: bytes, payload: Union[bytes, List[bytes]], replies: int = 1,
                  key: Optional[bytes] = None) -> None:
@@ -54,6 +56,18 @@ class Request:
         self.payload = payload
         self.replies = replies
         self.key = route if key is None else key
+        self.node: Optional[Tuple[str, int]] = None
+
+    def asking(self, node: Tuple[str, int]) -> "Request":
+        """This request for ``node``, preceded by ASKING (one more reply)."""
+        body = self.payload if isinstance(self.payload, list) else [self.payload]
+        out = Request(self.route, [ASKING, *body], self.replies + 1, self.key)
+        out.node = node
+        return out
+
+
+#: ASKING: the next command may touch a slot this node is importing.
+ASKING = b"*1\r\n$6\r\nASKING\r\n"
 
 
 #: Requests in flight on one connection before the transport reads replies.
@@ -75,8 +89,13 @@ def split_url(url: str, *, default_name: Optional[str] = None) -> Tuple[str, Opt
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss", "unix"):
         raise ValueError(f"not a Redis URL (redis://host:port/db/name): {url!r}")
+    _check_query_db(url, parts.query)
     if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError(f"{url!r}: a unix:// Redis URL names the server's socket: "
+                             f"unix:///path/to/redis.sock?db=0")
         return url, default_name
+    _check_port(url, parts)
     segments = [s for s in parts.path.split("/") if s]
     db = "0"
     name = default_name
@@ -91,6 +110,25 @@ def split_url(url: str, *, default_name: Optional[str] = None) -> Tuple[str, Opt
     return base, name
 
 
+def _check_port(url: str, parts: SplitResult) -> None:
+    """A port, when the URL gives one, is a number from 1 to 65535 (redis-py
+    would raise urllib's ValueError at connection time, naming no URL)."""
+    hostport = parts.netloc.rpartition("@")[2]
+    after_host = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
+    if ":" not in after_host:
+        return
+    text = after_host.rpartition(":")[2]
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
+        raise ValueError(f"{url!r}: the port must be a number from 1 to 65535, got {text!r}")
+
+
+def _check_query_db(url: str, query: str) -> None:
+    """``?db=N``, which redis-py reads as the database number, is a number."""
+    for value in parse_qs(query, keep_blank_values=True).get("db", []):
+        if not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{url!r}: db must be a database number, got {value!r}")
+
+
 def connect(client_or_url: Any) -> Tuple[Any, bool, bool]:
     """(client, is_cluster, owned): a redis-py client from a URL (a cluster
     when the server says ``cluster_enabled:1``) or the client given."""
@@ -101,8 +139,11 @@ def connect(client_or_url: Any) -> Tuple[Any, bool, bool]:
     if isinstance(client_or_url, redis.Redis):
         return client_or_url, False, False
     if isinstance(client_or_url, str):
-        split_url(client_or_url)  # checks the scheme
-        client = redis.Redis.from_url(client_or_url)
+        split_url(client_or_url)  # checks the scheme, port and db
+        try:
+            client = redis.Redis.from_url(client_or_url)
+        except ValueError as exc:  # e.g. a query argument redis-py cannot read
+            raise ValueError(f"{client_or_url!r}: {exc}") from None
         address = describe(client)
         try:
             enabled = client.info("cluster").get("cluster_enabled", 0)
@@ -153,6 +194,13 @@ def driver_errors() -> Tuple[Type[BaseException], ...]:
     return (ex.ConnectionError, ex.TimeoutError, ex.BusyLoadingError)
 
 
+def routing_errors() -> Tuple[Type[BaseException], ...]:
+    """redis-py exceptions of a cluster client that cannot map a key to a
+    node or read the slot map (a slot not covered, no node answering)."""
+    ex = redis_module().exceptions
+    return (ex.RedisError, ex.RedisClusterException)
+
+
 def check_reply(reply: Any, request: Request, address: str) -> Any:
     """The reply, or the error it stands for raised the crawldedup way."""
     ex = redis_module().exceptions
@@ -172,32 +220,69 @@ def _get_connection(pool: Any) -> Any:
         return pool.get_connection("_")
 
 
-def _redirected(replies: List[Any]) -> bool:
+def redirect_errors() -> Tuple[Type[BaseException], ...]:
+    """The replies of a cluster that refused a command unexecuted, its slot
+    being elsewhere or unserved now (MOVED, ASK, TRYAGAIN, CLUSTERDOWN)."""
     ex = redis_module().exceptions
-    return any(isinstance(r, (ex.MovedError, ex.AskError, ex.TryAgainError,
-                              ex.ClusterDownError)) for r in replies)
+    return (ex.MovedError, ex.AskError, ex.TryAgainError, ex.ClusterDownError)
 
 
 class Transport:
     """What both transports share: the client, the address errors name, and
-    what to send again when a cluster redirects requests."""
+    what to send again when a cluster redirects requests.
+
+    On a cluster, a call that met a node it could not reach (killed, or
+    failing over) raises StoreUnavailableError and marks the slot map
+    ``stale``: the next call first reads the map again from the nodes that
+    answer, as redis-py's own commands do after a connection error.  A
+    replica promoted in the meantime is then where the slots go, so a
+    failover costs the calls made while the cluster had no master for some
+    slots, and the object keeps working after it.  Nothing is resent
+    internally after a connection error: a write that may or may not have
+    run (a test-and-set whose reply was lost) is reported as failed, never
+    answered twice."""
 
     def __init__(self, client: Any, is_cluster: bool, lock: Any) -> None:
         self.client = client
         self.is_cluster = is_cluster
         self.address = describe(client)
         self._lock = lock
+        self.stale = False
 
-    def to_resend(self, results: List[List[Any]]) -> List[int]:
-        """The requests a cluster redirected (the slots moved): sent again
-        after the slot map is refreshed."""
-        return [i for i, r in enumerate(results) if _redirected(r)] if self.is_cluster else []
+    def redirects(self) -> Tuple[Type[BaseException], ...]:
+        """The replies that send a request again (none from a single
+        server): after the slot map is refreshed, or, for ASK, to the node
+        the reply names."""
+        return redirect_errors() if self.is_cluster else ()
 
-    def settled(self, results: List[List[Any]]) -> List[List[Any]]:
-        if any(_redirected(r) for r in results):
-            raise StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
-                                        f"redirecting (resharding or failing over)")
-        return results
+    @staticmethod
+    def ask_target(exc: BaseException) -> Optional[Tuple[str, int]]:
+        """The node an ASK reply sends a request to (None for the others:
+        MOVED is an AskError too, and means the slot map is old)."""
+        ex = redis_module().exceptions
+        if isinstance(exc, ex.AskError) and not isinstance(exc, ex.MovedError):
+            return (str(exc.host), int(exc.port))
+        return None
+
+    @staticmethod
+    def resends(sent: List[Request], redo: List[int],
+                asks: Dict[int, Tuple[str, int]]) -> List[Request]:
+        """The requests to send again: an ASKed one to its node, after ASKING."""
+        return [sent[i].asking(asks[i]) if i in asks else sent[i] for i in redo]
+
+    @staticmethod
+    def merge(results: List[List[Any]], redo: List[int], again: List[Request],
+              replies: List[List[Any]]) -> None:
+        """The resent requests' replies in place of the redirected ones (an
+        ASKING's OK dropped)."""
+        for i, req, r in zip(redo, again, replies):
+            results[i] = r[1:] if req.node is not None else r
+
+    def unsettled(self) -> StoreUnavailableError:
+        """The error of requests still redirected after the last attempt."""
+        self.stale = True
+        return StoreUnavailableError(f"Redis at {self.address}: the cluster keeps "
+                                     f"redirecting (resharding or failing over)")
 
 
 class SyncTransport(Transport):
@@ -206,10 +291,16 @@ class SyncTransport(Transport):
     def __init__(self, client: Any, is_cluster: bool) -> None:
         super().__init__(client, is_cluster, threading.Lock())
 
-    def _route(self, key: bytes) -> Tuple[str, Any]:
+    def _route(self, req: Request) -> Tuple[str, Any]:
         if not self.is_cluster:
             return self.address, self.client
-        node = self.client.get_node_from_key(key)
+        if req.node is not None:
+            node = self.client.get_node(host=req.node[0], port=req.node[1])
+            if node is None:
+                raise StoreUnavailableError(f"Redis at {self.address}: a migrating slot "
+                                            f"sent a command to an unknown node {req.node}")
+        else:
+            node = self.client.get_node_from_key(req.route)
         return node.name, self.client.get_redis_connection(node)
 
     def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
@@ -218,30 +309,48 @@ class SyncTransport(Transport):
         Requests (a list, or a generator that builds them while earlier
         ones run) are written as they come, each to its node's connection;
         replies are read once more than WINDOW requests wait on a
-        connection, and at the end.  A redirected cluster request (the slots
-        moved) is sent again after the slot map is refreshed; every request
-        crawldedup sends is idempotent or was refused unexecuted."""
-        ex = redis_module().exceptions
-        results, sent = self._execute_once(requests)
+        connection, and at the end.  A redirected cluster request was
+        refused unexecuted, so it is sent again: after the slot map is
+        refreshed (MOVED: the slot moved; TRYAGAIN, CLUSTERDOWN), or to the
+        node an ASK names (its slot migrating), up to 3 times."""
+        if self.stale:
+            self.refresh()
+        results, sent, redo, asks = self._execute_once(requests)
         for _attempt in range(3):
-            redo = self.to_resend(results)
             if not redo:
                 break
-            try:
-                self.client.nodes_manager.initialize()
-            except ex.RedisError as exc:
-                raise unavailable(self.address, exc) from exc
-            again, _ = self._execute_once([sent[i] for i in redo])
-            for i, r in zip(redo, again):
-                results[i] = r
-        return self.settled(results)
+            if any(i not in asks for i in redo):
+                self.refresh()
+            again = self.resends(sent, redo, asks)
+            replies, _, still, asked = self._execute_once(again)
+            self.merge(results, redo, again, replies)
+            asks = {redo[j]: node for j, node in asked.items()}
+            redo = [redo[j] for j in still]
+        if redo:
+            raise self.unsettled()
+        return results
+
+    def refresh(self) -> None:
+        """Reads a cluster's slot map again (slots moved, a node failed)."""
+        self.stale = True
+        try:
+            self.client.nodes_manager.initialize()
+        except routing_errors() as exc:
+            raise unavailable(self.address, exc) from exc
+        self.stale = False
 
     def _execute_once(self, requests: Iterable[Request]
-                      ) -> Tuple[List[List[Any]], List[Request]]:
+                      ) -> Tuple[List[List[Any]], List[Request], List[int],
+                                 Dict[int, Tuple[str, int]]]:
+        """(the replies of each request, the requests, the indices of those
+        a cluster redirected, {index: node} of those it ASKed elsewhere)."""
         ex = redis_module().exceptions
         results: List[List[Any]] = []
         conns: Dict[str, Tuple[Any, Any, Any]] = {}  # node -> (pool, conn, pending indices)
         name = self.address
+        redirects = self.redirects()
+        redirected: Dict[int, None] = {}
+        asks: Dict[int, Tuple[str, int]] = {}
 
         def read(conn: Any, i: int, req: Request) -> None:
             out = results[i]
@@ -250,14 +359,20 @@ class SyncTransport(Transport):
                     out.append(conn.read_response())
                 except ex.ResponseError as exc:
                     out.append(exc)
+                    if isinstance(exc, redirects):
+                        redirected[i] = None
+                        target = self.ask_target(exc)
+                        if target is not None:
+                            asks[i] = target
 
         sent: List[Request] = []
         try:
             with self._lock:
                 for req in requests:
                     try:
-                        name, client = self._route(req.route)
-                    except ex.RedisError as exc:
+                        name, client = self._route(req)
+                    except routing_errors() as exc:
+                        self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
                     if name not in conns:
                         pool = client.connection_pool
@@ -276,6 +391,7 @@ class SyncTransport(Transport):
                         read(conn, i, sent[i])
                     pending.clear()
         except driver_errors() as exc:
+            self.stale = self.is_cluster
             for _, conn, _ in conns.values():
                 conn.disconnect()
             raise unavailable(name, exc) from exc
@@ -286,7 +402,7 @@ class SyncTransport(Transport):
         finally:
             for pool, conn, _ in conns.values():
                 pool.release(conn)
-        return results, sent
+        return results, sent, sorted(redirected), asks
 
     def run(self, op: Op) -> Any:
         """Drive a sans-I/O operation to its result."""

@@ -10,15 +10,33 @@ connections.  Open them with ``await Class.open(...)`` (or ``async with``)::
                                           capacity=10_000_000, error_rate=0.001)
     new = await bf.add_many(urls)
     await bf.aclose()
+
+A batch keeps the event loop turning: a batch of OFFLOAD keys or more (or
+of unknown length) is checked, packed and decoded in a worker thread
+(``asyncio.to_thread``), and the transport gives the loop a turn at least
+every SLICE seconds while it sends and reads.  A call cancelled
+(``task.cancel()``, ``asyncio.wait_for``'s timeout) stops before its next
+command and raises CancelledError: the rest of the batch is never sent and
+the connections it used are closed, but the commands already written to a
+connection (at most WINDOW + 1 per connection) run on the server, each one
+atomically (a chunk of a batch is tested-and-set, or not at all), possibly
+a moment after the call returned.  The state is the one a batch cut by a
+lost connection leaves: retried, the batch reports "new" exactly the keys
+the cut call did not store.  (Work in the worker thread when the call is
+cancelled finishes there and is dropped; the batch must not be changed
+while the call runs.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple, cast
+from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar,
+                    cast)
 
 import numpy as np
 
+from crawldedup.errors import StoreUnavailableError
 from crawldedup.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
     WINDOW,
@@ -29,6 +47,7 @@ from crawldedup.redis._conn import (
     driver_errors,
     not_a_client,
     redis_module,
+    routing_errors,
     split_url,
     unavailable,
 )
@@ -36,6 +55,62 @@ from crawldedup.redis._bloom_logic import BloomLogic, key_batch
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 from crawldedup.stores.base import FingerprintStore
+
+
+#: Batches of at least this many keys are prepared in a worker thread
+#: (checking, packing and decoding cost about 1 to 7 us a key: a few ms here).
+OFFLOAD = 2048
+#: The longest the transport sends and reads without giving the loop a turn.
+SLICE = 0.005
+
+_T = TypeVar("_T")
+
+
+def _size(items: Any) -> Optional[int]:
+    """len(items), or None for an iterable without a length."""
+    try:
+        return len(items)
+    except TypeError:
+        return None
+
+
+async def _prepare(size: Optional[int], work: Callable[..., _T], *args: Any) -> _T:
+    """work(*args), in a worker thread for a big batch (or one of unknown size)."""
+    if size is not None and size < OFFLOAD:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
+
+
+def _advance(op: Op, replies: Optional[List[List[Any]]]) -> Tuple[bool, Any]:
+    """One step of an operation: (False, its next requests) or (True, its
+    result).  (StopIteration cannot cross a thread's future.)"""
+    try:
+        return False, (next(op) if replies is None else op.send(replies))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class _Cancel:
+    """Whether the running task was asked to stop since this was made.
+
+    redis-py's send is an ``asyncio.wait_for`` (with a socket timeout), and
+    up to Python 3.11 a wait_for whose inner write has just finished drops a
+    cancellation that arrives then (as it does when the loop was busy): the
+    task would run its batch to the end.  ``Task.cancelling()`` (3.11+)
+    still counts the request, so the transport checks it after every send
+    and read.  (Python 3.9 and 3.10 have no such count: there such a
+    cancellation can still be lost.)"""
+
+    __slots__ = ("_count", "_base")
+
+    def __init__(self) -> None:
+        task = asyncio.current_task()
+        self._count: Optional[Callable[[], int]] = getattr(task, "cancelling", None)
+        self._base = self._count() if self._count is not None else 0
+
+    def check(self) -> None:
+        if self._count is not None and self._count() > self._base:
+            raise asyncio.CancelledError()
 
 
 async def aconnect(client_or_url: Any) -> Tuple[Any, bool, bool]:
@@ -78,28 +153,41 @@ class AsyncTransport(Transport):
     """SyncTransport's twin over redis.asyncio connections."""
 
     def __init__(self, client: Any, is_cluster: bool) -> None:
-        import asyncio
         super().__init__(client, is_cluster, asyncio.Lock())
 
     async def execute(self, requests: Iterable[Request]) -> List[List[Any]]:
-        ex = redis_module().exceptions
-        results, sent = await self._execute_once(requests)
+        if self.stale:
+            await self.refresh()
+        results, sent, redo, asks = await self._execute_once(requests)
         for _attempt in range(3):
-            redo = self.to_resend(results)
             if not redo:
                 break
-            try:
-                await self.client.initialize()
-            except ex.RedisError as exc:
-                raise unavailable(self.address, exc) from exc
-            again, _ = await self._execute_once([sent[i] for i in redo])
-            for i, r in zip(redo, again):
-                results[i] = r
-        return self.settled(results)
+            if any(i not in asks for i in redo):
+                await self.refresh()
+            again = self.resends(sent, redo, asks)
+            replies, _, still, asked = await self._execute_once(again)
+            self.merge(results, redo, again, replies)
+            asks = {redo[j]: node for j, node in asked.items()}
+            redo = [redo[j] for j in still]
+        if redo:
+            raise self.unsettled()
+        return results
 
-    async def _acquire(self, key: bytes) -> Tuple[str, Any, Any]:
-        """(node name, connection, release coroutine function)."""
-        if not self.is_cluster:
+    async def refresh(self) -> None:
+        """Reads a cluster's slot map again (slots moved, a node failed):
+        the nodes manager's, since ``RedisCluster.initialize()`` does
+        nothing once the client is initialized."""
+        self.stale = True
+        try:
+            await self.client.nodes_manager.initialize()
+        except routing_errors() as exc:
+            raise unavailable(self.address, exc) from exc
+        self.stale = False
+
+    async def _acquire(self, node: Any) -> Tuple[str, Any, Any]:
+        """(node name, connection, release coroutine function) of a cluster
+        node (None: the single server)."""
+        if node is None:
             pool = self.client.connection_pool
             try:
                 conn = await pool.get_connection()
@@ -109,20 +197,37 @@ class AsyncTransport(Transport):
             async def release() -> None:
                 await pool.release(conn)
             return self.address, conn, release
-        node = self.client.get_node_from_key(key)
         conn = node.acquire_connection()
 
         async def release_node() -> None:
             node.release(conn)
         return node.name, conn, release_node
 
+    def _node(self, req: Request) -> Any:
+        """The cluster node a request goes to (None: the single server)."""
+        if not self.is_cluster:
+            return None
+        if req.node is not None:
+            node = self.client.get_node(host=req.node[0], port=req.node[1])
+            if node is None:
+                raise StoreUnavailableError(f"Redis at {self.address}: a migrating slot "
+                                            f"sent a command to an unknown node {req.node}")
+            return node
+        return self.client.get_node_from_key(req.route)
+
     async def _execute_once(self, requests: Iterable[Request]
-                            ) -> Tuple[List[List[Any]], List[Request]]:
+                            ) -> Tuple[List[List[Any]], List[Request], List[int],
+                                       Dict[int, Tuple[str, int]]]:
         ex = redis_module().exceptions
         results: List[List[Any]] = []
         sent: List[Request] = []
         conns: Dict[str, Tuple[Any, Any, List[int]]] = {}
         name = self.address
+        cancel = _Cancel()
+        turn = time.monotonic() + SLICE
+        redirects = self.redirects()
+        redirected: Dict[int, None] = {}
+        asks: Dict[int, Tuple[str, int]] = {}
 
         async def read(conn: Any, i: int) -> None:
             for _ in range(sent[i].replies):
@@ -130,17 +235,28 @@ class AsyncTransport(Transport):
                     results[i].append(await conn.read_response())
                 except ex.ResponseError as exc:
                     results[i].append(exc)
+                    if isinstance(exc, redirects):
+                        redirected[i] = None
+                        target = self.ask_target(exc)
+                        if target is not None:
+                            asks[i] = target
+                cancel.check()
 
         try:
             async with self._lock:
                 for req in requests:
+                    if time.monotonic() > turn:  # the loop's turn (a cancellation lands here)
+                        await asyncio.sleep(0)
+                        turn = time.monotonic() + SLICE
+                    cancel.check()
                     try:
-                        node = self.client.get_node_from_key(req.route).name \
-                            if self.is_cluster else self.address
-                    except ex.RedisError as exc:
+                        target = self._node(req)
+                    except routing_errors() as exc:
+                        self.stale = self.is_cluster
                         raise unavailable(self.address, exc) from exc
+                    node = self.address if target is None else target.name
                     if node not in conns:
-                        name, conn, release = await self._acquire(req.route)
+                        name, conn, release = await self._acquire(target)
                         conns[node] = (conn, release, [])
                     conn, _, pending = conns[node]
                     name = node
@@ -149,6 +265,7 @@ class AsyncTransport(Transport):
                     await conn.send_packed_command(
                         req.payload if isinstance(req.payload, list) else [req.payload])
                     pending.append(len(results) - 1)
+                    cancel.check()
                     while len(pending) > WINDOW:
                         await read(conn, pending.pop(0))
                 for name, (conn, _, pending) in conns.items():  # noqa: B007 - named in errors
@@ -156,6 +273,7 @@ class AsyncTransport(Transport):
                         await read(conn, i)
                     pending.clear()
         except driver_errors() as exc:
+            self.stale = self.is_cluster
             for conn, _, _ in conns.values():
                 await conn.disconnect()
             raise unavailable(name, exc) from exc
@@ -166,15 +284,21 @@ class AsyncTransport(Transport):
         finally:
             for _, release, _ in conns.values():
                 await release()
-        return results, sent
+        return results, sent, sorted(redirected), asks
 
-    async def run(self, op: Op) -> Any:
-        try:
-            requests = next(op)
-            while True:
-                requests = op.send(await self.execute(requests))
-        except StopIteration as stop:
-            return stop.value
+    async def run(self, op: Op, offload: bool = False) -> Any:
+        """Drive a sans-I/O operation to its result; with ``offload`` (a big
+        batch) its steps -- packing requests, decoding replies -- run in a
+        worker thread."""
+        replies: Optional[List[List[Any]]] = None
+        while True:
+            if offload:
+                done, value = await asyncio.to_thread(_advance, op, replies)
+            else:
+                done, value = _advance(op, replies)
+            if done:
+                return value
+            replies = await self.execute(value)
 
     async def close(self) -> None:
         await _aclose(self.client)
@@ -185,10 +309,12 @@ class _AsyncBase:
     _owned: bool
     _closed: bool = False
 
-    async def _run(self, op: Op) -> Any:
+    async def _run(self, op: Op, size: Optional[int] = 0) -> Any:
+        """Runs op; a batch of ``size`` keys (None: unknown) from OFFLOAD
+        on is prepared in a worker thread."""
         if self._closed:
             raise ValueError(f"the {type(self).__name__} is closed")
-        return await self._transport.run(op)
+        return await self._transport.run(op, size is None or size >= OFFLOAD)
 
     async def aclose(self) -> None:
         """Close the connections if this object opened them (from a URL)."""
@@ -238,15 +364,19 @@ class AsyncRedisStore(_AsyncBase):
                 and fps.dtype.itemsize == ds:
             return np.ascontiguousarray(fps).tobytes(), len(fps)
         items = self._checker._fps(fps)
-        return b"".join(items), len(items)
+        # Joined in pieces: one join of a million digests holds the GIL for
+        # a few hundred ms, and this runs in a worker thread beside the loop.
+        step = 1 << 15
+        return b"".join([b"".join(items[i:i + step]) for i in range(0, len(items), step)]), \
+            len(items)
 
     async def add_many(self, fps: Any) -> np.ndarray:
-        raw, count = self._raw(fps)
-        return cast(np.ndarray, await self._run(self._logic.add_op(raw, count)))
+        raw, count = await _prepare(_size(fps), self._raw, fps)
+        return cast(np.ndarray, await self._run(self._logic.add_op(raw, count), count))
 
     async def contains_many(self, fps: Any) -> np.ndarray:
-        raw, count = self._raw(fps)
-        return cast(np.ndarray, await self._run(self._logic.contains_op(raw, count)))
+        raw, count = await _prepare(_size(fps), self._raw, fps)
+        return cast(np.ndarray, await self._run(self._logic.contains_op(raw, count), count))
 
     async def add(self, fp: Any) -> bool:
         return bool((await self.add_many([fp]))[0])
@@ -321,10 +451,15 @@ class AsyncRedisBloomFilter(_AsyncBase):
         return self._logic.shards
 
     async def add_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return cast(np.ndarray, await self._run(self._logic.batch_op(key_batch(keys), True)))
+        return await self._batch(keys, True)
 
     async def contains_many(self, keys: Iterable[Any]) -> np.ndarray:
-        return cast(np.ndarray, await self._run(self._logic.batch_op(key_batch(keys), False)))
+        return await self._batch(keys, False)
+
+    async def _batch(self, keys: Iterable[Any], setting: bool) -> np.ndarray:
+        batch = await _prepare(_size(keys), key_batch, keys)
+        return cast(np.ndarray, await self._run(self._logic.batch_op(batch, setting),
+                                                len(batch)))
 
     async def add(self, key: Any) -> bool:
         return bool((await self.add_many([key]))[0])
@@ -347,7 +482,7 @@ class AsyncRedisBloomFilter(_AsyncBase):
 
     async def to_bloom_filter(self) -> Any:
         from crawldedup.bloom import BloomFilter
-        data = await self._run(self._logic.read_bits_op())
+        data = await self._run(self._logic.read_bits_op(), None)  # the whole filter
         bf = BloomFilter._blank(self._logic.params(), 0)
         bf._bits_view()[:] = data
         bf._set_insert_count(bf.estimated_count())
@@ -386,9 +521,9 @@ class AsyncRedisSimhashIndex(_AsyncBase):
                                            np.array([_check_fp(fp)], dtype=np.uint64)))
 
     async def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
-        encs, f = id_batch(ids, fps)
+        encs, f = await _prepare(_size(ids), id_batch, ids, fps)
         if encs:
-            await self._run(self._logic.add_op(encs, f))
+            await self._run(self._logic.add_op(encs, f), len(encs))
 
     async def remove(self, id: Hashable) -> None:
         await self._run(self._logic.remove_op(encode_id(id), id))
@@ -412,11 +547,14 @@ class AsyncRedisSimhashIndex(_AsyncBase):
         return bool(await self.query(fp))
 
     async def query_many(self, fps: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return csr(await self._run(self._logic.query_op(_fp_array(fps))))
+        f = await _prepare(_size(fps), _fp_array, fps)
+        results = await self._run(self._logic.query_op(f), len(f))
+        return await _prepare(len(f), csr, results)
 
     async def clear(self) -> None:
-        await self._run(self._logic.clear_op())
+        # Reads the whole index to find its buckets: prepared off the loop.
+        await self._run(self._logic.clear_op(), None)
 
     async def drop(self) -> None:
-        await self._run(self._logic.drop_op())
+        await self._run(self._logic.drop_op(), None)
         await self.aclose()

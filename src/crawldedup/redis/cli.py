@@ -9,16 +9,33 @@ import argparse
 import hashlib
 import os
 import tempfile
-from typing import IO, Any, List
+from typing import IO, Any, Callable, List, cast
 
+from crawldedup.cli._common import UsageError
 from crawldedup.cli._url_state import UrlState
 from crawldedup.errors import CrawldedupError
 
-SCHEMES = ("redis://", "rediss://")
+#: The URL schemes redis-py connects with (``unix://`` a local socket).
+SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def is_redis_url(text: str) -> bool:
     return isinstance(text, str) and text.startswith(SCHEMES)
+
+
+def check_url(url: str, flag: str, *, needs_name: bool) -> None:
+    """A usage error (exit status 2, one line) for a Redis URL that cannot
+    be used as given: its port, database number or query arguments, or no
+    structure name where one is needed.  Nothing is connected."""
+    _parts(url, flag, needs_name=needs_name)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """``crawldedup urls``: the Redis URLs of --state and --db."""
+    if is_redis_url(args.state):
+        check_url(args.state, "--state", needs_name=not (args.exact or args.db))
+    if args.db and is_redis_url(args.db):
+        check_url(args.db, "--db", needs_name=False)
 
 
 def local_state_path(url: str) -> str:
@@ -27,15 +44,30 @@ def local_state_path(url: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"crawldedup-redis-{digest}")
 
 
-def _parts(url: str) -> Any:
+def _parts(url: str, flag: str = "", *, needs_name: bool = True) -> Any:
+    """(the server's URL, the structure's name) of a Redis URL, or a
+    UsageError naming what is wrong with it."""
     from crawldedup.redis._conn import split_url
+    where = f"{flag} " if flag else ""
     try:
         base, name = split_url(url)
     except ValueError as exc:
-        raise CrawldedupError(str(exc)) from None
-    if not name:
-        raise CrawldedupError(f"{url}: a Redis state needs a name: "
-                              f"redis://HOST:PORT/DB/NAME")
+        raise UsageError(f"{where}{exc}") from None
+    try:
+        from redis.connection import parse_url
+    except ImportError:  # redis-py is optional: opening the state says to install it
+        pass
+    else:
+        try:  # what redis-py reads of it (query arguments such as socket_timeout)
+            cast(Callable[[str], Any], parse_url)(base)
+        except ValueError as exc:
+            raise UsageError(f"{where}{url!r}: {exc}") from None
+    if needs_name and not name:
+        if url.startswith("unix://"):
+            raise UsageError(f"{where}{url!r}: a Redis state needs a name, which a unix:// "
+                             f"socket URL cannot carry; use redis://HOST:PORT/DB/NAME")
+        raise UsageError(f"{where}{url!r}: a Redis state needs a name: "
+                         f"redis://HOST:PORT/DB/NAME")
     return base, name
 
 
