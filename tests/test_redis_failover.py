@@ -165,7 +165,7 @@ def test_objects_recover_after_a_master_fails_over(redis_cluster_replicated):
 
 
 def test_objects_follow_slots_moved_to_another_master(redis_cluster_replicated):
-    """Resharding: the slots of a store, a Bloom filter shard, id maps of
+    """Resharding: the slots of a store, a Bloom filter shard, the shards of
     the index and a recrawl state move to another master.  While a slot
     migrates, its old owner answers ASK for the keys already moved: the
     command goes to the new owner after ASKING.  Once moved, the old owner
@@ -188,8 +188,8 @@ def test_objects_follow_slots_moved_to_another_master(redis_cluster_replicated):
         assert store.add_many(DIGESTS[:1000]).all()
         index.add_many(range(len(FPS)), FPS)
         state.record_many(_fetches(URLS[:100], b"v1", now))
-        keys = [b"mv:store", bf.shard_keys[0].encode(), b"mv:simhash:ids:0",
-                b"mv:simhash:ids:1", b"mv:recrawl"]
+        index_slots = {key_slot(k) for k in index._logic.id_keys}
+        keys = [b"mv:store", bf.shard_keys[0].encode(), *index._logic.id_keys, b"mv:recrawl"]
         slots = sorted({key_slot(k) for k in keys})
         added = [1000]
         pages = [100]
@@ -203,8 +203,16 @@ def test_objects_follow_slots_moved_to_another_master(redis_cluster_replicated):
             assert loop.run_until_complete(astore.add(DIGESTS[0])) is False, step
             assert bf.contains_many(URLS[:2000]).all(), step
             assert loop.run_until_complete(abf.contains_many(URLS[:2000])).all(), step
-            assert len(index) == len(FPS) and all(index.query(int(f)) for f in FPS[:20]), step
-            assert loop.run_until_complete(aindex.count()) == len(FPS), step
+            try:
+                assert len(index) == len(FPS) and all(index.query(int(f)) for f in FPS[:20]), step
+                assert loop.run_until_complete(aindex.count()) == len(FPS), step
+            except StoreUnavailableError:
+                # A query reads several bucket keys of a shard in one script:
+                # while the shard's slot migrates, Redis answers a command
+                # over keys of which only some have moved TRYAGAIN until the
+                # move ends.  Refused, never answered wrong, and fine again
+                # once moved (the "moved" step checks that).
+                assert step in {f"slot {s} migrating" for s in index_slots}, step
             assert len(state.store.get_pages(URLS[:pages[0]])) == pages[0], step
             try:
                 state.record_many(_fetches(URLS[pages[0]:pages[0] + 10], b"v1", now))
