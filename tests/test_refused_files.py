@@ -388,3 +388,57 @@ def test_a_zero_field_holding_minus_zero_is_refused(api, tmp_path, kind):
     reseal(str(path))
     with pytest.raises(CorruptFileError, match=match):
         cls.load(str(path))
+
+
+def _rotation_words(path):
+    with open(path, "rb") as f:
+        return struct.unpack_from("<13Q", f.read(STATE + 104), STATE)
+
+
+@pytest.mark.parametrize("word, value", [(5, 2 ** 64 - 1), (5, 2 ** 63), (7, 2 ** 64 - 2),
+                                         (7, 2 ** 63)])
+def test_a_rotation_count_or_sequence_out_of_range_is_refused(api, tmp_path, word, value):
+    # Every rotation adds at most g (64) to the count and 2 to the sequence,
+    # so no writer reaches 2**63: a file that holds more is refused, not
+    # read into a filter whose next rotation overflows its u64 word.
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    _u64(path, STATE + 8 * word, value)
+    reseal(path)
+    name = "rotation count" if word == 5 else "sequence number"
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match=f"{name} {value} .*2\\*\\*63"):
+            read(path)
+
+
+def test_a_pending_rotation_count_out_of_range_is_refused(api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    words = _rotation_words(path)
+    newest = words[6]
+    # A rotation in progress to the next slot, dropping one, whose count
+    # would overflow at the rotation after it.
+    patch(path, STATE + 56, struct.pack("<6Q", 1, words[3], 0, 2 ** 64 - 1,
+                                        (newest + 1) % 3, 1))
+    reseal(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError,
+                           match="the rotation in progress: rotation count 18446744073709551615"):
+            read(path)
+
+
+def test_the_largest_rotation_count_in_range_rotates(api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    _u64(path, STATE + 40, 2 ** 63 - 1)
+    reseal(path)
+    rf = api.RotatingBloomFilter.load(path)
+    rf.rotate()
+    assert rf.rotations == 2 ** 63
+    with api.RotatingBloomFilter.open(path) as mapped:
+        mapped.rotate()
+        assert mapped.rotations == 2 ** 63
