@@ -442,3 +442,48 @@ def test_the_largest_rotation_count_in_range_rotates(api, tmp_path):
     with api.RotatingBloomFilter.open(path) as mapped:
         mapped.rotate()
         assert mapped.rotations == 2 ** 63
+
+
+@posix_only
+@pytest.mark.parametrize("dirty", [False, True])
+def test_a_mapped_rotating_open_refuses_bytes_past_a_slots_bits(api, tmp_path, dirty):
+    # load refuses them; open must too, and not seal them in (a DIRTY file
+    # is sealed by the writer that has it alone).
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    with open(path, "rb") as f:
+        num_bits = struct.unpack_from("<Q", f.read(H), 32)[0]
+    nbytes = -(-num_bits // 64) * 8
+    assert nbytes % 4096, "the slot must have room past its bits"
+    patch(path, 2 * H + nbytes + 5, b"\x01")  # slot 0, past its bits
+    reseal(path)
+    if dirty:
+        reseal_header(path, dirty=True)
+    before = digest(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match="slot 0: bytes past its bits are set"):
+            read(path)
+        assert digest(path) == before
+
+
+@posix_only
+def test_a_mapped_rotating_open_refuses_a_sealed_header_count_the_slots_do_not_hold(
+        api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)  # one key: the header's count is 1
+    _u64(path, _files.COUNT_AT, 33)
+    reseal(path)
+    before = digest(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError,
+                           match="insert count 33 in the header, the generations hold 1"):
+            read(path)
+        assert digest(path) == before
+    # A DIRTY file's header count is not up to date: it is read.
+    reseal_header(path, dirty=True)
+    with api.RotatingBloomFilter.open(path, mode="r") as rf:
+        assert "a" in rf
