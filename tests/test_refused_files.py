@@ -487,3 +487,35 @@ def test_a_mapped_rotating_open_refuses_a_sealed_header_count_the_slots_do_not_h
     reseal_header(path, dirty=True)
     with api.RotatingBloomFilter.open(path, mode="r") as rf:
         assert "a" in rf
+
+
+@pytest.mark.parametrize("layout", ["standard", "blocked"])
+@pytest.mark.parametrize("field, change", [("num_bits", 1), ("num_bits", -1),
+                                           ("num_hashes", 1), ("num_hashes", -1),
+                                           ("capacity", 1000)])
+def test_a_bloom_sizing_the_parameters_do_not_give_is_refused(api, tmp_path, layout, field,
+                                                               change):
+    # m or k edited (checksums recomputed) would look for the stored keys at
+    # other bits: with m + 1, 295 of 300 stored keys read absent.  A file
+    # whose m and k are not what its capacity, error rate and layout size
+    # was not written by crawldedup, as for rotating and scalable members.
+    path = str(tmp_path / "seen.bloom")
+    bf = api.BloomFilter(2_000, layout=layout)
+    bf.add_many([f"k{i}" for i in range(300)])
+    bf.save(path)
+    offset = {"num_bits": 32, "num_hashes": 40, "capacity": 48}[field]
+    with open(path, "rb") as f:
+        value = struct.unpack_from("<Q", f.read(H), offset)[0]
+    if layout == "blocked" and field == "num_bits":
+        change *= 512  # whole blocks; the payload size follows
+        _u64(path, 80, (value + change) // 8)
+        with open(path, "r+b") as f:
+            f.truncate(H + (value + change) // 8)
+    _u64(path, offset, value + change)
+    reseal(path)
+    for read in (api.BloomFilter.load,
+                 lambda p: api.BloomFilter.open(p, mode="r"),
+                 lambda p: api.BloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match="do not match the capacity, error rate "
+                                                   "and layout"):
+            read(path)
