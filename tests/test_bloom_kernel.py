@@ -174,6 +174,40 @@ def test_threads_adding_at_once_lose_nothing(core):
         assert bits.contains_many(group).all()
 
 
+def test_threads_adding_one_key_at_once_are_told_new_once(impl):
+    # Eight threads add the same keys at once, in single adds and batches,
+    # with thread switches forced as often as the interpreter allows: of
+    # those adding a key, exactly one is told it is new, and the insert
+    # count is the number of keys (the twin's writers exclude each other,
+    # as the core's do).
+    import sys
+    keys = [f"k{i}" for i in range(2_000)]
+    bits = make(impl, 1 << 24, 7)  # far from full: no false positives here
+    told = np.zeros((8, len(keys)), dtype=np.int64)
+    start = threading.Barrier(8)
+
+    def adder(t):
+        start.wait()
+        if t % 2:
+            for at in range(0, len(keys), 50):
+                told[t, at:at + 50] = bits.add_many(keys[at:at + 50])
+        else:
+            told[t] = [bits.add(key) for key in keys]
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=adder, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert (told.sum(axis=0) == 1).all()
+    assert bits.insert_count == len(keys)
+
+
 def fpr_filter(core, n, p):
     m = math.ceil(-n * math.log(p) / math.log(2) ** 2)
     k = max(1, round(m / n * math.log(2)))

@@ -239,8 +239,12 @@ def test_lost_data_refused_before_any_bit_is_set(redis_url, name, client):
     (lambda m: m.update(layout="diagonal"), "layout"),
     (lambda m: m.update(seed=2 ** 40), "seed"),
     (lambda m: m.pop("keys"), "keys"),
+    # each in range, but together more than 2**62 bits or 64 hashes
+    (lambda m: m.update(capacity=10 ** 20), "capacity 100000000000000000000 and error_rate"),
+    (lambda m: m.update(error_rate=1e-30), "error_rate 1e-30: .* too small"),
 ], ids=["no-num_bits", "num_hashes", "num_bits", "keys-short", "shards", "shard_bits",
-        "guard", "capacity", "error_rate-nan", "layout", "seed", "no-keys"])
+        "guard", "capacity", "error_rate-nan", "layout", "seed", "no-keys", "capacity-huge",
+        "error_rate-tiny"])
 def test_hand_edited_metadata_is_named(redis_url, name, client, edit, field):
     import json
     from crawldedup import CorruptStateError

@@ -203,6 +203,36 @@ def test_hand_edited_metadata_is_named(redis_url, name, client, value, error, ma
     assert f"{name}:meta" in str(info.value)
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("k", 4, "blocks .* which k 4 and shards 1 do not make"),
+    ("k", 0, "blocks .* which k 0 and shards 1 do not make"),
+    ("shards", 2, "id_maps .* which k 3 and shards 2 do not make"),
+])
+def test_an_edit_of_k_or_shards_alone_is_named(redis_url, name, client, field, value, match):
+    """k and shards decide which buckets and shards are read: edited alone
+    in the metadata key, the index would answer "no near duplicate" for its
+    entries; what they make is stored beside them, so the edit is named."""
+    import json
+    fps, _ = corpus(3, 100)
+    with RedisSimhashIndex(redis_url, name, k=3) as index:
+        index.add_many(range(len(fps)), fps)
+    meta = json.loads(client.get(name + ":meta"))
+    meta[field] = value
+    client.set(name + ":meta", json.dumps(meta))
+    for k in (None, meta["k"]):
+        with pytest.raises(CorruptStateError, match=match) as info:
+            RedisSimhashIndex(redis_url, name, k=k)
+        assert f"{name}:meta" in str(info.value)
+
+
+def test_metadata_copied_to_another_name_is_named(redis_url, name, client):
+    with RedisSimhashIndex(redis_url, name, k=3):
+        pass
+    client.set(name + ":copy:meta", client.get(name + ":meta"))
+    with pytest.raises(CorruptStateError, match="id_maps"):
+        RedisSimhashIndex(redis_url, name + ":copy", k=3)
+
+
 def test_a_key_of_another_type_leaves_nothing_stored(redis_url, name, client):
     """Every key of a batch is checked before the first write: a bucket or
     an id map of another Redis type raises RedisKeyTypeError naming it, and

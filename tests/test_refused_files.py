@@ -388,3 +388,134 @@ def test_a_zero_field_holding_minus_zero_is_refused(api, tmp_path, kind):
     reseal(str(path))
     with pytest.raises(CorruptFileError, match=match):
         cls.load(str(path))
+
+
+def _rotation_words(path):
+    with open(path, "rb") as f:
+        return struct.unpack_from("<13Q", f.read(STATE + 104), STATE)
+
+
+@pytest.mark.parametrize("word, value", [(5, 2 ** 64 - 1), (5, 2 ** 63), (7, 2 ** 64 - 2),
+                                         (7, 2 ** 63)])
+def test_a_rotation_count_or_sequence_out_of_range_is_refused(api, tmp_path, word, value):
+    # Every rotation adds at most g (64) to the count and 2 to the sequence,
+    # so no writer reaches 2**63: a file that holds more is refused, not
+    # read into a filter whose next rotation overflows its u64 word.
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    _u64(path, STATE + 8 * word, value)
+    reseal(path)
+    name = "rotation count" if word == 5 else "sequence number"
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match=f"{name} {value} .*2\\*\\*63"):
+            read(path)
+
+
+def test_a_pending_rotation_count_out_of_range_is_refused(api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    words = _rotation_words(path)
+    newest = words[6]
+    # A rotation in progress to the next slot, dropping one, whose count
+    # would overflow at the rotation after it.
+    patch(path, STATE + 56, struct.pack("<6Q", 1, words[3], 0, 2 ** 64 - 1,
+                                        (newest + 1) % 3, 1))
+    reseal(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError,
+                           match="the rotation in progress: rotation count 18446744073709551615"):
+            read(path)
+
+
+def test_the_largest_rotation_count_in_range_rotates(api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    _u64(path, STATE + 40, 2 ** 63 - 1)
+    reseal(path)
+    rf = api.RotatingBloomFilter.load(path)
+    rf.rotate()
+    assert rf.rotations == 2 ** 63
+    with api.RotatingBloomFilter.open(path) as mapped:
+        mapped.rotate()
+        assert mapped.rotations == 2 ** 63
+
+
+@posix_only
+@pytest.mark.parametrize("dirty", [False, True])
+def test_a_mapped_rotating_open_refuses_bytes_past_a_slots_bits(api, tmp_path, dirty):
+    # load refuses them; open must too, and not seal them in (a DIRTY file
+    # is sealed by the writer that has it alone).
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)
+    with open(path, "rb") as f:
+        num_bits = struct.unpack_from("<Q", f.read(H), 32)[0]
+    nbytes = -(-num_bits // 64) * 8
+    assert nbytes % 4096, "the slot must have room past its bits"
+    patch(path, 2 * H + nbytes + 5, b"\x01")  # slot 0, past its bits
+    reseal(path)
+    if dirty:
+        reseal_header(path, dirty=True)
+    before = digest(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match="slot 0: bytes past its bits are set"):
+            read(path)
+        assert digest(path) == before
+
+
+@posix_only
+def test_a_mapped_rotating_open_refuses_a_sealed_header_count_the_slots_do_not_hold(
+        api, tmp_path):
+    path = str(tmp_path / "seen.rbf")
+    _rotating(api, path)  # one key: the header's count is 1
+    _u64(path, _files.COUNT_AT, 33)
+    reseal(path)
+    before = digest(path)
+    for read in (api.RotatingBloomFilter.load,
+                 lambda p: api.RotatingBloomFilter.open(p, mode="r"),
+                 lambda p: api.RotatingBloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError,
+                           match="insert count 33 in the header, the generations hold 1"):
+            read(path)
+        assert digest(path) == before
+    # A DIRTY file's header count is not up to date: it is read.
+    reseal_header(path, dirty=True)
+    with api.RotatingBloomFilter.open(path, mode="r") as rf:
+        assert "a" in rf
+
+
+@pytest.mark.parametrize("layout", ["standard", "blocked"])
+@pytest.mark.parametrize("field, change", [("num_bits", 1), ("num_bits", -1),
+                                           ("num_hashes", 1), ("num_hashes", -1),
+                                           ("capacity", 1000)])
+def test_a_bloom_sizing_the_parameters_do_not_give_is_refused(api, tmp_path, layout, field,
+                                                               change):
+    # m or k edited (checksums recomputed) would look for the stored keys at
+    # other bits: with m + 1, 295 of 300 stored keys read absent.  A file
+    # whose m and k are not what its capacity, error rate and layout size
+    # was not written by crawldedup, as for rotating and scalable members.
+    path = str(tmp_path / "seen.bloom")
+    bf = api.BloomFilter(2_000, layout=layout)
+    bf.add_many([f"k{i}" for i in range(300)])
+    bf.save(path)
+    offset = {"num_bits": 32, "num_hashes": 40, "capacity": 48}[field]
+    with open(path, "rb") as f:
+        value = struct.unpack_from("<Q", f.read(H), offset)[0]
+    if layout == "blocked" and field == "num_bits":
+        change *= 512  # whole blocks; the payload size follows
+        _u64(path, 80, (value + change) // 8)
+        with open(path, "r+b") as f:
+            f.truncate(H + (value + change) // 8)
+    _u64(path, offset, value + change)
+    reseal(path)
+    for read in (api.BloomFilter.load,
+                 lambda p: api.BloomFilter.open(p, mode="r"),
+                 lambda p: api.BloomFilter.open(p, mode="c")):
+        with pytest.raises(CorruptFileError, match="do not match the capacity, error rate "
+                                                   "and layout"):
+            read(path)

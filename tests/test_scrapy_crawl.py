@@ -134,6 +134,34 @@ def test_bad_settings_stop_the_crawl(tmp_path, settings, message):
     assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
 
 
+@pytest.mark.parametrize("backend, state", [("bloom", "crawldedup-seen.bloom"),
+                                            ("exact", "crawldedup-seen.fps")])
+def test_a_damaged_jobdir_state_stops_the_crawl(tmp_path, backend, state):
+    """The state a setting points to is checked like the setting: a JOBDIR
+    state file damaged between two crawls stops the second with one error
+    line naming the file (no traceback), nothing fetched, and the crawl
+    fails."""
+    settings = {**OURS, "CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_CAPACITY": "1000",
+                "JOBDIR": str(tmp_path / "job")}
+    path = tmp_path / "job" / state
+    with Site(50) as site:
+        result = run_crawl(str(tmp_path), site.root, settings)
+        assert result.returncode == 0, result.stderr[-3000:]
+        data = bytearray(path.read_bytes())
+        data[4096 + 3] ^= 0x10  # a bit of the payload
+        path.write_bytes(bytes(data))
+        fetched = dict(site.counts)
+        stats_path = str(tmp_path / "stats.json")
+        result = run_crawl(str(tmp_path), site.root, settings, stats_path)
+        assert site.counts == fetched  # nothing fetched again
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "cannot start" in line]
+    assert len(errors) == 1 and str(path) in errors[0] and "checksum mismatch" in errors[0], \
+        result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert read_stats(stats_path)["reason"] == "crawldedup_config_error"
+
+
 PROJECT_SETTINGS = """
 BOT_NAME = "tiny"
 SPIDER_MODULES = ["tiny.spiders"]

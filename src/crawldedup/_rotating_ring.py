@@ -145,6 +145,14 @@ class SharedRing(_mapped.MappedHandle):
             "layout": _files.LAYOUT_NAMES[header.layout]}
         _mapped.check_asked(path, asked, found)
         count = state.generations
+        # A sealed file's header holds the sum of the slots' counts, as load
+        # checks; a writer that began meanwhile marked the file DIRTY first.
+        block = memoryview(mapping.mem[_files.HEADER_SIZE:_files.HEADER_SIZE + _state.STATE_BYTES])
+        total = sum(_state.insert_counts(block, count))
+        if not header.flags & _files.FLAG_DIRTY and total != header.insert_count \
+                and not mapping.dirty:
+            raise bad(f"insert count {header.insert_count} in the header, the generations "
+                      f"hold {total}")
         layout = found["layout"]
         self = cast("RotatingBloomFilter", cls.__new__(cls))
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
@@ -164,6 +172,8 @@ class SharedRing(_mapped.MappedHandle):
                     check_padding(header.num_bits, mapping.mem[at + nbytes - 8:at + nbytes], path)
                 except CorruptFileError as exc:
                     raise bad(f"slot {index}: {exc.reason}") from None
+                if any(mapping.mem[at + nbytes:at + slot]):  # as load checks it
+                    raise bad(f"slot {index}: bytes past its bits are set")
                 where = base + _state.COUNTS_AT + 8 * index
                 self._slots.append(mapped_member(BloomFilter, mapping, at, where, params))
             self._seq = -1

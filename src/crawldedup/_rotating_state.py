@@ -40,6 +40,10 @@ MAX_PERIODS = 1 << 52
 # no longer counts whole seconds, and no clock gives such times (time.time is
 # near 2**31).  The filter's clock is held to the same range.
 MAX_TIME = 2.0 ** 53
+# A rotation adds at most MAX_GENERATIONS to the rotation count and 2 to the
+# sequence number, so no writer takes either to 2**63; a word at or past it
+# is not one crawldedup wrote (and its next rotation would overflow the u64).
+MAX_COUNTER = 1 << 63
 
 
 def slot_bytes(num_bits: int) -> int:
@@ -117,6 +121,10 @@ def parse_state(header: _files.Header, payload: memoryview,
     check_schedule(rotate_every, epoch, periods, "rotation schedule ", bad)
     if newest >= generations:
         raise bad(f"newest generation slot {newest}, not below {generations}")
+    if rotations >= MAX_COUNTER:
+        raise bad(f"rotation count {rotations} not below 2**63")
+    if sequence >= MAX_COUNTER:
+        raise bad(f"sequence number {sequence} not below 2**63")
     if sequence & 1:  # a rotation was being written: it must be one that can be finished
         if not 1 <= drops <= generations:
             raise bad(f"a rotation in progress drops {drops} generations, not 1 to "
@@ -134,6 +142,9 @@ def parse_state(header: _files.Header, payload: memoryview,
                       f"{p_rotations}) does not follow from slot {newest}, rotation "
                       f"{rotations} and {drops} dropped")
         check_schedule(rotate_every, p_epoch, p_periods, "the rotation in progress: ", bad)
+        if p_rotations >= MAX_COUNTER:
+            raise bad(f"the rotation in progress: rotation count {p_rotations} not below "
+                      f"2**63")
     if any(payload[8 * 13:COUNTS_AT]) or any(payload[COUNTS_AT + 8 * generations:STATE_BYTES]):
         raise bad("unused bytes of the state block are set")
     layout = _files.LAYOUT_NAMES[header.layout]

@@ -305,6 +305,15 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         if header.insert_count > max_insert_count(header.num_bits):
             raise bad(f"insert count {header.insert_count} out of range for {header.num_bits} "
                       f"bits (at most {max_insert_count(header.num_bits)})")
+        # m and k are what the capacity, error rate and layout size: other
+        # ones would look for the stored keys at other bits.
+        try:
+            sizing = optimal_parameters(header.capacity, header.error_rate, layout)
+        except ValueError as exc:  # it names the capacity or the error rate
+            raise bad(str(exc)) from None
+        if (header.num_bits, header.num_hashes) != sizing:
+            raise bad(f"num_bits {header.num_bits} / num_hashes {header.num_hashes} do not "
+                      f"match the capacity, error rate and layout ({sizing[0]} / {sizing[1]})")
         return (header.capacity, header.error_rate, header.seed, header.num_bits,
                 header.num_hashes, layout)
 

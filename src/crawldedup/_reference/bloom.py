@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -256,6 +257,15 @@ def check_keys(keys: Union[list, tuple]) -> None:  # type: ignore[type-arg]
             raise TypeError(f"keys[{i}]: {exc}") from None
 
 
+# Writers of the bits exclude each other (all filters of the process share
+# the lock), as the core's writers do: a thread switch between reading a
+# key's bits and setting them would let two threads adding one key both be
+# told it is new, and one between reading and writing a byte would lose the
+# bit another thread set in it.  Processes sharing a mapped file get no such
+# exclusion from the twin (docs/format.md): the core's atomic adds give it.
+_WRITERS = threading.Lock()
+
+
 class BloomBits:
     """A bit array of ``num_bits`` bits probed by ``num_hashes`` positions per key.
 
@@ -417,9 +427,10 @@ class BloomBits:
         self._ready()
         positions = self._positions(key)
         self._writable()
-        fresh = self._probe_add(positions)
-        if fresh:
-            self._count_add(1)
+        with _WRITERS:
+            fresh = self._probe_add(positions)
+            if fresh:
+                self._count_add(1)
         return fresh
 
     def __contains__(self, key: object) -> bool:
@@ -456,11 +467,12 @@ class BloomBits:
         out = np.zeros(len(all_positions), dtype=np.bool_)
         if all_positions:
             self._writable()
-        for i, positions in enumerate(all_positions):
-            if self._probe_add(positions):
-                out[i] = True
-        if out.any():
-            self._count_add(int(out.sum()))
+        with _WRITERS:
+            for i, positions in enumerate(all_positions):
+                if self._probe_add(positions):
+                    out[i] = True
+            if out.any():
+                self._count_add(int(out.sum()))
         return out
 
     def _test_all(self, all_positions: List[List[int]]) -> np.ndarray:
@@ -502,15 +514,17 @@ class BloomBits:
         self._check_peer(other)
         self._writable()
         mine, theirs = self._ready(), other._ready()
-        merged = int.from_bytes(mine, "little") | int.from_bytes(theirs, "little")
-        mine[:] = merged.to_bytes(len(mine), "little")
+        with _WRITERS:
+            merged = int.from_bytes(mine, "little") | int.from_bytes(theirs, "little")
+            mine[:] = merged.to_bytes(len(mine), "little")
 
     def _and_from(self, other: "BloomBits") -> None:
         self._check_peer(other)
         self._writable()
         mine, theirs = self._ready(), other._ready()
-        common = int.from_bytes(mine, "little") & int.from_bytes(theirs, "little")
-        mine[:] = common.to_bytes(len(mine), "little")
+        with _WRITERS:
+            common = int.from_bytes(mine, "little") & int.from_bytes(theirs, "little")
+            mine[:] = common.to_bytes(len(mine), "little")
 
     def _bits_equal(self, other: "BloomBits") -> bool:
         self._check_peer(other)
@@ -518,8 +532,9 @@ class BloomBits:
 
     def _clear(self) -> None:
         bits = self._writable()
-        bits[:] = bytes(len(bits))
-        self._set_insert_count(0)
+        with _WRITERS:
+            bits[:] = bytes(len(bits))
+            self._set_insert_count(0)
 
     def _bits_view(self) -> memoryview:
         """A writable memoryview of the ``nbytes_for(num_bits)`` storage bytes."""

@@ -194,7 +194,11 @@ class BloomLogic:
         out = {n: f(meta, n, c) for n, c in (
             ("capacity", _checks.check_capacity), ("error_rate", _checks.check_error_rate),
             ("seed", _checks.check_seed), ("layout", _checks.check_layout))}
-        m, k = optimal_parameters(out["capacity"], out["error_rate"], out["layout"])
+        try:
+            m, k = optimal_parameters(out["capacity"], out["error_rate"], out["layout"])
+        except ValueError as exc:  # each is in range, but not the filter they size
+            raise self._corrupt(f"holds capacity {out['capacity']!r} and error_rate "
+                                f"{out['error_rate']!r}: {exc}") from None
         out["num_bits"] = f(meta, "num_bits", lambda v: _equal(v, m))
         out["num_hashes"] = f(meta, "num_hashes", lambda v: _equal(v, k))
         if out["layout"] == "standard":

@@ -201,10 +201,27 @@ class SimhashLogic:
             if type(v) is not int or not lo <= v <= hi:
                 raise self._corrupt(f"holds {field} {v!r}, not an int in [{lo}, {hi}]")
             out.append(v)
-        extra = sorted(set(meta) - {"format", "kind", "k", "shards"})
+        extra = sorted(set(meta) - {"format", "kind", "k", "shards", "blocks", "id_maps"})
         if extra:
             raise self._corrupt(f"holds fields this crawldedup never writes: {extra}")
+        # What k and shards make, kept beside them (as a Bloom filter keeps
+        # its bits and shard keys): an edit of k or shards alone, which
+        # would look up other buckets and shards, is named, not answered.
+        for field, made in self._derived(out[0], out[1]).items():
+            if field not in meta:
+                raise self._corrupt(f"has no {field!r}")
+            if meta[field] != made:
+                raise self._corrupt(f"holds {field} {meta[field]!r}, which k {out[0]} and "
+                                    f"shards {out[1]} do not make (was k or shards edited?)")
         return out[0], out[1]
+
+    def _derived(self, k: int, shards: int) -> Dict[str, Any]:
+        """The metadata fields that follow from k and shards: the blocks the
+        64 bits are cut into, and the id maps' key names."""
+        return {"blocks": [list(b) for b in _blocks(k)],
+                "id_maps": [(self.name + b":{" + tag + b"}:ids").decode("utf-8",
+                                                                      "surrogateescape")
+                            for tag in shard_tags(shards)]}
 
     def open_op(self, nodes: int) -> Op:
         """Read the metadata key (k and the shards), or create it: a name
@@ -224,8 +241,9 @@ class SimhashLogic:
                     f"a SimHash index of the layout without a metadata key (its keys "
                     f"{self.name.decode('utf-8', 'replace')}:ids:* and :k*); rebuild it "
                     f"under another name, or delete those keys")
+            shards = self.asked_shards or nodes
             meta = {"format": FORMAT_VERSION, "kind": "simhash", "k": self.asked_k,
-                    "shards": self.asked_shards or nodes}
+                    "shards": shards, **self._derived(self.asked_k, shards)}
             setnx = Request(self.meta_key, _resp.command(b"SET", self.meta_key,
                                                          json.dumps(meta), b"NX"))
             if self._check([setnx], (yield [setnx]))[0] is None:  # created meanwhile

@@ -47,7 +47,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from crawldedup._extras import install_hint
-from crawldedup.errors import StoreUnavailableError
+from crawldedup.errors import CorruptFileError, StoreUnavailableError
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
                                          LOGGER_NAME, DupeFilterConfigError, _open_backend,
@@ -148,7 +148,9 @@ class DupeFilter(BaseDupeFilter):
                      jobdir=job_dir(settings), debug=settings.getbool("DUPEFILTER_DEBUG"),
                      fingerprinter=crawler.request_fingerprinter, settings=settings,
                      stats=crawler.stats, spider_name=spider_name)
-        except (DupeFilterConfigError, StoreUnavailableError) as exc:
+        # a damaged state (a JOBDIR file, a Redis metadata key) stops the
+        # crawl the same way: one error line naming it, and the crawl fails
+        except (DupeFilterConfigError, StoreUnavailableError, CorruptFileError) as exc:
             df = cls.__new__(cls)
             df._fail(exc)
             crawler.signals.connect(df._refuse, signal=signals.spider_opened)
