@@ -5,16 +5,27 @@ whole."""
 
 from __future__ import annotations
 
+import array
 import hashlib
 import os
+import re
+import secrets
+import select
 import signal
 import stat
+import struct
 import sys
 from itertools import chain, compress
 from types import FrameType
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
+
+try:
+    import fcntl
+    import termios
+except ImportError:  # Windows: no pipe sizes (Output writes PIPE_BUF pieces)
+    fcntl = termios = None  # type: ignore[assignment]
 
 from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
                                 span_hashes, split_lines, url_digests_packed)
@@ -57,6 +68,30 @@ class SignalGuard:
             signal.signal(sig, previous)
 
 
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on the open file fd without waiting; False
+    when another process holds it.  The lock goes with the process: a
+    process killed with kill -9 releases it."""
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _names_file(fd: int, path: str) -> bool:
+    """Whether path still names the open file fd (not removed or replaced)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
 class StateLock:
     """An exclusive lock on ``PATH.lock``, held while a command uses PATH.
 
@@ -72,23 +107,14 @@ class StateLock:
     def __enter__(self) -> "StateLock":
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                if sys.platform == "win32":
-                    import msvcrt
-                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                else:
-                    import fcntl
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _try_lock(fd):
                 os.close(fd)
                 raise CrawldedupError(
                     f"the state file {self.path[:-5]!r} is in use by another crawldedup "
-                    f"process (lock {self.path!r})") from None
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-            except OSError:
-                same = False
-            if same:
+                    f"process (lock {self.path!r}); a local state file takes one writer at "
+                    f"a time: give each process its own --state, or share a Redis state or "
+                    f"a --db between them")
+            if _names_file(fd, self.path):
                 self._fd = fd
                 return self
             os.close(fd)  # removed by its last holder meanwhile: lock the new one
@@ -152,38 +178,154 @@ def _ended(lines: List[bytes]) -> bytes:
 _LAST = (b"",)
 
 
+#: The pending journal's header: a signature, the length of the candidates
+#: block that follows it, where the answer block starts in the file (0: not
+#: known yet) and its length, and how many bytes of the answer block were
+#: written to the output.
+_JOURNAL_MAGIC = b"\x89CDPEND\n"
+_JOURNAL_HEADER = struct.Struct("<8sQQQQ")
+_ANSWER_AT = 16  # offset of (answer start, answer length) in the header
+_PRINTED_AT = 32  # offset of the bytes printed
+
+
+class Pending:
+    """What a journal holds: the candidates of a chunk (lines the state did
+    not hold when the chunk was looked up, recorded or being recorded), or,
+    once the state answered, the lines to print (``answer``: one block of
+    lines, each ended by a newline), of which the output got
+    ``answer[:resume]`` whole."""
+
+    def __init__(self, candidates: List[bytes], answer: Optional[bytes] = None,
+                 resume: int = 0) -> None:
+        self.candidates = candidates
+        self.answer = answer
+        self.resume = resume
+
+    def count(self) -> int:
+        """How many URLs are left to print."""
+        if self.answer is not None:
+            return self.answer.count(b"\n", self.resume)
+        return len(self.candidates)
+
+
 class Journal:
-    """The URLs of the chunk being recorded and printed, kept in
-    ``STATE.pending`` until they are printed.  A run killed in between (or
-    whose output failed) left them recorded as seen but maybe not printed: the
-    next run prints them first.  Written without fsync: it guards against a
-    killed process, whose writes the OS keeps, not against power loss.
+    """The delivery of the chunk in flight, kept in a file until it is
+    printed: a run killed in between (or whose output failed) leaves it, and
+    the next run finishes the delivery first.  Written without fsync: it
+    guards against a killed process, whose writes the OS keeps, not against
+    power loss.
 
-    The file is empty while nothing is pending: ``hold`` writes a chunk at
-    its start, ``release`` truncates it (one system call each)."""
+    Each chunk goes through these steps, each one write: ``hold_data`` (the
+    candidates: the lines that the state did not hold when looked up, before
+    they are recorded), ``answer`` / ``answer_all`` (after the state
+    recorded them: which of them to print), ``progress`` (after each write
+    to the output: how much of the answer was printed), then ``release``
+    truncates the file: empty while nothing is pending.  The next run prints
+    the rest of a known answer from the last line the output got whole, and
+    records and prints the candidates of a chunk whose answer was not
+    known (see Deliverer.replay).  A journal is only ever written past what
+    it holds, or in its header, until it is released, so that a kill at
+    any moment leaves what it held readable.  A journal of the earlier
+    format (the lines alone) is read as candidates."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fd: Optional[int] = None) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644) \
+            if fd is None else fd
         self.dirty = True  # what an earlier run left: truncated before the first hold
+        self._size = 0  # the bytes written: an answer goes after them
 
-    def pending(self) -> List[bytes]:
+    def _damaged(self, size: int) -> CrawldedupError:
+        return CrawldedupError(
+            f"the pending journal {self.path!r} is damaged (its header does not match its "
+            f"{size:,} bytes); it may hold URLs recorded but not printed: read them in it, "
+            f"then remove it")
+
+    def pending(self) -> Optional[Pending]:
+        """What an earlier run left, or None.  CrawldedupError for a journal
+        whose header makes no sense (damage is never taken for "nothing")."""
         size = os.fstat(self.fd).st_size
+        self._size = size
+        if not size:
+            return None
         data = _read_at(self.fd, size, 0)
-        if not data.endswith(b"\n"):  # killed while writing it: nothing recorded yet
-            data = data[:data.rfind(b"\n") + 1]
-        # Unique: a chunk may hold a URL twice (the first one counted).
-        return list(dict.fromkeys(line for line in data.split(b"\n") if line))
+        if not data.startswith(_JOURNAL_MAGIC):
+            if _JOURNAL_MAGIC.startswith(data):
+                return None  # killed while writing the header: nothing recorded yet
+            lines = _lines_of(data)  # the earlier format
+            self._rewrite(_ended(lines))
+            return Pending(lines)
+        if len(data) < _JOURNAL_HEADER.size:
+            return None  # killed while writing the header: nothing recorded yet
+        _, held, start, length, printed = _JOURNAL_HEADER.unpack_from(data)
+        end = _JOURNAL_HEADER.size + held
+        if start == 0:
+            if length or printed:
+                raise self._damaged(size)
+            # A cut write leaves a tail that the lines' end drops; its lines
+            # were not recorded (the state is written after the hold).
+            return Pending(_lines_of(data[_JOURNAL_HEADER.size:end]))
+        if (end > size or (start != _JOURNAL_HEADER.size and start < end)
+                or start + length > size or printed > length
+                or (start == _JOURNAL_HEADER.size and length != held)):
+            raise self._damaged(size)
+        answer = data[start:start + length]
+        return Pending([], answer, answer.rfind(b"\n", 0, printed) + 1)
+
+    def _rewrite(self, block: bytes) -> None:
+        """Replace the journal, all or nothing, by one in this format that
+        holds block as its candidates (the new file locked before it takes
+        the journal's name, when the journal is locked)."""
+        tmp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            _try_lock(fd)
+            head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(block), 0, 0, 0)
+            _write_at(fd, head + block, 0)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        os.close(self.fd)
+        self.fd = fd
+        self._size = len(head) + len(block)
 
     def hold(self, urls: List[bytes]) -> None:
         self.hold_data(_ended(urls))
 
     def hold_data(self, data: bytes) -> None:
-        """hold, given the lines as one block, each ended by a newline."""
+        """Hold the candidates, given as one block of lines, each ended by a
+        newline."""
         if self.dirty:
             os.ftruncate(self.fd, 0)
         self.dirty = True
-        _write_at(self.fd, data, 0)
+        head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(data), 0, 0, 0)
+        if hasattr(os, "pwritev"):
+            _writev_at(self.fd, [head, data], 0)
+        else:  # pragma: no cover (Windows)
+            _write_at(self.fd, head + data, 0)
+        self._size = len(head) + len(data)
+
+    def answer_all(self) -> None:
+        """The state recorded every candidate held: all of them are printed."""
+        _write_at(self.fd, struct.pack("<QQQ", _JOURNAL_HEADER.size,
+                                        self._size - _JOURNAL_HEADER.size, 0), _ANSWER_AT)
+
+    def answer(self, data: bytes) -> None:
+        """The lines to print (one block, each ended by a newline), held
+        after what the journal holds, and then named in the header."""
+        at = self._size
+        _write_at(self.fd, data, at)
+        self._size = at + len(data)
+        _write_at(self.fd, struct.pack("<QQQ", at, len(data), 0), _ANSWER_AT)
+
+    def progress(self, printed: int) -> None:
+        """printed bytes of the answer are in the output."""
+        _write_at(self.fd, struct.pack("<Q", printed), _PRINTED_AT)
 
     def release(self) -> None:
         os.ftruncate(self.fd, 0)
@@ -192,13 +334,70 @@ class Journal:
     def close(self) -> None:
         try:
             empty = os.fstat(self.fd).st_size == 0
+            if empty:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
         finally:
-            os.close(self.fd)
-        if empty:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            os.close(self.fd)  # after the unlink: closing releases a lock
+
+
+def _lines_of(data: bytes) -> List[bytes]:
+    """The distinct lines of a block, without a last line not ended by a
+    newline (cut short by a kill: not recorded yet)."""
+    data = data[:data.rfind(b"\n") + 1]
+    # Unique: a chunk may hold a URL twice (the first one counted).
+    return list(dict.fromkeys(line for line in data.split(b"\n") if line))
+
+
+def own_journal(base: str) -> Journal:
+    """This process's journal for a state it shares with other processes
+    (Redis, a database): ``BASE.pending-PID-TOKEN``, created and locked
+    (the lock is held until it is closed, and dies with the process), so
+    that several processes on one machine run at once and a later one can
+    tell a killed process's journal from a live one's (see orphans)."""
+    for _ in range(100):
+        path = f"{base}.pending-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         0o644)
+        except FileExistsError:
+            continue
+        # Between the creation and the lock, another process may have taken
+        # the empty file for an orphan and removed it: try another name.
+        if _try_lock(fd) and _names_file(fd, path):
+            journal = Journal(path, fd)
+            journal.dirty = False
+            return journal
+        os.close(fd)
+    raise CrawldedupError(f"cannot create a pending journal beside {base!r}")
+
+
+def orphans(base: str) -> Iterator[Journal]:
+    """The journals beside base that no live process holds: those of killed
+    processes (and ``BASE.pending``, the name every process used before
+    journals were per process), each locked by this process while it is
+    handled, so that exactly one process takes each.  The caller finishes
+    the delivery and closes it (which removes it once it is empty)."""
+    folder, name = os.path.split(base)
+    own = re.compile(re.escape(name) + r"\.pending(-\d+-[0-9a-f]{8})?")
+    try:
+        entries = sorted(os.listdir(folder or "."))
+    except OSError:
+        return
+    for entry in entries:
+        if not own.fullmatch(entry):
+            continue
+        path = os.path.join(folder, entry)
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        except OSError:
+            continue  # removed by the process that took it
+        if not (_try_lock(fd) and _names_file(fd, path)):
+            os.close(fd)  # a live process's, or taken and removed meanwhile
+            continue
+        yield Journal(path, fd)
 
 
 def _read_at(fd: int, size: int, offset: int) -> bytes:
@@ -223,6 +422,102 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
             done = os.write(fd, view)
         view = view[done:]
         offset += done
+
+
+def _writev_at(fd: int, parts: List[bytes], offset: int) -> None:
+    total = sum(len(part) for part in parts)
+    done = os.pwritev(fd, parts, offset)
+    if done < total:  # rare: finish what one call did not write
+        _write_at(fd, b"".join(parts)[done:], offset + done)
+
+
+#: The most a write to a regular file (or a terminal, a socket) takes at a
+#: time: a kill -9 during a write can leave part of it written without the
+#: journal knowing, which the next run prints again, so a write is small.
+FILE_PIECE = 1 << 16
+_PAGE = 4096
+#: A write to a pipe of at most this many bytes is atomic.
+_PIPE_BUF = int(getattr(select, "PIPE_BUF", 512))
+
+
+class Output:
+    """The command's output, written whole (see _write_all) in pieces whose
+    progress the journal records after each write: a run killed while it
+    prints a chunk leaves the journal saying how far the output got, and
+    the next run prints the rest, from the last line the output got whole.
+
+    Into an empty pipe, a piece is at most its size (``F_GETPIPE_SZ``) less a
+    page: such a write is copied whole before a signal is looked at.  Into
+    a pipe that holds data (``FIONREAD``; the pages it holds may be partly
+    filled, so the room in bytes is not known), or one whose size cannot be
+    seen, a piece is at most ``PIPE_BUF`` bytes: such a write is all or
+    nothing.  So a kill lands between two writes, not within one; what is
+    left is the moment between a write's return and the journal's record
+    of it.
+    """
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.fd: Optional[int] = None
+        # > 0: a pipe of that size whose room can be seen; -1: a pipe whose
+        # room cannot be seen; 0: not a pipe.
+        self.pipe_size = 0
+        try:
+            self.fd = out.fileno()
+            if not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
+                return
+        except (AttributeError, OSError, ValueError):
+            return
+        self.pipe_size = -1
+        try:
+            size = int(fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ))
+            _unread(self.fd)
+        except (AttributeError, OSError):  # not Linux (or no fcntl: Windows)
+            return
+        self.pipe_size = size
+
+    def _limit(self) -> int:
+        """The most the next write takes."""
+        if self.pipe_size > 0:
+            assert self.fd is not None
+            try:
+                empty = not _unread(self.fd)
+            except OSError:
+                empty = False
+            return self.pipe_size - _PAGE if empty else _PIPE_BUF
+        if self.pipe_size < 0:
+            return _PIPE_BUF
+        return FILE_PIECE
+
+    def write(self, data: bytes, journal: Journal, start: int = 0) -> None:
+        """Write data[start:] whole, recording in the journal how much of
+        data is in the output after each write."""
+        out = self.out
+        try:
+            out.flush()
+            if self.fd is None:  # not a file: an in-memory stream
+                out.write(data[start:])
+                out.flush()
+                journal.progress(len(data))
+                return
+            view = memoryview(data)
+            at = start
+            while at < len(data):
+                end = at + self._limit()
+                if end < len(data):
+                    cut = data.rfind(b"\n", at, end) + 1
+                    end = cut if cut > at else data.find(b"\n", end) + 1 or len(data)
+                at += os.write(self.fd, view[at:end])
+                journal.progress(at)
+        except (OSError, ValueError) as exc:
+            raise OutputFailed(str(exc)) from None
+
+
+def _unread(fd: int) -> int:
+    """The bytes a pipe holds, not read yet (``FIONREAD``, either end)."""
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf, True)
+    return buf[0]
 
 
 def _write_all(out: BinaryIO, data: bytes) -> None:
@@ -405,7 +700,7 @@ class Deliverer:
         self.state = state
         self.journal = journal
         self.canonical = canonical
-        self.out = out
+        self.output = Output(out)
         # Canonical forms cost 20 times a line's hash: a line met before in
         # this run is a duplicate without one (not for a state that refreshes
         # the keys it meets again, nor in the block mode of a state that says
@@ -542,33 +837,52 @@ class Deliverer:
         self.journal.hold_data(held)
         added = self.state.add_many(keys)
         if added.all():
+            self.journal.answer_all()
             out, printed = held, len(spans)
         else:
             out, printed = gather_spans(data, _rows(spans, added)), int(added.sum())
-        try:
             if printed:
-                _write_all(self.out, out)
-        except (OSError, ValueError) as exc:
-            raise OutputFailed(str(exc)) from None
+                self.journal.answer(out)
+        if printed:
+            self.output.write(out, self.journal)
         self.journal.release()
         return n, printed
 
-    def replay(self, lines: List[bytes]) -> int:
-        """Print the URLs an interrupted run held (recording them again)."""
-        return self._deliver(lines, self.keys(lines), everything=True)
+    def replay(self, journal: Journal, pending: Pending) -> int:
+        """Finish the delivery that an interrupted run left in a journal
+        (this process's own, or a killed process's): print the rest of its
+        answer; or, when that run did not learn the state's answer, record
+        its candidates again (which changes nothing for those it recorded)
+        and print them all.  Every candidate was absent from the state when
+        its chunk was looked up: with one writer, the state holds it now
+        only because that run recorded it (see docs/cli.md for a state
+        shared by several).  Returns how many URLs it printed."""
+        if pending.answer is not None:
+            data, resume = pending.answer, pending.resume
+        else:
+            lines = pending.candidates
+            data, resume = _ended(lines), 0
+            if lines:
+                self.state.add_many(self.keys(lines))
+                journal.answer(data)  # written after what it holds
+        if resume < len(data):
+            self.output.write(data, journal, resume)
+        journal.release()
+        return data.count(b"\n", resume)
 
-    def _deliver(self, lines: List[bytes], keys: Any, everything: bool = False) -> int:
+    def _deliver(self, lines: List[bytes], keys: Any) -> int:
         held = _ended(lines)
         self.journal.hold_data(held)
         added = self.state.add_many(keys).tolist()
-        if not everything and not all(added):
+        if all(added):
+            self.journal.answer_all()
+        else:
             lines = list(compress(lines, added))
             held = _ended(lines)
-        try:
             if lines:
-                _write_all(self.out, held)
-        except (OSError, ValueError) as exc:
-            raise OutputFailed(str(exc)) from None
+                self.journal.answer(held)
+        if lines:
+            self.output.write(held, self.journal)
         self.journal.release()
         return len(lines)
 

@@ -100,12 +100,14 @@ class ExactState(UrlState):
             except ValueError as exc:
                 raise CrawldedupError(f"--db {self.db!r}: {exc}") from None
             # The store's insert-if-absent is atomic and reports what it
-            # added; the lookup before it is local: the digests this run
-            # knows to be in the database (it added or met them), so that
-            # repeats never reach the database.  Big batches.
+            # added.  The lookup before it asks the database about the
+            # digests this run does not know to be there (it added or met
+            # them: repeats never reach the database), so that the pending
+            # journal holds only what the database did not have.  Big
+            # batches.
             self.read_size = DB_READ_SIZE
             self.known = FingerprintSet(DIGEST_SIZE)
-            self.contains_many = self.known.contains_many
+            self.contains_many = self._db_contains_many
             return
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -161,14 +163,30 @@ class ExactState(UrlState):
         own compiled pass."""
         return canonical.digests(lines)  # type: ignore[no-any-return]
 
+    def _db_contains_many(self, digests: np.ndarray) -> np.ndarray:
+        """True where the database holds the digest: known to this run, or
+        found by a lookup of the others in the database."""
+        seen = self.known.contains_many(digests)
+        ask = np.flatnonzero(~seen)
+        if len(ask):
+            asked = digests.take(ask)
+            found = self.store.contains_many(asked)
+            if found.any():
+                seen[ask[found]] = True
+                self._know(asked[found])
+        return seen
+
+    def _know(self, digests: np.ndarray) -> None:
+        if len(self.known) > KNOWN_LIMIT:
+            self.known.clear()  # only a cache: the database decides
+        self.known.add_many(digests)
+
     def add_many(self, digests: np.ndarray) -> np.ndarray:
         """Record the digests (in the log first, or in the database); True
         where this call added them."""
         if self.store is not None:
             added = self.store.add_many(digests)
-            if len(self.known) > KNOWN_LIMIT:
-                self.known.clear()  # only a cache: the database decides
-            self.known.add_many(digests)
+            self._know(digests)
             return added  # type: ignore[no-any-return]
         assert self.fps is not None and self._log is not None
         self._log.write(digests.tobytes())

@@ -5,6 +5,7 @@ docstring for its guarantees)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import stat
@@ -16,8 +17,8 @@ from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
 from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
-                                      OutputFailed, SignalGuard, StateLock, Stopped, read_blocks,
-                                      read_lines)
+                                      OutputFailed, SignalGuard, StateLock, Stopped, orphans,
+                                      own_journal, read_blocks, read_lines)
 from crawldedup.cli._url_state import BloomState
 from crawldedup.errors import CrawldedupError
 
@@ -139,7 +140,7 @@ def expected_lines(sources: List[BinaryIO]) -> int:
 def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
     _check_urls_args(args)
     from crawldedup.redis import cli as redis_cli
-    in_redis = redis_cli.is_redis_url(args.state)  # its lock and journal stay local
+    in_redis = redis_cli.is_redis_url(args.state)  # its journals stay local
     state_path = redis_cli.local_state_path(args.state) if in_redis else \
         os.path.abspath(args.state)
     if not args.db and not in_redis:
@@ -156,19 +157,27 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
 
     read = new = replayed = 0
-    with StateLock(state_path), SignalGuard() as guard:
+    # A local state file takes one writer at a time (its lock) and one
+    # journal; a state shared with other processes (Redis, a database) takes
+    # one journal per process, and this one finishes the journals that
+    # killed processes left (see _delivery.orphans).
+    shared = bool(args.db) or in_redis
+    with (contextlib.nullcontext() if shared else StateLock(state_path)), \
+            SignalGuard() as guard:
         state = _open_urls_state(state_path, args, err)
-        journal = Journal(state_path + ".pending")
+        journal = own_journal(state_path) if shared else Journal(state_path + ".pending")
         deliver = Deliverer(state, journal, canonical, out)
         deliver.expect(expected_lines(sources))
         ahead: Optional[KeysAhead] = None
         try:
-            replay = journal.pending()
-            if replay:
-                err.write(f"crawldedup: note: printing {counted(len(replay), 'URL')} that an "
-                          f"interrupted run recorded but may not have printed\n")
-                deliver.replay(replay)
-                replayed = len(replay)
+            if shared:
+                for orphan in orphans(state_path):
+                    try:
+                        replayed += _replay(deliver, orphan, err)
+                    finally:
+                        orphan.close()
+            else:
+                replayed += _replay(deliver, journal, err)
             if deliver.computes_keys():
                 ahead = KeysAhead(deliver)
             for source in sources:
@@ -240,6 +249,19 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
     return 0
+
+
+def _replay(deliver: Deliverer, journal: Journal, err: IO[str]) -> int:
+    """Finish the delivery an interrupted run left in journal; how many URLs
+    it printed."""
+    pending = journal.pending()
+    if pending is None or not pending.count():
+        if pending is not None:
+            journal.release()
+        return 0
+    err.write(f"crawldedup: note: printing {counted(pending.count(), 'URL')} that an "
+              f"interrupted run recorded but may not have printed\n")
+    return deliver.replay(journal, pending)
 
 
 def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
