@@ -6,123 +6,20 @@ database."""
 import collections
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
-import uuid
 
 import pytest
 
-from conftest import require_module, require_service
-
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-
-
-class Run:
-    """``crawldedup urls ARGS FILE`` as a subprocess whose output a thread
-    reads as it comes (a pipe, as a consumer would)."""
-
-    def __init__(self, args, source, env=ENV):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "crawldedup", "urls", *map(str, args), str(source)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        self.out = []
-        self.err = b""
-        self._threads = [threading.Thread(target=self._read_out),
-                         threading.Thread(target=self._read_err)]
-        for thread in self._threads:
-            thread.start()
-
-    def _read_out(self):
-        while True:
-            data = self.proc.stdout.read1(1 << 16)
-            if not data:
-                break
-            self.out.append(data)
-
-    def _read_err(self):
-        self.err = self.proc.stderr.read()
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-
-    def wait(self):
-        code = self.proc.wait(timeout=300)
-        for thread in self._threads:
-            thread.join()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        return code
-
-    def lines(self):
-        """The lines the output got whole (a killed run's output may end
-        with part of a line, which a later run prints whole)."""
-        data = b"".join(self.out)
-        return data[:data.rfind(b"\n") + 1].decode().splitlines()
-
-
-def urls(start, stop):
-    return [f"https://shop{i % 97}.example/item/{i}?ref={i * 7919 % 1000}"
-            for i in range(start, stop)]
+from cli_states import ENV, KINDS, Run, states, urls
 
 
 @pytest.fixture
 def state_of(tmp_path):
-    """The --state/--db arguments of each state kind, on a state of its own
-    (a private schema, database or key prefix), removed afterwards."""
-    cleanups = []
-
-    def make(kind):
-        local = tmp_path / "local"
-        if kind == "bloom":
-            return ["--state", tmp_path / "s.bloom", "--capacity", "1000000",
-                    "--error-rate", "1e-7"]
-        if kind == "exact":
-            return ["--state", tmp_path / "s.fps", "--exact"]
-        if kind == "sqlite":
-            return ["--state", local, "--db", f"sqlite:///{tmp_path / 's.db'}"]
-        if kind in ("redis", "redis-db"):
-            redis = require_module("redis")
-            base = require_service("redis")
-            prefix = f"cdtest:{uuid.uuid4().hex[:12]}"
-
-            def drop():
-                client = redis.Redis.from_url(base)
-                keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-                if keys:
-                    client.delete(*keys)
-                client.close()
-            cleanups.append(drop)
-            url = base.rstrip("/").rsplit("/", 1)[0] + "/0/" + prefix
-            if kind == "redis":
-                return ["--state", url, "--capacity", "1000000", "--error-rate", "1e-7"]
-            return ["--state", local, "--db", url]
-        sa = require_module("sqlalchemy")
-        base = require_service(kind)
-        name = f"cd_{uuid.uuid4().hex[:12]}"
-        engine = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.exec_driver_sql(f"CREATE {'SCHEMA' if kind == 'postgresql' else 'DATABASE'} "
-                                 f"{name}")
-
-        def drop():
-            with engine.connect() as conn:
-                conn.exec_driver_sql(f"DROP {'SCHEMA' if kind == 'postgresql' else 'DATABASE'} "
-                                     f"{name}" + (" CASCADE" if kind == "postgresql" else ""))
-            engine.dispose()
-        cleanups.append(drop)
-        if kind == "postgresql":
-            url = f"{base}?options=-csearch_path%3D{name}"
-        else:
-            url = base.rsplit("/", 1)[0] + "/" + name
-        return ["--state", local, "--db", url]
-
-    yield make
-    for cleanup in cleanups:
-        cleanup()
+    with states(tmp_path) as make:
+        yield make
 
 
 def check_once(runs, expected):
@@ -130,9 +27,6 @@ def check_once(runs, expected):
     twice = {url: n for url, n in printed.items() if n > 1}
     assert not twice, f"{len(twice)} URLs printed more than once, e.g. {list(twice)[:3]}"
     assert set(printed) == set(expected), (len(set(expected) - set(printed)), "lost")
-
-
-KINDS = ["bloom", "exact", "sqlite", "postgresql", "mariadb", "redis", "redis-db"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -143,7 +37,7 @@ def test_kill_minus_nine_at_any_moment_prints_each_url_once(kind, state_of, tmp_
     pending journal of a --db run used to hold every line its in-process
     cache did not know, so the run after a kill printed again URLs that
     the database had had for long."""
-    args = state_of(kind)
+    args = state_of(kind).args
     rng = random.Random(f"{kind}-kills")
     inputs = []
     for n, (start, stop) in enumerate([(0, 30_000), (10_000, 45_000), (0, 60_000)]):
@@ -193,7 +87,7 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     once overall; only when the kill cut the insert of a chunk (before the
     state's answer was recorded) may a URL of that chunk that another
     process added meanwhile be printed by both (docs/cli.md)."""
-    args = state_of(kind)
+    args = state_of(kind).args
     env = dict(ENV, TMPDIR=str(tmp_path))
     everything = urls(0, 60_000)
     rng = random.Random(f"{kind}-fleet")

@@ -17,7 +17,7 @@ Two places to keep them:
   other SQLAlchemy URL -> SQLStore).  Its atomic insert-if-absent records
   them, and only URLs that this run's insert added are printed, so several
   crawlers sharing one database print each URL once between them.  ``--state``
-  then names the local lock and pending journal.
+  then names the local pending journals (one a process).
 
 It is a ``crawldedup.cli._url_state.UrlState``: the command computes each chunk's
 digests once (``keys``) and hands them to the lookup and the insert.
@@ -163,12 +163,32 @@ class ExactState(UrlState):
         own compiled pass."""
         return canonical.digests(lines)  # type: ignore[no-any-return]
 
+    def check_key_mode(self, mode: str, err: IO[str]) -> None:
+        """--db: record the key mode in the database, or refuse another
+        (cli._key_mode)."""
+        from crawldedup.cli import _key_mode
+        assert self.db is not None
+        if hasattr(self.store, "_transport"):  # a RedisStore
+            record: Any = _key_mode.RedisRecord(self.store._transport.client, self.store.name,
+                                                False)
+        else:
+            record = _key_mode.StoreRecord(self.db)
+        try:
+            _key_mode.check(record, mode, f"the database {self.db}",
+                            lambda: len(self.store) > 0, err)
+        finally:
+            record.close()
+
     def _db_contains_many(self, digests: np.ndarray) -> np.ndarray:
         """True where the database holds the digest: known to this run, or
         found by a lookup of the others in the database."""
         seen = self.known.contains_many(digests)
         ask = np.flatnonzero(~seen)
         if len(ask):
+            # In key order, the lookups walk the table's B-tree from left to
+            # right (as the store's inserts do) instead of jumping about it.
+            order = np.argsort(digests.take(ask))
+            ask = ask[order]
             asked = digests.take(ask)
             found = self.store.contains_many(asked)
             if found.any():

@@ -16,6 +16,7 @@ from crawldedup._near_dups import close_inputs
 from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
+from crawldedup.cli import _key_mode
 from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
                                       OutputFailed, SignalGuard, StateLock, Stopped, orphans,
                                       own_journal, read_blocks, read_lines)
@@ -147,6 +148,13 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         _check_writable(state_path)
     if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
         _check_new_state_size(state_path, args)
+    mode = _key_mode.mode_of(args)
+    shared = bool(args.db) or in_redis
+    if not shared:
+        # Another key mode is refused before anything is opened (and again
+        # under the state's lock, where the mode is recorded).
+        _key_mode.check(_file_record(state_path, args), mode, f"the state {args.state}",
+                        lambda: True, err, write=False)
     canonical = Canonical(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
     try:
@@ -161,15 +169,20 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
     # journal; a state shared with other processes (Redis, a database) takes
     # one journal per process, and this one finishes the journals that
     # killed processes left (see _delivery.orphans).
-    shared = bool(args.db) or in_redis
     with (contextlib.nullcontext() if shared else StateLock(state_path)), \
             SignalGuard() as guard:
+        # A local state's key mode is recorded once the state opened.
+        record = None if shared else _file_record(state_path, args)
         state = _open_urls_state(state_path, args, err)
         journal = own_journal(state_path) if shared else Journal(state_path + ".pending")
         deliver = Deliverer(state, journal, canonical, out)
         deliver.expect(expected_lines(sources))
         ahead: Optional[KeysAhead] = None
         try:
+            if record is not None:
+                _key_mode.check(record, mode, f"the state {args.state}", lambda: True, err)
+            else:
+                state.check_key_mode(mode, err)
             if shared:
                 for orphan in orphans(state_path):
                     try:
@@ -249,6 +262,12 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
     return 0
+
+
+def _file_record(state_path: str, args: argparse.Namespace) -> _key_mode.FileRecord:
+    """The key mode record of a local state file."""
+    return _key_mode.FileRecord(state_path, _key_mode.file_is_new(
+        state_path, state_path + ".log" if args.exact else None))
 
 
 def _replay(deliver: Deliverer, journal: Journal, err: IO[str]) -> int:
