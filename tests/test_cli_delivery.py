@@ -130,3 +130,97 @@ def test_a_local_state_file_keeps_one_writer(tmp_path):
     assert b"in use by another crawldedup process" in run.stderr
     assert b"share a Redis state or a --db" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+# ---- journals written by hand: what a killed run leaves, read by the next
+
+MAGIC = b"\x89CDPEND\n"
+
+
+def journal(candidates, answer=None, printed=0):
+    """The bytes of a pending journal: the candidates held, and the answer
+    (the lines to print, after them) with how much of it was printed."""
+    held = "".join(f"{u}\n" for u in candidates).encode()
+    if answer is None:
+        return struct.pack("<8sQQQQ", MAGIC, len(held), 0, 0, 0) + held
+    block = "".join(f"{u}\n" for u in answer).encode()
+    return (struct.pack("<8sQQQQ", MAGIC, len(held), 40 + len(held), len(block), printed)
+            + held + block)
+
+
+def crawldedup(args, stdin=b"", env=ENV):
+    return subprocess.run([sys.executable, "-m", "crawldedup", "urls", *map(str, args)],
+                          input=stdin, capture_output=True, env=env, timeout=120)
+
+
+def test_the_rest_of_a_recorded_answer_is_printed_from_its_last_whole_line(tmp_path):
+    state = tmp_path / "s.bloom"
+    answer = ["https://a/1", "https://a/2", "https://a/3"]
+    # What the killed run recorded (https://a/0 was there before it).
+    recorded = "".join(f"{u}\n" for u in ["https://a/0", *answer]).encode()
+    assert crawldedup(["--state", state], recorded).returncode == 0
+    # Killed while printing: 3 of 4 candidates were new, the output got the
+    # first one and part of the second.
+    (tmp_path / "s.bloom.pending").write_bytes(
+        journal(["https://a/0", *answer], answer, len("https://a/1\nhttps://a/")))
+    run = crawldedup(["--state", state], b"https://a/1\nhttps://a/4\n")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == b"https://a/2\nhttps://a/3\nhttps://a/4\n"
+    assert b"printing 2 URLs that an interrupted run" in run.stderr
+    assert not (tmp_path / "s.bloom.pending").exists()
+
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_candidates_without_an_answer_are_recorded_and_printed(tmp_path, old_format):
+    """Killed while the state recorded a chunk: its candidates (absent from
+    the state when looked up) are recorded again and printed; a journal of
+    the format before the answer was journaled (the lines alone) too."""
+    state = tmp_path / "s.fps"
+    lines = ["https://b/1", "https://b/2"]
+    data = "".join(f"{u}\n" for u in lines).encode() + b"https://b/3" if old_format \
+        else journal(lines)[:-3]  # the last line's write was cut: not recorded yet
+    (tmp_path / "s.fps.pending").write_bytes(data)
+    run = crawldedup(["--state", state, "--exact"], b"https://b/2\nhttps://b/3\n")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == b"https://b/1\nhttps://b/2\nhttps://b/3\n"
+    again = crawldedup(["--state", state, "--exact"], b"https://b/1\nhttps://b/3\n")
+    assert again.returncode == 0 and again.stdout == b""
+
+
+def test_a_damaged_journal_is_named_and_kept(tmp_path):
+    state = tmp_path / "s.bloom"
+    bad = bytearray(journal(["https://c/1"], ["https://c/1"]))
+    bad[24:32] = struct.pack("<Q", 10_000)  # an answer longer than the file
+    (tmp_path / "s.bloom.pending").write_bytes(bytes(bad))
+    run = crawldedup(["--state", state], b"https://c/2\n")
+    assert run.returncode == 1 and run.stdout == b""
+    assert b"s.bloom.pending" in run.stderr and b"damaged" in run.stderr
+    assert (tmp_path / "s.bloom.pending").read_bytes() == bytes(bad)
+
+
+def test_a_shared_state_takes_orphaned_journals_not_live_ones(tmp_path):
+    """--db: the journal of a killed process (no lock on it) is finished by
+    the next process, once; one that a live process holds is left to it;
+    BASE.pending, the single journal of an older crawldedup, is taken too."""
+    import fcntl
+    local = tmp_path / "local"
+    args = ["--state", local, "--db", f"sqlite:///{tmp_path / 's.db'}"]
+    assert crawldedup(args, b"https://d/1\n").returncode == 0  # what the killed one recorded
+    dead = tmp_path / "local.pending-123-0123abcd"
+    dead.write_bytes(journal(["https://d/1"], ["https://d/1"]))
+    (tmp_path / "local.pending").write_bytes(b"https://d/2\n")
+    live = tmp_path / "local.pending-456-89abcdef"
+    live.write_bytes(journal(["https://d/3"]))
+    held = os.open(live, os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        run = crawldedup(args, b"https://d/1\nhttps://d/4\n")
+    finally:
+        os.close(held)
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.split()) == [b"https://d/1", b"https://d/2", b"https://d/4"]
+    assert not dead.exists() and not (tmp_path / "local.pending").exists()
+    assert live.exists()  # its owner was alive: now it is not, the next run takes it
+    run = crawldedup(args)
+    assert run.returncode == 0 and run.stdout == b"https://d/3\n"
+    assert [p.name for p in tmp_path.iterdir() if "pending" in p.name] == []
