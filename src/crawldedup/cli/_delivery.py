@@ -441,10 +441,17 @@ _PIPE_BUF = int(getattr(select, "PIPE_BUF", 512))
 
 
 class Output:
-    """The command's output, written whole (see _write_all) in pieces whose
-    progress the journal records after each write: a run killed while it
-    prints a chunk leaves the journal saying how far the output got, and
-    the next run prints the rest, from the last line the output got whole.
+    """The command's output, written whole in pieces whose progress the
+    journal records after each write: a run killed while it prints a chunk
+    leaves the journal saying how far the output got, and the next run
+    prints the rest, from the last line the output got whole.
+
+    The pieces go to the file descriptor with os.write, which returns how
+    much it wrote, until all is written (the buffered writer flushed
+    first): a buffered writer's write() of a big block into a full pipe
+    drops the rest of the block when a signal arrives meanwhile and its
+    handler returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the
+    other end), and the command would have recorded URLs it never printed.
 
     Into an empty pipe, a piece is at most its size (``F_GETPIPE_SZ``) less a
     page: such a write is copied whole before a signal is looked at.  Into
@@ -518,27 +525,6 @@ def _unread(fd: int) -> int:
     buf = array.array("i", [0])
     fcntl.ioctl(fd, termios.FIONREAD, buf, True)
     return buf[0]
-
-
-def _write_all(out: BinaryIO, data: bytes) -> None:
-    """Write data to out whole, and flush it.
-
-    A buffered writer's write() of a big block into a full pipe drops the
-    rest of the block when a signal arrives meanwhile and its handler
-    returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the other
-    end): the command would have recorded URLs it never printed.  So the
-    block goes to the file descriptor with os.write, which returns how much
-    it wrote, until all is written; the buffered writer is flushed first."""
-    out.flush()
-    try:
-        fd = out.fileno()
-    except (AttributeError, OSError, ValueError):  # not a file: an in-memory stream
-        out.write(data)
-        out.flush()
-        return
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 SLOW_CACHE = 1 << 16
