@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 from conftest import require_module, require_service
@@ -41,6 +42,12 @@ class Run:
 
     def _read_err(self):
         self.err = self.proc.stderr.read()
+
+    def started(self, timeout):
+        """Wait until the run printed something (or ended)."""
+        deadline = time.monotonic() + timeout
+        while not self.out and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)

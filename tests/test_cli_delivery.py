@@ -6,6 +6,7 @@ database."""
 import collections
 import os
 import random
+import signal
 import struct
 import subprocess
 import sys
@@ -99,13 +100,17 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
         path.write_text("\n".join(mine) + "\n")
         inputs.append(path)
     fleet = [Run(args, source, env) for source in inputs]
-    time.sleep(rng.uniform(0.6, 1.5))
-    fleet[0].kill()
+    victim = fleet[0]
+    victim.started(timeout=60)  # killed while it works, not while Python starts
+    time.sleep(rng.uniform(0, 0.5))
+    # Stopped first, so that its journal can be read as the kill leaves it
+    # (another process may take it as soon as the process is gone).
+    victim.proc.send_signal(signal.SIGSTOP)
+    its = f".pending-{victim.proc.pid}-"
+    cut = [url for p in tmp_path.iterdir() if its in p.name for url in unanswered(p)]
+    victim.kill()
     codes = [run.wait() for run in fleet]
     assert codes[1:] == [0, 0, 0], [run.err for run in fleet[1:]]
-    journals = [p for p in tmp_path.iterdir() if ".pending-" in p.name]
-    assert len(journals) <= 1  # the killed process's, when it held a chunk
-    cut = [url for p in journals for url in unanswered(p)]
     later = Run(args, inputs[0], env)  # finishes the killed process's journal first
     assert later.wait() == 0, later.err
     runs = fleet + [later]
