@@ -19,26 +19,27 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
 
 class Run:
-    """``crawldedup urls ARGS FILE`` as a subprocess whose output a thread
-    reads as it comes (a pipe, as a consumer would)."""
+    """``crawldedup urls ARGS FILE`` as a subprocess whose output goes into a
+    pipe read by another process (``cat``, into a file), as a consumer
+    would: a reader in the test's own process would wake when it reads,
+    next to the test's thread that kills, which would time the kills to
+    the moments just after the run's writes."""
 
-    def __init__(self, args, source, env=ENV):
+    _n = 0
+
+    def __init__(self, args, source, env=ENV, folder=None):
+        Run._n += 1
+        self.path = os.path.join(folder or os.environ.get("TMPDIR", "/tmp"),
+                                 f"out-{os.getpid()}-{Run._n}.txt")
+        self._file = open(self.path, "wb")
+        self.reader = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=self._file)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "crawldedup", "urls", *map(str, args), str(source)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        self.out = []
+            stdout=self.reader.stdin, stderr=subprocess.PIPE, env=env)
+        self.reader.stdin.close()
         self.err = b""
-        self._threads = [threading.Thread(target=self._read_out),
-                         threading.Thread(target=self._read_err)]
-        for thread in self._threads:
-            thread.start()
-
-    def _read_out(self):
-        while True:
-            data = self.proc.stdout.read1(1 << 16)
-            if not data:
-                break
-            self.out.append(data)
+        self._thread = threading.Thread(target=self._read_err)
+        self._thread.start()
 
     def _read_err(self):
         self.err = self.proc.stderr.read()
@@ -46,24 +47,26 @@ class Run:
     def started(self, timeout):
         """Wait until the run printed something (or ended)."""
         deadline = time.monotonic() + timeout
-        while not self.out and self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
+        while (not os.path.getsize(self.path) and self.proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.002)
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
 
     def wait(self):
         code = self.proc.wait(timeout=300)
-        for thread in self._threads:
-            thread.join()
-        self.proc.stdout.close()
+        self.reader.wait(timeout=60)
+        self._thread.join()
         self.proc.stderr.close()
+        self._file.close()
         return code
 
     def lines(self):
         """The lines the output got whole (a killed run's output may end
         with part of a line, which a later run prints whole)."""
-        data = b"".join(self.out)
+        with open(self.path, "rb") as f:
+            data = f.read()
         return data[:data.rfind(b"\n") + 1].decode().splitlines()
 
 

@@ -46,23 +46,23 @@ def test_kill_minus_nine_at_any_moment_prints_each_url_once(kind, state_of, tmp_
         path.write_text("\n".join(urls(start, stop)) + "\n")
         inputs.append(path)
     runs = []
-    first = Run(args, inputs[0])  # an unkilled run: it knows how long a run takes
+    first = Run(args, inputs[0], folder=tmp_path)  # an unkilled run: it knows how long a run takes
     t0 = time.monotonic()
     assert first.wait() == 0, first.err
     took = time.monotonic() - t0
     runs.append(first)
     for n in range(6):
-        run = Run(args, inputs[1 + n % 2])
+        run = Run(args, inputs[1 + n % 2], folder=tmp_path)
         time.sleep(rng.uniform(0.1, 1.2) * took)
         run.kill()
         run.wait()
         runs.append(run)
     for source in inputs:
-        run = Run(args, source)
+        run = Run(args, source, folder=tmp_path)
         assert run.wait() == 0, run.err
         runs.append(run)
     check_once(runs, urls(0, 60_000))
-    again = Run(args, inputs[2])
+    again = Run(args, inputs[2], folder=tmp_path)
     assert again.wait() == 0 and again.lines() == []  # all recorded
 
 
@@ -76,6 +76,20 @@ def unanswered(path):
     held = struct.unpack_from("<Q", data, 8)[0]
     block = data[40:40 + held]
     return block[:block.rfind(b"\n") + 1].decode().splitlines()
+
+
+def holding(folder, its, timeout):
+    """Wait until the journal whose name holds its is not empty."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in folder.iterdir():
+            if its in path.name:
+                try:
+                    if path.stat().st_size:
+                        return
+                except FileNotFoundError:  # taken by another process
+                    return
+        time.sleep(0.0005)
 
 
 @pytest.mark.parametrize("kind", ["redis", "redis-db", "sqlite", "postgresql"])
@@ -99,19 +113,22 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
         path = tmp_path / f"in{n}.txt"
         path.write_text("\n".join(mine) + "\n")
         inputs.append(path)
-    fleet = [Run(args, source, env) for source in inputs]
+    fleet = [Run(args, source, env, tmp_path) for source in inputs]
     victim = fleet[0]
-    victim.started(timeout=60)  # killed while it works, not while Python starts
-    time.sleep(rng.uniform(0, 0.5))
-    # Stopped first, so that its journal can be read as the kill leaves it
-    # (another process may take it as soon as the process is gone).
-    victim.proc.send_signal(signal.SIGSTOP)
+    # Killed while it holds a chunk (mostly: the poll takes a moment), not
+    # while Python starts; stopped first, so that its journal can be read
+    # as the kill leaves it (another process may take it as soon as the
+    # process is gone).
     its = f".pending-{victim.proc.pid}-"
+    holding(tmp_path, its, timeout=60)
+    time.sleep(rng.uniform(0, 0.3))
+    holding(tmp_path, its, timeout=1)
+    victim.proc.send_signal(signal.SIGSTOP)
     cut = [url for p in tmp_path.iterdir() if its in p.name for url in unanswered(p)]
     victim.kill()
     codes = [run.wait() for run in fleet]
     assert codes[1:] == [0, 0, 0], [run.err for run in fleet[1:]]
-    later = Run(args, inputs[0], env)  # finishes the killed process's journal first
+    later = Run(args, inputs[0], env, tmp_path)  # finishes the killed process's journal first
     assert later.wait() == 0, later.err
     runs = fleet + [later]
     printed = collections.Counter(line for run in runs for line in run.lines())
