@@ -4,6 +4,7 @@ another, and several processes on one machine sharing a Redis state or a
 database."""
 
 import collections
+import hashlib
 import os
 import random
 import signal
@@ -13,6 +14,8 @@ import sys
 import time
 
 import pytest
+
+from crawldedup import SQLiteStore
 
 from cli_states import ENV, KINDS, Run, states, urls
 
@@ -67,15 +70,17 @@ def test_kill_minus_nine_at_any_moment_prints_each_url_once(kind, state_of, tmp_
 
 
 def unanswered(path):
-    """The candidates of a pending journal whose run was killed before the
-    state's answer was recorded (header: signature, candidates' length,
-    answer start, 0 until the answer is known), else []."""
+    """The candidates of the piece being recorded when the run was killed
+    (header: signature, candidates' length, answer start, 0 until the
+    answer is known, ..., the piece size, the answers recorded), else []."""
     data = path.read_bytes()
-    if len(data) < 40 or struct.unpack_from("<Q", data, 16)[0]:
+    if len(data) < 56 or struct.unpack_from("<Q", data, 16)[0]:
         return []
     held = struct.unpack_from("<Q", data, 8)[0]
-    block = data[40:40 + held]
-    return block[:block.rfind(b"\n") + 1].decode().splitlines()
+    piece, answered = struct.unpack_from("<QQ", data, 40)
+    block = data[56:56 + held]
+    lines = block[:block.rfind(b"\n") + 1].decode().splitlines()
+    return lines[answered:answered + piece] if piece else lines[answered:]
 
 
 def holding(folder, its, timeout):
@@ -113,6 +118,8 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
         path = tmp_path / f"in{n}.txt"
         path.write_text("\n".join(mine) + "\n")
         inputs.append(path)
+    made = crawldedup(args, env=env)  # the state the fleet shares exists before it starts
+    assert made.returncode == 0, made.stderr
     fleet = [Run(args, source, env, tmp_path) for source in inputs]
     victim = fleet[0]
     # Killed while it holds a chunk (mostly: the poll takes a moment), not
@@ -159,15 +166,17 @@ def test_a_local_state_file_keeps_one_writer(tmp_path):
 MAGIC = b"\x89CDPEND\n"
 
 
-def journal(candidates, answer=None, printed=0):
-    """The bytes of a pending journal: the candidates held, and the answer
-    (the lines to print, after them) with how much of it was printed."""
+def journal(candidates, answer=None, printed=0, piece=0, answered=b""):
+    """The bytes of a pending journal: the candidates held (recorded in
+    pieces of piece lines, the answers of the first ones recorded), and the
+    answer (the lines to print, after them) with how much of it was printed."""
     held = "".join(f"{u}\n" for u in candidates).encode()
     if answer is None:
-        return struct.pack("<8sQQQQ", MAGIC, len(held), 0, 0, 0) + held
+        return struct.pack("<8sQQQQQQ", MAGIC, len(held), 0, 0, 0, piece, len(answered)) \
+            + held + answered
     block = "".join(f"{u}\n" for u in answer).encode()
-    return (struct.pack("<8sQQQQ", MAGIC, len(held), 40 + len(held), len(block), printed)
-            + held + block)
+    return (struct.pack("<8sQQQQQQ", MAGIC, len(held), 56 + len(held), len(block), printed,
+                        0, 0) + held + block)
 
 
 def crawldedup(args, stdin=b"", env=ENV):
@@ -246,3 +255,23 @@ def test_a_shared_state_takes_orphaned_journals_not_live_ones(tmp_path):
     run = crawldedup(args)
     assert run.returncode == 0 and run.stdout == b"https://d/3\n"
     assert [p.name for p in tmp_path.iterdir() if "pending" in p.name] == []
+
+
+def test_a_shared_state_journals_the_answer_of_each_piece(tmp_path):
+    """--db records a chunk in pieces, journaling each piece's answer: a
+    kill leaves unknown only the answer of the piece being recorded, whose
+    candidates are all printed; of the pieces before it, those it added;
+    of the pieces after it (never sent), those the next run adds."""
+    local = tmp_path / "local"
+    db = tmp_path / "s.db"
+    args = ["--state", local, "--db", f"sqlite:///{db}"]
+    lines = [f"https://e/{i}" for i in range(5)]
+    with SQLiteStore(db) as store:  # 0 the killed run's, 1 and 4 other processes', 2 either's
+        store.add_many([hashlib.md5(lines[i].encode()).digest() for i in (0, 1, 2, 4)])
+    (tmp_path / "local.pending-99-00000000").write_bytes(
+        journal(lines, piece=2, answered=b"\x01\x00"))
+    run = crawldedup(args)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [b"https://e/0", b"https://e/2", b"https://e/3"]
+    again = crawldedup(args, "".join(f"{u}\n" for u in lines).encode())
+    assert again.returncode == 0 and again.stdout == b""

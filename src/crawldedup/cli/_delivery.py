@@ -180,12 +180,15 @@ _LAST = (b"",)
 
 #: The pending journal's header: a signature, the length of the candidates
 #: block that follows it, where the answer block starts in the file (0: not
-#: known yet) and its length, and how many bytes of the answer block were
-#: written to the output.
+#: known yet) and its length, how many bytes of the answer block were
+#: written to the output, how many candidates a piece of the recording
+#: takes (0: all at once), and how many candidates' answers (one byte each,
+#: after the candidates) are recorded.
 _JOURNAL_MAGIC = b"\x89CDPEND\n"
-_JOURNAL_HEADER = struct.Struct("<8sQQQQ")
-_ANSWER_AT = 16  # offset of (answer start, answer length) in the header
+_JOURNAL_HEADER = struct.Struct("<8sQQQQQQ")
+_ANSWER_AT = 16  # offset of (answer start, answer length, printed) in the header
 _PRINTED_AT = 32  # offset of the bytes printed
+_ANSWERED_AT = 48  # offset of the answers recorded
 
 
 class Pending:
@@ -196,16 +199,20 @@ class Pending:
     ``answer[:resume]`` whole."""
 
     def __init__(self, candidates: List[bytes], answer: Optional[bytes] = None,
-                 resume: int = 0) -> None:
-        self.candidates = candidates
+                 resume: int = 0, piece: int = 0, answered: bytes = b"") -> None:
+        self.candidates = candidates  # in the order held (a repeat is held twice)
         self.answer = answer
         self.resume = resume
+        # Recorded in pieces of this many candidates (0: at once), the
+        # answers of the first pieces recorded (1: added by that run).
+        self.piece = piece
+        self.answered = answered
 
     def count(self) -> int:
         """How many URLs are left to print."""
         if self.answer is not None:
             return self.answer.count(b"\n", self.resume)
-        return len(self.candidates)
+        return len(set(self.candidates))
 
 
 class Journal:
@@ -234,6 +241,7 @@ class Journal:
             if fd is None else fd
         self.dirty = True  # what an earlier run left: truncated before the first hold
         self._size = 0  # the bytes written: an answer goes after them
+        self._held = 0  # the bytes of the candidates held
 
     def _damaged(self, size: int) -> CrawldedupError:
         return CrawldedupError(
@@ -257,14 +265,16 @@ class Journal:
             return Pending(lines)
         if len(data) < _JOURNAL_HEADER.size:
             return None  # killed while writing the header: nothing recorded yet
-        _, held, start, length, printed = _JOURNAL_HEADER.unpack_from(data)
+        _, held, start, length, printed, piece, answered = _JOURNAL_HEADER.unpack_from(data)
         end = _JOURNAL_HEADER.size + held
         if start == 0:
-            if length or printed:
+            lines = _held_lines(data[_JOURNAL_HEADER.size:end])
+            if length or printed or (answered and (end + answered > size
+                                                   or answered > len(lines))):
                 raise self._damaged(size)
             # A cut write leaves a tail that the lines' end drops; its lines
             # were not recorded (the state is written after the hold).
-            return Pending(_lines_of(data[_JOURNAL_HEADER.size:end]))
+            return Pending(lines, piece=piece, answered=data[end:end + answered])
         if (end > size or (start != _JOURNAL_HEADER.size and start < end)
                 or start + length > size or printed > length
                 or (start == _JOURNAL_HEADER.size and length != held)):
@@ -280,7 +290,7 @@ class Journal:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
         try:
             _try_lock(fd)
-            head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(block), 0, 0, 0)
+            head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(block), 0, 0, 0, 0, 0)
             _write_at(fd, head + block, 0)
             os.replace(tmp, self.path)
         except BaseException:
@@ -297,23 +307,32 @@ class Journal:
     def hold(self, urls: List[bytes]) -> None:
         self.hold_data(_ended(urls))
 
-    def hold_data(self, data: bytes) -> None:
+    def hold_data(self, data: bytes, piece: int = 0) -> None:
         """Hold the candidates, given as one block of lines, each ended by a
-        newline."""
+        newline, to be recorded in pieces of piece lines (0: at once)."""
         if self.dirty:
             os.ftruncate(self.fd, 0)
         self.dirty = True
-        head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(data), 0, 0, 0)
+        head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(data), 0, 0, 0, piece, 0)
         if hasattr(os, "pwritev"):
             _writev_at(self.fd, [head, data], 0)
         else:  # pragma: no cover (Windows)
             _write_at(self.fd, head + data, 0)
         self._size = len(head) + len(data)
+        self._held = len(data)
+
+    def answered(self, flags: bytes, total: int) -> None:
+        """A piece of the candidates is recorded: flags (one byte a line,
+        1 where the state added it) follow the answers recorded before,
+        total in all."""
+        _write_at(self.fd, flags, self._size)
+        self._size += len(flags)
+        _write_at(self.fd, struct.pack("<Q", total), _ANSWERED_AT)
 
     def answer_all(self) -> None:
         """The state recorded every candidate held: all of them are printed."""
-        _write_at(self.fd, struct.pack("<QQQ", _JOURNAL_HEADER.size,
-                                        self._size - _JOURNAL_HEADER.size, 0), _ANSWER_AT)
+        _write_at(self.fd, struct.pack("<QQQ", _JOURNAL_HEADER.size, self._held, 0),
+                  _ANSWER_AT)
 
     def answer(self, data: bytes) -> None:
         """The lines to print (one block, each ended by a newline), held
@@ -341,6 +360,12 @@ class Journal:
                     pass
         finally:
             os.close(self.fd)  # after the unlink: closing releases a lock
+
+
+def _held_lines(data: bytes) -> List[bytes]:
+    """The lines of a held block, in order, without a last line not ended
+    by a newline (cut short by a kill: not recorded yet)."""
+    return data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]
 
 
 def _lines_of(data: bytes) -> List[bytes]:
@@ -453,19 +478,23 @@ class Output:
     handler returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the
     other end), and the command would have recorded URLs it never printed.
 
-    Into an empty pipe, a piece is at most its size (``F_GETPIPE_SZ``) less a
-    page: such a write is copied whole before a signal is looked at.  Into
-    a pipe that holds data (``FIONREAD``; the pages it holds may be partly
-    filled, so the room in bytes is not known), or one whose size cannot be
-    seen, a piece is at most ``PIPE_BUF`` bytes: such a write is all or
-    nothing.  So a kill lands between two writes, not within one; what is
-    left is the moment between a write's return and the journal's record
-    of it.
+    Into a pipe, the writes go through a description of its own opened
+    non-blocking (``/proc/self/fd/N``, on Linux; the output's own stays as
+    it is, for the processes that share it): a write takes what the pipe
+    has room for and returns at once, and the command waits for room in
+    ``select``, so that a kill lands between two writes (or in the wait),
+    never within one.  Where that cannot be opened: into an empty pipe, a
+    write is at most its size (``F_GETPIPE_SZ``) less a page, copied whole
+    before a signal is looked at; into one that holds data (``FIONREAD``)
+    or whose size cannot be seen, at most ``PIPE_BUF`` bytes, all or
+    nothing.  What is left is the moment between a write's return and the
+    journal's record of it.
     """
 
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self.fd: Optional[int] = None
+        self.nonblocking: Optional[int] = None  # a pipe's own non-blocking description
         # > 0: a pipe of that size whose room can be seen; -1: a pipe whose
         # room cannot be seen; 0: not a pipe.
         self.pipe_size = 0
@@ -476,6 +505,10 @@ class Output:
         except (AttributeError, OSError, ValueError):
             return
         self.pipe_size = -1
+        try:
+            self.nonblocking = os.open(f"/proc/self/fd/{self.fd}", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            pass
         try:
             size = int(fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ))
             _unread(self.fd)
@@ -509,6 +542,15 @@ class Output:
                 return
             view = memoryview(data)
             at = start
+            if self.nonblocking is not None:
+                while at < len(data):
+                    try:
+                        at += os.write(self.nonblocking, view[at:])
+                    except BlockingIOError:
+                        select.select([], [self.nonblocking], [])
+                        continue
+                    journal.progress(at)
+                return
             while at < len(data):
                 end = at + self._limit()
                 if end < len(data):
@@ -518,6 +560,11 @@ class Output:
                 journal.progress(at)
         except (OSError, ValueError) as exc:
             raise OutputFailed(str(exc)) from None
+
+    def close(self) -> None:
+        if self.nonblocking is not None:
+            os.close(self.nonblocking)
+            self.nonblocking = None
 
 
 def _unread(fd: int) -> int:
@@ -820,8 +867,7 @@ class Deliverer:
         if len(absent) < n:
             spans, keys = spans.take(absent, axis=0), keys.take(absent, axis=0)
         held = gather_spans(data, spans)
-        self.journal.hold_data(held)
-        added = self.state.add_many(keys)
+        added = self._record(held, keys)
         if added.all():
             self.journal.answer_all()
             out, printed = held, len(spans)
@@ -837,29 +883,54 @@ class Deliverer:
     def replay(self, journal: Journal, pending: Pending) -> int:
         """Finish the delivery that an interrupted run left in a journal
         (this process's own, or a killed process's): print the rest of its
-        answer; or, when that run did not learn the state's answer, record
-        its candidates again (which changes nothing for those it recorded)
-        and print them all.  Every candidate was absent from the state when
-        its chunk was looked up: with one writer, the state holds it now
-        only because that run recorded it (see docs/cli.md for a state
-        shared by several).  Returns how many URLs it printed."""
+        answer; or, when that run did not learn the state's whole answer,
+        print the candidates it knows it added, record the others again and
+        print those of the piece that was being recorded (each was absent
+        from the state when the chunk was looked up: with one writer, the
+        state holds it now only because that run recorded it; see
+        docs/cli.md for a state shared by several) and those that this
+        recording adds (the pieces after it were never sent).  Returns how
+        many URLs it printed."""
         if pending.answer is not None:
             data, resume = pending.answer, pending.resume
         else:
-            lines = pending.candidates
-            data, resume = _ended(lines), 0
-            if lines:
-                self.state.add_many(self.keys(lines))
+            lines, flags = pending.candidates, pending.answered
+            known = len(flags)
+            cut = len(lines) if not pending.piece else min(len(lines), known + pending.piece)
+            chosen = [line for line, flag in zip(lines, flags) if flag]
+            rest = lines[known:]
+            if rest:
+                added = self.state.add_many(self.keys(rest)).tolist()
+                chosen += [line for i, (line, new) in enumerate(zip(rest, added))
+                           if new or known + i < cut]
+            data, resume = _ended(list(dict.fromkeys(chosen))), 0
+            if data:
                 journal.answer(data)  # written after what it holds
         if resume < len(data):
             self.output.write(data, journal, resume)
         journal.release()
         return data.count(b"\n", resume)
 
+    def _record(self, held: bytes, keys: Any) -> np.ndarray:
+        """Hold the candidates in the journal and record their keys in the
+        state; which ones the state added.  A state shared with other
+        processes (``UrlState.record_piece``) records them in pieces, the
+        answer of each journaled as it comes: a kill then leaves the answer
+        of one piece unknown, not of the whole chunk."""
+        piece = self.state.record_piece
+        self.journal.hold_data(held, piece)
+        if not piece or len(keys) <= piece:
+            return self.state.add_many(keys)  # type: ignore[no-any-return]
+        parts = []
+        for at in range(0, len(keys), piece):
+            part = self.state.add_many(keys[at:at + piece])
+            parts.append(part)
+            self.journal.answered(part.astype(np.uint8).tobytes(), min(at + piece, len(keys)))
+        return np.concatenate(parts)
+
     def _deliver(self, lines: List[bytes], keys: Any) -> int:
         held = _ended(lines)
-        self.journal.hold_data(held)
-        added = self.state.add_many(keys).tolist()
+        added = self._record(held, keys).tolist()
         if all(added):
             self.journal.answer_all()
         else:

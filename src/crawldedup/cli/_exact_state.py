@@ -32,7 +32,7 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 from crawldedup import _files
-from crawldedup.cli._url_state import UrlState, reserve_room
+from crawldedup.cli._url_state import SHARED_PIECE, UrlState, reserve_room
 from crawldedup.errors import CrawldedupError
 from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
@@ -106,6 +106,7 @@ class ExactState(UrlState):
             # journal holds only what the database did not have.  Big
             # batches.
             self.read_size = DB_READ_SIZE
+            self.record_piece = SHARED_PIECE
             self.known = FingerprintSet(DIGEST_SIZE)
             self.contains_many = self._db_contains_many
             return

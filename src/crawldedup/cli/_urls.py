@@ -248,6 +248,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
             finally:
                 state.close()
                 journal.close()
+                deliver.output.close()
 
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
     raw = ""

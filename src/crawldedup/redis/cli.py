@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import IO, Any, List
 
-from crawldedup.cli._url_state import UrlState
+from crawldedup.cli._url_state import SHARED_PIECE, UrlState
 from crawldedup.errors import CrawldedupError
 
 SCHEMES = ("redis://", "rediss://")
@@ -50,6 +50,7 @@ class RedisState(UrlState):
     """
 
     read_size = 1 << 20  # a round trip per chunk: big chunks
+    record_piece = SHARED_PIECE
 
     def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
         from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
