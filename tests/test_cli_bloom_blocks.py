@@ -83,7 +83,7 @@ def test_block_mode_is_used(tmp_path, monkeypatch):
     status, out, _ = run(tmp_path, "a.txt", b"u1\nu2\nu1\n", state, [], True, monkeypatch)
     assert status == 0 and out == b"u1\nu2\n" and calls
     calls.clear()
-    status, out, _ = run(tmp_path, "b.txt", b"http://a/?utm_source=x\n", state,
+    status, out, _ = run(tmp_path, "b.txt", b"http://a/?utm_source=x\n", tmp_path / "t.bloom",
                          ["--canonical", "--strip-tracking"], True, monkeypatch)
     assert status == 0 and out == b"http://a/?utm_source=x\n" and not calls
 

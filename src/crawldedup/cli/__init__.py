@@ -9,24 +9,30 @@ Guarantees:
 * The state is a memory-mapped file, updated in place as URLs are printed: a
   URL printed as new is recorded before it is printed, so no later run prints
   it as new again, even after ``kill -9``.
-* Every new URL is written to the output: the URLs of the chunk being
-  recorded and written are kept in ``STATE.pending`` until they are written;
-  a run that was killed, or whose output was closed early, leaves them there
-  and the next run writes them first (at-least-once delivery for that
-  chunk).  URLs already written into a pipe whose reader exits before
+* Every new URL is written to the output once: the chunk being recorded
+  and written is kept in a pending journal, with the state's answer and how
+  much of it was written, until it is written; a run that was killed, or
+  whose output was closed early, leaves it there and the next run writes
+  the rest first (``cli._delivery.Journal``; the limits are in docs/cli.md).
+  URLs already written into a pipe whose reader exits before
   reading them (``| head``) are lost with the pipe, up to one pipe buffer:
   a consumer that needs every URL reads the output to its end or writes it
   to a file (README, "The command line").
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
-* One ``crawldedup urls`` at a time uses a state file (``STATE.lock`` beside
-  it while the command runs); a second one exits with an error.
+* One ``crawldedup urls`` at a time uses a local state file (``STATE.lock``
+  beside it while the command runs); a second one exits with an error.  A
+  Redis state or a --db takes any number of processes, each with its own
+  journal.
+* A state records its key mode (``cli._key_mode``): a run with another one
+  is a usage error.
 
 The loop reads chunks, computes each chunk's keys once, and talks to its state
 through the small interface of ``crawldedup.cli._url_state`` (docs/cli.md).
 
 The package: ``_common`` (defaults, argument types, file kinds), ``_urls``
 (``crawldedup urls``: opening its state, the run), ``_delivery`` (its loop's
-parts: signals, lock, journal, chunks, keys computed ahead, output),
+parts: signals, lock, journals, chunks, keys computed ahead, output),
+``_key_mode`` (the key mode a state records),
 ``_url_state`` and ``_exact_state`` (the states it talks to), ``_info``
 (``crawldedup info``); ``crawldedup near-dups`` lives in
 ``crawldedup._near_dups``, ``due`` and ``record`` in ``crawldedup.recrawl.cli``.
@@ -109,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="keep the MD5s in a database instead (implies --exact): "
                            "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
                            f"(PostgreSQL, MySQL/MariaDB; {install_hint('sql')}); "
-                           "--state then names the local lock "
-                           "and journal; crawlers sharing the database print each URL once")
+                           "--state then names the local journals (one a process); "
+                           "crawlers sharing the database print each URL once")
 
     _near_dups.add_parser(commands)
 
@@ -212,7 +218,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return recrawl_cli.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
-        getattr(args, "command_parser", parser).print_usage(err)
+        if getattr(exc, "show_usage", True):
+            getattr(args, "command_parser", parser).print_usage(err)
         err.write(f"crawldedup: error: {exc}\n")
         return 2
     except BrokenPipeError:

@@ -20,6 +20,14 @@ class UsageError(Exception):
     """Bad command-line arguments, found after parsing (exit status 2)."""
 
 
+class StateModeError(UsageError):
+    """Options that do not match the state they name (a key mode other than
+    the one the state was made with): a usage error (exit status 2) in one
+    line, without the command's usage."""
+
+    show_usage = False
+
+
 def file_kind(path: str) -> int:
     """The kind of crawldedup file at path (``_files.KIND_*``); CorruptFileError
     for a file that is not one."""

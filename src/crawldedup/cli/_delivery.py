@@ -5,16 +5,27 @@ whole."""
 
 from __future__ import annotations
 
+import array
 import hashlib
 import os
+import re
+import secrets
+import select
 import signal
 import stat
+import struct
 import sys
 from itertools import chain, compress
 from types import FrameType
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
+
+try:
+    import fcntl
+    import termios
+except ImportError:  # Windows: no pipe sizes (Output writes PIPE_BUF pieces)
+    fcntl = termios = None  # type: ignore[assignment]
 
 from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
                                 span_hashes, split_lines, url_digests_packed)
@@ -57,6 +68,30 @@ class SignalGuard:
             signal.signal(sig, previous)
 
 
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on the open file fd without waiting; False
+    when another process holds it.  The lock goes with the process: a
+    process killed with kill -9 releases it."""
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _names_file(fd: int, path: str) -> bool:
+    """Whether path still names the open file fd (not removed or replaced)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
 class StateLock:
     """An exclusive lock on ``PATH.lock``, held while a command uses PATH.
 
@@ -72,23 +107,14 @@ class StateLock:
     def __enter__(self) -> "StateLock":
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                if sys.platform == "win32":
-                    import msvcrt
-                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                else:
-                    import fcntl
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _try_lock(fd):
                 os.close(fd)
                 raise CrawldedupError(
                     f"the state file {self.path[:-5]!r} is in use by another crawldedup "
-                    f"process (lock {self.path!r})") from None
-            try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-            except OSError:
-                same = False
-            if same:
+                    f"process (lock {self.path!r}); a local state file takes one writer at "
+                    f"a time: give each process its own --state, or share a Redis state or "
+                    f"a --db between them")
+            if _names_file(fd, self.path):
                 self._fd = fd
                 return self
             os.close(fd)  # removed by its last holder meanwhile: lock the new one
@@ -152,38 +178,173 @@ def _ended(lines: List[bytes]) -> bytes:
 _LAST = (b"",)
 
 
+#: The pending journal's header: a signature, the length of the candidates
+#: block that follows it, where the answer block starts in the file (0: not
+#: known yet) and its length, how many bytes of the answer block were
+#: written to the output, how many candidates a piece of the recording
+#: takes (0: all at once), and how many candidates' answers (one byte each,
+#: after the candidates) are recorded.
+_JOURNAL_MAGIC = b"\x89CDPEND\n"
+_JOURNAL_HEADER = struct.Struct("<8sQQQQQQ")
+_ANSWER_AT = 16  # offset of (answer start, answer length, printed) in the header
+_PRINTED_AT = 32  # offset of the bytes printed
+_ANSWERED_AT = 48  # offset of the answers recorded
+
+
+class Pending:
+    """What a journal holds: the candidates of a chunk (lines the state did
+    not hold when the chunk was looked up, recorded or being recorded), or,
+    once the state answered, the lines to print (``answer``: one block of
+    lines, each ended by a newline), of which the output got
+    ``answer[:resume]`` whole."""
+
+    def __init__(self, candidates: List[bytes], answer: Optional[bytes] = None,
+                 resume: int = 0, piece: int = 0, answered: bytes = b"") -> None:
+        self.candidates = candidates  # in the order held (a repeat is held twice)
+        self.answer = answer
+        self.resume = resume
+        # Recorded in pieces of this many candidates (0: at once), the
+        # answers of the first pieces recorded (1: added by that run).
+        self.piece = piece
+        self.answered = answered
+
+    def count(self) -> int:
+        """How many URLs are left to print."""
+        if self.answer is not None:
+            return self.answer.count(b"\n", self.resume)
+        return len(set(self.candidates))
+
+
 class Journal:
-    """The URLs of the chunk being recorded and printed, kept in
-    ``STATE.pending`` until they are printed.  A run killed in between (or
-    whose output failed) left them recorded as seen but maybe not printed: the
-    next run prints them first.  Written without fsync: it guards against a
-    killed process, whose writes the OS keeps, not against power loss.
+    """The delivery of the chunk in flight, kept in a file until it is
+    printed: a run killed in between (or whose output failed) leaves it, and
+    the next run finishes the delivery first.  Written without fsync: it
+    guards against a killed process, whose writes the OS keeps, not against
+    power loss.
 
-    The file is empty while nothing is pending: ``hold`` writes a chunk at
-    its start, ``release`` truncates it (one system call each)."""
+    Each chunk goes through these steps, each one write: ``hold_data`` (the
+    candidates: the lines that the state did not hold when looked up, before
+    they are recorded), ``answer`` / ``answer_all`` (after the state
+    recorded them: which of them to print), ``progress`` (after each write
+    to the output: how much of the answer was printed), then ``release``
+    truncates the file: empty while nothing is pending.  The next run prints
+    the rest of a known answer from the last line the output got whole, and
+    records and prints the candidates of a chunk whose answer was not
+    known (see Deliverer.replay).  A journal is only ever written past what
+    it holds, or in its header, until it is released, so that a kill at
+    any moment leaves what it held readable.  A journal of the earlier
+    format (the lines alone) is read as candidates."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fd: Optional[int] = None) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644) \
+            if fd is None else fd
         self.dirty = True  # what an earlier run left: truncated before the first hold
+        self._size = 0  # the bytes written: an answer goes after them
+        self._held = 0  # the bytes of the candidates held
 
-    def pending(self) -> List[bytes]:
+    def _damaged(self, size: int) -> CrawldedupError:
+        return CrawldedupError(
+            f"the pending journal {self.path!r} is damaged (its header does not match its "
+            f"{size:,} bytes); it may hold URLs recorded but not printed: read them in it, "
+            f"then remove it")
+
+    def pending(self) -> Optional[Pending]:
+        """What an earlier run left, or None.  CrawldedupError for a journal
+        whose header makes no sense (damage is never taken for "nothing")."""
         size = os.fstat(self.fd).st_size
+        self._size = size
+        if not size:
+            return None
         data = _read_at(self.fd, size, 0)
-        if not data.endswith(b"\n"):  # killed while writing it: nothing recorded yet
-            data = data[:data.rfind(b"\n") + 1]
-        # Unique: a chunk may hold a URL twice (the first one counted).
-        return list(dict.fromkeys(line for line in data.split(b"\n") if line))
+        if not data.startswith(_JOURNAL_MAGIC):
+            if _JOURNAL_MAGIC.startswith(data):
+                return None  # killed while writing the header: nothing recorded yet
+            lines = _lines_of(data)  # the earlier format
+            self._rewrite(_ended(lines))
+            return Pending(lines)
+        if len(data) < _JOURNAL_HEADER.size:
+            return None  # killed while writing the header: nothing recorded yet
+        _, held, start, length, printed, piece, answered = _JOURNAL_HEADER.unpack_from(data)
+        end = _JOURNAL_HEADER.size + held
+        if start == 0:
+            lines = _held_lines(data[_JOURNAL_HEADER.size:end])
+            if length or printed or (answered and (end + answered > size
+                                                   or answered > len(lines))):
+                raise self._damaged(size)
+            # A cut write leaves a tail that the lines' end drops; its lines
+            # were not recorded (the state is written after the hold).
+            return Pending(lines, piece=piece, answered=data[end:end + answered])
+        if (end > size or (start != _JOURNAL_HEADER.size and start < end)
+                or start + length > size or printed > length
+                or (start == _JOURNAL_HEADER.size and length != held)):
+            raise self._damaged(size)
+        answer = data[start:start + length]
+        return Pending([], answer, answer.rfind(b"\n", 0, printed) + 1)
+
+    def _rewrite(self, block: bytes) -> None:
+        """Replace the journal, all or nothing, by one in this format that
+        holds block as its candidates (the new file locked before it takes
+        the journal's name, when the journal is locked)."""
+        tmp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
+        try:
+            _try_lock(fd)
+            head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(block), 0, 0, 0, 0, 0)
+            _write_at(fd, head + block, 0)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        os.close(self.fd)
+        self.fd = fd
+        self._size = len(head) + len(block)
 
     def hold(self, urls: List[bytes]) -> None:
         self.hold_data(_ended(urls))
 
-    def hold_data(self, data: bytes) -> None:
-        """hold, given the lines as one block, each ended by a newline."""
+    def hold_data(self, data: bytes, piece: int = 0) -> None:
+        """Hold the candidates, given as one block of lines, each ended by a
+        newline, to be recorded in pieces of piece lines (0: at once)."""
         if self.dirty:
             os.ftruncate(self.fd, 0)
         self.dirty = True
-        _write_at(self.fd, data, 0)
+        head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(data), 0, 0, 0, piece, 0)
+        if hasattr(os, "pwritev"):
+            _writev_at(self.fd, [head, data], 0)
+        else:  # pragma: no cover (Windows)
+            _write_at(self.fd, head + data, 0)
+        self._size = len(head) + len(data)
+        self._held = len(data)
+
+    def answered(self, flags: bytes, total: int) -> None:
+        """A piece of the candidates is recorded: flags (one byte a line,
+        1 where the state added it) follow the answers recorded before,
+        total in all."""
+        _write_at(self.fd, flags, self._size)
+        self._size += len(flags)
+        _write_at(self.fd, struct.pack("<Q", total), _ANSWERED_AT)
+
+    def answer_all(self) -> None:
+        """The state recorded every candidate held: all of them are printed."""
+        _write_at(self.fd, struct.pack("<QQQ", _JOURNAL_HEADER.size, self._held, 0),
+                  _ANSWER_AT)
+
+    def answer(self, data: bytes) -> None:
+        """The lines to print (one block, each ended by a newline), held
+        after what the journal holds, and then named in the header."""
+        at = self._size
+        _write_at(self.fd, data, at)
+        self._size = at + len(data)
+        _write_at(self.fd, struct.pack("<QQQ", at, len(data), 0), _ANSWER_AT)
+
+    def progress(self, printed: int) -> None:
+        """printed bytes of the answer are in the output."""
+        _write_at(self.fd, struct.pack("<Q", printed), _PRINTED_AT)
 
     def release(self) -> None:
         os.ftruncate(self.fd, 0)
@@ -192,13 +353,76 @@ class Journal:
     def close(self) -> None:
         try:
             empty = os.fstat(self.fd).st_size == 0
+            if empty:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
         finally:
-            os.close(self.fd)
-        if empty:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            os.close(self.fd)  # after the unlink: closing releases a lock
+
+
+def _held_lines(data: bytes) -> List[bytes]:
+    """The lines of a held block, in order, without a last line not ended
+    by a newline (cut short by a kill: not recorded yet)."""
+    return data[:data.rfind(b"\n") + 1].split(b"\n")[:-1]
+
+
+def _lines_of(data: bytes) -> List[bytes]:
+    """The distinct lines of a block, without a last line not ended by a
+    newline (cut short by a kill: not recorded yet)."""
+    data = data[:data.rfind(b"\n") + 1]
+    # Unique: a chunk may hold a URL twice (the first one counted).
+    return list(dict.fromkeys(line for line in data.split(b"\n") if line))
+
+
+def own_journal(base: str) -> Journal:
+    """This process's journal for a state it shares with other processes
+    (Redis, a database): ``BASE.pending-PID-TOKEN``, created and locked
+    (the lock is held until it is closed, and dies with the process), so
+    that several processes on one machine run at once and a later one can
+    tell a killed process's journal from a live one's (see orphans)."""
+    for _ in range(100):
+        path = f"{base}.pending-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         0o644)
+        except FileExistsError:
+            continue
+        # Between the creation and the lock, another process may have taken
+        # the empty file for an orphan and removed it: try another name.
+        if _try_lock(fd) and _names_file(fd, path):
+            journal = Journal(path, fd)
+            journal.dirty = False
+            return journal
+        os.close(fd)
+    raise CrawldedupError(f"cannot create a pending journal beside {base!r}")
+
+
+def orphans(base: str) -> Iterator[Journal]:
+    """The journals beside base that no live process holds: those of killed
+    processes (and ``BASE.pending``, the name every process used before
+    journals were per process), each locked by this process while it is
+    handled, so that exactly one process takes each.  The caller finishes
+    the delivery and closes it (which removes it once it is empty)."""
+    folder, name = os.path.split(base)
+    own = re.compile(re.escape(name) + r"\.pending(-\d+-[0-9a-f]{8})?")
+    try:
+        entries = sorted(os.listdir(folder or "."))
+    except OSError:
+        return
+    for entry in entries:
+        if not own.fullmatch(entry):
+            continue
+        path = os.path.join(folder, entry)
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        except OSError:
+            continue  # removed by the process that took it
+        if not (_try_lock(fd) and _names_file(fd, path)):
+            os.close(fd)  # a live process's, or taken and removed meanwhile
+            continue
+        yield Journal(path, fd)
 
 
 def _read_at(fd: int, size: int, offset: int) -> bytes:
@@ -225,25 +449,129 @@ def _write_at(fd: int, data: bytes, offset: int) -> None:
         offset += done
 
 
-def _write_all(out: BinaryIO, data: bytes) -> None:
-    """Write data to out whole, and flush it.
+def _writev_at(fd: int, parts: List[bytes], offset: int) -> None:
+    total = sum(len(part) for part in parts)
+    done = os.pwritev(fd, parts, offset)
+    if done < total:  # rare: finish what one call did not write
+        _write_at(fd, b"".join(parts)[done:], offset + done)
 
-    A buffered writer's write() of a big block into a full pipe drops the
-    rest of the block when a signal arrives meanwhile and its handler
-    returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the other
-    end): the command would have recorded URLs it never printed.  So the
-    block goes to the file descriptor with os.write, which returns how much
-    it wrote, until all is written; the buffered writer is flushed first."""
-    out.flush()
-    try:
-        fd = out.fileno()
-    except (AttributeError, OSError, ValueError):  # not a file: an in-memory stream
-        out.write(data)
-        out.flush()
-        return
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+
+#: The most a write to a regular file (or a terminal, a socket) takes at a
+#: time: a kill -9 during a write can leave part of it written without the
+#: journal knowing, which the next run prints again, so a write is small.
+FILE_PIECE = 1 << 16
+_PAGE = 4096
+#: A write to a pipe of at most this many bytes is atomic.
+_PIPE_BUF = int(getattr(select, "PIPE_BUF", 512))
+
+
+class Output:
+    """The command's output, written whole in pieces whose progress the
+    journal records after each write: a run killed while it prints a chunk
+    leaves the journal saying how far the output got, and the next run
+    prints the rest, from the last line the output got whole.
+
+    The pieces go to the file descriptor with os.write, which returns how
+    much it wrote, until all is written (the buffered writer flushed
+    first): a buffered writer's write() of a big block into a full pipe
+    drops the rest of the block when a signal arrives meanwhile and its
+    handler returns (CPython 3.9-3.13: 1.6 MB written, 128 KiB read at the
+    other end), and the command would have recorded URLs it never printed.
+
+    Into a pipe, the writes go through a description of its own opened
+    non-blocking (``/proc/self/fd/N``, on Linux; the output's own stays as
+    it is, for the processes that share it): a write takes what the pipe
+    has room for and returns at once, and the command waits for room in
+    ``select``, so that a kill lands between two writes (or in the wait),
+    never within one.  Where that cannot be opened: into an empty pipe, a
+    write is at most its size (``F_GETPIPE_SZ``) less a page, copied whole
+    before a signal is looked at; into one that holds data (``FIONREAD``)
+    or whose size cannot be seen, at most ``PIPE_BUF`` bytes, all or
+    nothing.  What is left is the moment between a write's return and the
+    journal's record of it.
+    """
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.fd: Optional[int] = None
+        self.nonblocking: Optional[int] = None  # a pipe's own non-blocking description
+        # > 0: a pipe of that size whose room can be seen; -1: a pipe whose
+        # room cannot be seen; 0: not a pipe.
+        self.pipe_size = 0
+        try:
+            self.fd = out.fileno()
+            if not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
+                return
+        except (AttributeError, OSError, ValueError):
+            return
+        self.pipe_size = -1
+        try:
+            self.nonblocking = os.open(f"/proc/self/fd/{self.fd}", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            pass
+        try:
+            size = int(fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ))
+            _unread(self.fd)
+        except (AttributeError, OSError):  # not Linux (or no fcntl: Windows)
+            return
+        self.pipe_size = size
+
+    def _limit(self) -> int:
+        """The most the next write takes."""
+        if self.pipe_size > 0:
+            assert self.fd is not None
+            try:
+                empty = not _unread(self.fd)
+            except OSError:
+                empty = False
+            return self.pipe_size - _PAGE if empty else _PIPE_BUF
+        if self.pipe_size < 0:
+            return _PIPE_BUF
+        return FILE_PIECE
+
+    def write(self, data: bytes, journal: Journal, start: int = 0) -> None:
+        """Write data[start:] whole, recording in the journal how much of
+        data is in the output after each write."""
+        out = self.out
+        try:
+            out.flush()
+            if self.fd is None:  # not a file: an in-memory stream
+                out.write(data[start:])
+                out.flush()
+                journal.progress(len(data))
+                return
+            view = memoryview(data)
+            at = start
+            if self.nonblocking is not None:
+                while at < len(data):
+                    try:
+                        at += os.write(self.nonblocking, view[at:])
+                    except BlockingIOError:
+                        select.select([], [self.nonblocking], [])
+                        continue
+                    journal.progress(at)
+                return
+            while at < len(data):
+                end = at + self._limit()
+                if end < len(data):
+                    cut = data.rfind(b"\n", at, end) + 1
+                    end = cut if cut > at else data.find(b"\n", end) + 1 or len(data)
+                at += os.write(self.fd, view[at:end])
+                journal.progress(at)
+        except (OSError, ValueError) as exc:
+            raise OutputFailed(str(exc)) from None
+
+    def close(self) -> None:
+        if self.nonblocking is not None:
+            os.close(self.nonblocking)
+            self.nonblocking = None
+
+
+def _unread(fd: int) -> int:
+    """The bytes a pipe holds, not read yet (``FIONREAD``, either end)."""
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf, True)
+    return buf[0]
 
 
 SLOW_CACHE = 1 << 16
@@ -405,7 +733,7 @@ class Deliverer:
         self.state = state
         self.journal = journal
         self.canonical = canonical
-        self.out = out
+        self.output = Output(out)
         # Canonical forms cost 20 times a line's hash: a line met before in
         # this run is a duplicate without one (not for a state that refreshes
         # the keys it meets again, nor in the block mode of a state that says
@@ -539,36 +867,79 @@ class Deliverer:
         if len(absent) < n:
             spans, keys = spans.take(absent, axis=0), keys.take(absent, axis=0)
         held = gather_spans(data, spans)
-        self.journal.hold_data(held)
-        added = self.state.add_many(keys)
+        added = self._record(held, keys)
         if added.all():
+            self.journal.answer_all()
             out, printed = held, len(spans)
         else:
             out, printed = gather_spans(data, _rows(spans, added)), int(added.sum())
-        try:
             if printed:
-                _write_all(self.out, out)
-        except (OSError, ValueError) as exc:
-            raise OutputFailed(str(exc)) from None
+                self.journal.answer(out)
+        if printed:
+            self.output.write(out, self.journal)
         self.journal.release()
         return n, printed
 
-    def replay(self, lines: List[bytes]) -> int:
-        """Print the URLs an interrupted run held (recording them again)."""
-        return self._deliver(lines, self.keys(lines), everything=True)
+    def replay(self, journal: Journal, pending: Pending) -> int:
+        """Finish the delivery that an interrupted run left in a journal
+        (this process's own, or a killed process's): print the rest of its
+        answer; or, when that run did not learn the state's whole answer,
+        print the candidates it knows it added, record the others again and
+        print those of the piece that was being recorded (each was absent
+        from the state when the chunk was looked up: with one writer, the
+        state holds it now only because that run recorded it; see
+        docs/cli.md for a state shared by several) and those that this
+        recording adds (the pieces after it were never sent).  Returns how
+        many URLs it printed."""
+        if pending.answer is not None:
+            data, resume = pending.answer, pending.resume
+        else:
+            lines, flags = pending.candidates, pending.answered
+            known = len(flags)
+            cut = len(lines) if not pending.piece else min(len(lines), known + pending.piece)
+            chosen = [line for line, flag in zip(lines, flags) if flag]
+            rest = lines[known:]
+            if rest:
+                added = self.state.add_many(self.keys(rest)).tolist()
+                chosen += [line for i, (line, new) in enumerate(zip(rest, added))
+                           if new or known + i < cut]
+            data, resume = _ended(list(dict.fromkeys(chosen))), 0
+            if data:
+                journal.answer(data)  # written after what it holds
+        if resume < len(data):
+            self.output.write(data, journal, resume)
+        journal.release()
+        return data.count(b"\n", resume)
 
-    def _deliver(self, lines: List[bytes], keys: Any, everything: bool = False) -> int:
+    def _record(self, held: bytes, keys: Any) -> np.ndarray:
+        """Hold the candidates in the journal and record their keys in the
+        state; which ones the state added.  A state shared with other
+        processes (``UrlState.record_piece``) records them in pieces, the
+        answer of each journaled as it comes: a kill then leaves the answer
+        of one piece unknown, not of the whole chunk."""
+        piece = self.state.record_piece
+        self.journal.hold_data(held, piece)
+        if not piece or len(keys) <= piece:
+            return self.state.add_many(keys)  # type: ignore[no-any-return]
+        parts = []
+        for at in range(0, len(keys), piece):
+            part = self.state.add_many(keys[at:at + piece])
+            parts.append(part)
+            self.journal.answered(part.astype(np.uint8).tobytes(), min(at + piece, len(keys)))
+        return np.concatenate(parts)
+
+    def _deliver(self, lines: List[bytes], keys: Any) -> int:
         held = _ended(lines)
-        self.journal.hold_data(held)
-        added = self.state.add_many(keys).tolist()
-        if not everything and not all(added):
+        added = self._record(held, keys).tolist()
+        if all(added):
+            self.journal.answer_all()
+        else:
             lines = list(compress(lines, added))
             held = _ended(lines)
-        try:
             if lines:
-                _write_all(self.out, held)
-        except (OSError, ValueError) as exc:
-            raise OutputFailed(str(exc)) from None
+                self.journal.answer(held)
+        if lines:
+            self.output.write(held, self.journal)
         self.journal.release()
         return len(lines)
 

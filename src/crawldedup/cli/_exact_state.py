@@ -17,7 +17,7 @@ Two places to keep them:
   other SQLAlchemy URL -> SQLStore).  Its atomic insert-if-absent records
   them, and only URLs that this run's insert added are printed, so several
   crawlers sharing one database print each URL once between them.  ``--state``
-  then names the local lock and pending journal.
+  then names the local pending journals (one a process).
 
 It is a ``crawldedup.cli._url_state.UrlState``: the command computes each chunk's
 digests once (``keys``) and hands them to the lookup and the insert.
@@ -32,7 +32,7 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 from crawldedup import _files
-from crawldedup.cli._url_state import UrlState, reserve_room
+from crawldedup.cli._url_state import SHARED_PIECE, UrlState, reserve_room
 from crawldedup.errors import CrawldedupError
 from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
@@ -100,12 +100,15 @@ class ExactState(UrlState):
             except ValueError as exc:
                 raise CrawldedupError(f"--db {self.db!r}: {exc}") from None
             # The store's insert-if-absent is atomic and reports what it
-            # added; the lookup before it is local: the digests this run
-            # knows to be in the database (it added or met them), so that
-            # repeats never reach the database.  Big batches.
+            # added.  The lookup before it asks the database about the
+            # digests this run does not know to be there (it added or met
+            # them: repeats never reach the database), so that the pending
+            # journal holds only what the database did not have.  Big
+            # batches.
             self.read_size = DB_READ_SIZE
+            self.record_piece = SHARED_PIECE
             self.known = FingerprintSet(DIGEST_SIZE)
-            self.contains_many = self.known.contains_many
+            self.contains_many = self._db_contains_many
             return
         if os.path.exists(path):
             with open(path, "rb") as f:
@@ -161,14 +164,50 @@ class ExactState(UrlState):
         own compiled pass."""
         return canonical.digests(lines)  # type: ignore[no-any-return]
 
+    def check_key_mode(self, mode: str, err: IO[str]) -> None:
+        """--db: record the key mode in the database, or refuse another
+        (cli._key_mode)."""
+        from crawldedup.cli import _key_mode
+        assert self.db is not None
+        if hasattr(self.store, "_transport"):  # a RedisStore
+            record: Any = _key_mode.RedisRecord(self.store._transport.client, self.store.name,
+                                                False)
+        else:
+            record = _key_mode.StoreRecord(self.db)
+        try:
+            _key_mode.check(record, mode, f"the database {self.db}",
+                            lambda: len(self.store) > 0, err)
+        finally:
+            record.close()
+
+    def _db_contains_many(self, digests: np.ndarray) -> np.ndarray:
+        """True where the database holds the digest: known to this run, or
+        found by a lookup of the others in the database."""
+        seen = self.known.contains_many(digests)
+        ask = np.flatnonzero(~seen)
+        if len(ask):
+            # In key order, the lookups walk the table's B-tree from left to
+            # right (as the store's inserts do) instead of jumping about it.
+            order = np.argsort(digests.take(ask))
+            ask = ask[order]
+            asked = digests.take(ask)
+            found = self.store.contains_many(asked)
+            if found.any():
+                seen[ask[found]] = True
+                self._know(asked[found])
+        return seen
+
+    def _know(self, digests: np.ndarray) -> None:
+        if len(self.known) > KNOWN_LIMIT:
+            self.known.clear()  # only a cache: the database decides
+        self.known.add_many(digests)
+
     def add_many(self, digests: np.ndarray) -> np.ndarray:
         """Record the digests (in the log first, or in the database); True
         where this call added them."""
         if self.store is not None:
             added = self.store.add_many(digests)
-            if len(self.known) > KNOWN_LIMIT:
-                self.known.clear()  # only a cache: the database decides
-            self.known.add_many(digests)
+            self._know(digests)
             return added  # type: ignore[no-any-return]
         assert self.fps is not None and self._log is not None
         self._log.write(digests.tobytes())

@@ -18,6 +18,8 @@ The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
   that ``contains_many`` / ``add_many`` take too (the command's block mode,
   no object per line; see ``Deliverer.uses_blocks``), and ``block_repeats``
   (whether that mode skips the lines met before with --canonical);
+* ``record_piece``: for a state shared with other processes, the most keys
+  one ``add_many`` takes (the journal records each one's answer);
 * ``refresh``: True when keys met again are added again so that they stay
   remembered (a rotating filter);
 * ``read_size``: how many bytes of input the command reads per chunk (a
@@ -40,6 +42,10 @@ import numpy as np
 from crawldedup._kernel import hash128, span_key_hashes
 
 LOCAL_READ_SIZE = 1 << 16
+#: ``UrlState.record_piece`` of the states shared with other processes: a
+#: round trip for each 10,000 keys costs little beside their work in the
+#: store, and bounds what a kill leaves unknown.
+SHARED_PIECE = 10_000
 _LOW64 = (1 << 64) - 1
 
 
@@ -57,6 +63,12 @@ class UrlState:
     #: only ever added), so that a block's keys may be looked up ahead, on
     #: the worker thread (``Deliverer._seen_ahead``).
     lookup_ahead = False
+    #: For a state shared with other processes: how many keys an add_many
+    #: takes at most, the journal recording each one's answer, so that a
+    #: kill leaves at most this many keys whose answer is lost (see
+    #: ``Deliverer.replay``).  0: a chunk at once (a local state: one
+    #: writer, whose answer a replay can tell without it).
+    record_piece = 0
 
     # Given by every subclass.
     contains_many: Callable[[Any], np.ndarray]

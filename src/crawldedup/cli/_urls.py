@@ -5,6 +5,7 @@ docstring for its guarantees)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import stat
@@ -15,9 +16,10 @@ from crawldedup._near_dups import close_inputs
 from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
+from crawldedup.cli import _key_mode
 from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
-                                      OutputFailed, SignalGuard, StateLock, Stopped, read_blocks,
-                                      read_lines)
+                                      OutputFailed, SignalGuard, StateLock, Stopped, orphans,
+                                      own_journal, read_blocks, read_lines)
 from crawldedup.cli._url_state import BloomState
 from crawldedup.errors import CrawldedupError
 
@@ -139,13 +141,20 @@ def expected_lines(sources: List[BinaryIO]) -> int:
 def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
     _check_urls_args(args)
     from crawldedup.redis import cli as redis_cli
-    in_redis = redis_cli.is_redis_url(args.state)  # its lock and journal stay local
+    in_redis = redis_cli.is_redis_url(args.state)  # its journals stay local
     state_path = redis_cli.local_state_path(args.state) if in_redis else \
         os.path.abspath(args.state)
     if not args.db and not in_redis:
         _check_writable(state_path)
     if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
         _check_new_state_size(state_path, args)
+    mode = _key_mode.mode_of(args)
+    shared = bool(args.db) or in_redis
+    if not shared:
+        # Another key mode is refused before anything is opened (and again
+        # under the state's lock, where the mode is recorded).
+        _key_mode.check(_file_record(state_path, args), mode, f"the state {args.state}",
+                        lambda: True, err, write=False)
     canonical = Canonical(args.strip_tracking) if args.canonical else None
     sources: List[BinaryIO] = []
     try:
@@ -156,19 +165,32 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         raise CrawldedupError(f"cannot read {exc.filename!r}: {exc.strerror}") from None
 
     read = new = replayed = 0
-    with StateLock(state_path), SignalGuard() as guard:
+    # A local state file takes one writer at a time (its lock) and one
+    # journal; a state shared with other processes (Redis, a database) takes
+    # one journal per process, and this one finishes the journals that
+    # killed processes left (see _delivery.orphans).
+    with (contextlib.nullcontext() if shared else StateLock(state_path)), \
+            SignalGuard() as guard:
+        # A local state's key mode is recorded once the state opened.
+        record = None if shared else _file_record(state_path, args)
         state = _open_urls_state(state_path, args, err)
-        journal = Journal(state_path + ".pending")
+        journal = own_journal(state_path) if shared else Journal(state_path + ".pending")
         deliver = Deliverer(state, journal, canonical, out)
         deliver.expect(expected_lines(sources))
         ahead: Optional[KeysAhead] = None
         try:
-            replay = journal.pending()
-            if replay:
-                err.write(f"crawldedup: note: printing {counted(len(replay), 'URL')} that an "
-                          f"interrupted run recorded but may not have printed\n")
-                deliver.replay(replay)
-                replayed = len(replay)
+            if record is not None:
+                _key_mode.check(record, mode, f"the state {args.state}", lambda: True, err)
+            else:
+                state.check_key_mode(mode, err)
+            if shared:
+                for orphan in orphans(state_path):
+                    try:
+                        replayed += _replay(deliver, orphan, err)
+                    finally:
+                        orphan.close()
+            else:
+                replayed += _replay(deliver, journal, err)
             if deliver.computes_keys():
                 ahead = KeysAhead(deliver)
             for source in sources:
@@ -226,6 +248,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
             finally:
                 state.close()
                 journal.close()
+                deliver.output.close()
 
     again = f" (and {replayed} from an interrupted run)" if replayed else ""
     raw = ""
@@ -240,6 +263,25 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         err.write(f"crawldedup: stopped by signal {guard.signum}; the state was saved\n")
         return 128 + guard.signum
     return 0
+
+
+def _file_record(state_path: str, args: argparse.Namespace) -> _key_mode.FileRecord:
+    """The key mode record of a local state file."""
+    return _key_mode.FileRecord(state_path, _key_mode.file_is_new(
+        state_path, state_path + ".log" if args.exact else None))
+
+
+def _replay(deliver: Deliverer, journal: Journal, err: IO[str]) -> int:
+    """Finish the delivery an interrupted run left in journal; how many URLs
+    it printed."""
+    pending = journal.pending()
+    if pending is None or not pending.count():
+        if pending is not None:
+            journal.release()
+        return 0
+    err.write(f"crawldedup: note: printing {counted(pending.count(), 'URL')} that an "
+              f"interrupted run recorded but may not have printed\n")
+    return deliver.replay(journal, pending)
 
 
 def _check_new_state_size(path: str, args: argparse.Namespace) -> None:

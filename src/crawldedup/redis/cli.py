@@ -12,7 +12,7 @@ import tempfile
 from typing import IO, Any, Callable, List, cast
 
 from crawldedup.cli._common import UsageError
-from crawldedup.cli._url_state import UrlState
+from crawldedup.cli._url_state import SHARED_PIECE, UrlState
 from crawldedup.errors import CrawldedupError
 
 #: The URL schemes redis-py connects with (``unix://`` a local socket).
@@ -39,7 +39,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def local_state_path(url: str) -> str:
-    """Where this machine keeps the lock and journal of a Redis state."""
+    """Where this machine keeps the pending journals of a Redis state (one a
+    process: BASE.pending-PID-TOKEN)."""
     digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]
     return os.path.join(tempfile.gettempdir(), f"crawldedup-redis-{digest}")
 
@@ -81,6 +82,7 @@ class RedisState(UrlState):
     """
 
     read_size = 1 << 20  # a round trip per chunk: big chunks
+    record_piece = SHARED_PIECE
 
     def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
         from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
@@ -88,6 +90,7 @@ class RedisState(UrlState):
             raise CrawldedupError("--rotate-every/--generations are not available with a "
                                   "Redis state (use RedisStore windows through --db)")
         base, name = _parts(url)
+        self.created = False  # whether this process made the filter
         try:
             from crawldedup.redis.bloom import RedisBloomFilter
             try:
@@ -110,11 +113,19 @@ class RedisState(UrlState):
                     base, name, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
                     DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
                     layout=args.layout or "blocked")
+                self.created = True
         except ImportError as exc:
             raise CrawldedupError(str(exc)) from None
         self.url = url
         self.contains_many = self.bf.contains_many
         self.add_many = self.bf.add_many
+
+    def check_key_mode(self, mode: str, err: IO[str]) -> None:
+        """Record the key mode in Redis, or refuse another (cli._key_mode)."""
+        from crawldedup.cli import _key_mode
+        record = _key_mode.RedisRecord(self.bf._transport.client, self.bf.name, self.created)
+        _key_mode.check(record, mode, f"the Redis state {self.url}",
+                        lambda: bool(self.bf._popcount()), err)
 
     def describe(self) -> str:
         return (f"Redis Bloom filter {self.bf.name!r} at {self.bf.address}, "
