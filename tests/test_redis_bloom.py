@@ -1,6 +1,9 @@
 """RedisBloomFilter against the real Redis: the BloomFilter interface, the
 same bits as a local filter, export/import, metadata, shards, faults."""
 
+import asyncio
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -13,6 +16,8 @@ from crawldedup import BloomFilter, IncompatibleFilterError, StoreUnavailableErr
 redis = require_module("redis")
 
 from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisKeyTypeError  # noqa: E402
+from crawldedup.redis import AsyncRedisBloomFilter  # noqa: E402
+from crawldedup.redis._bloom_logic import CREATION_WAIT  # noqa: E402
 
 
 @pytest.fixture
@@ -145,6 +150,38 @@ def test_lost_shard_is_reported_not_treated_as_empty(redis_url, name, client):
             RedisBloomFilter(redis_url, name)
         bf.clear()  # starts afresh
         assert bf.add_many(urls(200)).all()
+
+
+def test_an_open_racing_the_creator_waits_for_its_shards(redis_url, name, client):
+    """A creator writes the metadata key (SET NX), then the shards: a
+    process opening the filter in between finds the metadata without the
+    shards.  It waits for them (CREATION_WAIT) instead of reporting lost
+    data; shards that never come are lost data, reported after the wait."""
+    with RedisBloomFilter(redis_url, name, 1000, 0.01, shards=3) as bf:
+        shards = {key: client.get(key) for key in bf.shard_keys}
+    for opener in ("sync", "async"):
+        client.delete(*shards)  # the moment between the creator's two steps
+        creator = threading.Timer(0.3, lambda: client.mset(shards))
+        creator.start()
+        try:
+            if opener == "sync":
+                with RedisBloomFilter(redis_url, name) as other:
+                    assert other.add_many(urls(100)).all()
+            else:
+                async def open_and_add():
+                    other = await AsyncRedisBloomFilter.open(redis_url, name)
+                    try:
+                        return await other.add_many(urls(100))
+                    finally:
+                        await other.aclose()
+                assert asyncio.run(open_and_add()).all()
+        finally:
+            creator.join()
+    client.delete(bf.shard_keys[2])  # lost for good
+    started = time.monotonic()
+    with pytest.raises(RedisDataLostError, match="lost its data"):
+        RedisBloomFilter(redis_url, name)
+    assert time.monotonic() - started >= CREATION_WAIT
 
 
 def test_bad_input_changes_nothing(redis_url, name):

@@ -34,6 +34,13 @@ CLUSTER_SLOTS = 16384
 #: Other adds read the guards in a round trip of their own first, then send
 #: plain BITFIELD commands (a script would cost the server more per key).
 SCRIPT_KEYS = 64
+#: How long an open waits, polling every CREATION_POLL seconds, for the
+#: shards of a filter whose metadata key it found without them: a creator
+#: writes the metadata key first (SET NX decides who creates), then the
+#: shards, so an opener racing it sees the key a moment before the shards.
+#: Shards still missing after that have lost their data.
+CREATION_WAIT = 1.0
+CREATION_POLL = 0.02
 # KEYS[1] a shard; ARGV[1] the guard's offset, ARGV[2] its value, the rest
 # the BITFIELD operations (GET of the guard first).  A shard whose guard is
 # not there answers {guard} and is not written.
@@ -117,6 +124,8 @@ class BloomLogic:
 
     def __init__(self, name: Any, capacity: Optional[int], error_rate: float,
                  shards: Optional[int], layout: str, seed: int) -> None:
+        #: whether this object's open created the filter (won the SET NX)
+        self.created = False
         self.name = check_name(name)
         self.meta_key = self.name + b":meta"
         self.asked: Dict[str, Any] = {}
@@ -272,6 +281,7 @@ class BloomLogic:
                                                          json.dumps(meta), b"NX"))
             replies = yield [setnx]
             if check_reply(replies[0][0], setnx, self.address) is not None:
+                self.created = True
                 self._adopt(meta)
                 yield from self._init_shards()
                 return None
@@ -305,6 +315,12 @@ class BloomLogic:
         for req, reply in zip(reqs, replies):
             check_reply(reply[0], req, self.address)
         return None
+
+    def check_shards_op(self) -> Op:
+        """Read every shard's guard: RedisDataLostError for one that lost it
+        (or, just after another process created the filter, has not been
+        written yet: see CREATION_WAIT)."""
+        return self._check_shards()
 
     def _check_shards(self, keys: Optional[List[bytes]] = None) -> Op:
         """Read the guard of the shards keys (all by default): RedisDataLostError

@@ -51,7 +51,8 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
-from crawldedup.redis._bloom_logic import BloomLogic, key_batch
+from crawldedup.redis._bloom_logic import (CREATION_POLL, CREATION_WAIT, BloomLogic,
+                                           RedisDataLostError, key_batch)
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 from crawldedup.stores.base import FingerprintStore
@@ -432,7 +433,20 @@ class AsyncRedisBloomFilter(_AsyncBase):
         try:
             client = self._transport.client
             nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
-            await self._transport.run(self._logic.open_op(nodes))
+            try:
+                await self._transport.run(self._logic.open_op(nodes))
+            except RedisDataLostError:  # just created by another process? (CREATION_WAIT)
+                if self._logic.created:
+                    raise
+                deadline = time.monotonic() + CREATION_WAIT
+                while True:
+                    await asyncio.sleep(CREATION_POLL)
+                    try:
+                        await self._transport.run(self._logic.check_shards_op())
+                        break
+                    except RedisDataLostError:
+                        if time.monotonic() >= deadline:
+                            raise
         except BaseException:
             await self.aclose()
             raise

@@ -5,12 +5,13 @@ Cluster), with an atomic test-and-set per key.  See docs/redis.md."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Iterable, Optional, cast
 
 import numpy as np
 
 from crawldedup.bloom import BloomFilter
-from crawldedup.redis._bloom_logic import BloomLogic, key_batch
+from crawldedup.redis._bloom_logic import CREATION_POLL, CREATION_WAIT, BloomLogic, key_batch
 from crawldedup.redis._bloom_logic import RedisDataLostError as RedisDataLostError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Request, SyncHandle
@@ -56,10 +57,28 @@ class RedisBloomFilter(SyncHandle):
         client, is_cluster = self._attach(client_or_url)
         try:
             nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
+            self._open(nodes)
         except BaseException:
             self.close()
             raise
+
+    def _open(self, nodes: int) -> None:
+        """Read or create the filter; shards missing just after another
+        process created it are waited for (CREATION_WAIT)."""
+        try:
+            self._transport.run(self._logic.open_op(nodes))
+        except RedisDataLostError:
+            if self._logic.created:
+                raise
+            deadline = time.monotonic() + CREATION_WAIT
+            while True:
+                time.sleep(CREATION_POLL)
+                try:
+                    self._transport.run(self._logic.check_shards_op())
+                    return
+                except RedisDataLostError:
+                    if time.monotonic() >= deadline:
+                        raise
 
     # -------------------------------------------------------- parameters
 
@@ -166,7 +185,7 @@ class RedisBloomFilter(SyncHandle):
                 raise ValueError(f"a filter named {self.name!r} exists at {self.address}; "
                                  f"pass replace=True to overwrite it")
             nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
+            self._open(nodes)
             self._transport.run(self._logic.write_bits_op(bytes(bf._bits_view())))
         except BaseException:
             self.close()
