@@ -76,3 +76,18 @@ def test_errors_are_messages_not_tracebacks(base):
     assert code == 1 and "needs a name" in err
     code, out, err = run(["urls", "--state", base, "--rotate-every", "1d", "-"], b"u\n")
     assert code == 1 and "not available" in err
+
+
+@pytest.mark.parametrize("port, said", [("abc", "could not be cast to integer"),
+                                        ("99999", "out of range 0-65535"),
+                                        ("-1", "could not be cast to integer")])
+@pytest.mark.parametrize("command", [["urls", "--state"], ["urls", "--state", "s.bf", "--db"],
+                                     ["info"]])
+def test_a_redis_url_with_a_bad_port_is_one_line(tmp_path, command, port, said):
+    """A port that is not a number in 0..65535 is named, with the URL, in
+    one line (it was redis-py's traceback for a Redis --state)."""
+    url = f"redis://127.0.0.1:{port}/0/x"
+    args = [a if a != "s.bf" else str(tmp_path / "s.bf") for a in command] + [url]
+    code, out, err = run(args + (["-"] if command[0] == "urls" else []), b"u\n")
+    assert code == 1 and "Traceback" not in err, err
+    assert url in err and said in err, err

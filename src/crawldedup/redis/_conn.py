@@ -77,6 +77,10 @@ def split_url(url: str, *, default_name: Optional[str] = None) -> Tuple[str, Opt
         raise ValueError(f"not a Redis URL (redis://host:port/db/name): {url!r}")
     if parts.scheme == "unix":
         return url, default_name
+    try:
+        parts.port  # (urllib checks it when asked: a number in 0..65535)
+    except ValueError as exc:
+        raise ValueError(f"{url!r}: {exc} (redis://host:port/db/name)") from None
     segments = [s for s in parts.path.split("/") if s]
     db = "0"
     name = default_name
