@@ -386,9 +386,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             groups = clusters.groups(rank)
             progress["groups"] = len(groups)
             for group in groups:
-                out.write(json.dumps({"representative": group[0], "members": group,
-                                      "size": len(group)}, ensure_ascii=False) + "\n")
-                progress["clusters"] += 1
+                line = json.dumps({"representative": group[0], "members": group,
+                                   "size": len(group)}, ensure_ascii=False) + "\n"
+                try:
+                    out.write(line)
+                finally:  # counted once written (see the pairs' count)
+                    progress["clusters"] += 1
         out.flush()
         progress["phase"] = "saving"
         if index_path:  # without --index, the index is not kept: no need to fill it
