@@ -647,3 +647,26 @@ def test_a_wal_being_written_by_another_process_is_not_taken_for_damage(tmp_path
     finally:
         writer.wait(timeout=120)
     assert opens > 5
+
+
+def test_info_names_a_damaged_wal_and_writes_nothing(tmp_path):
+    """crawldedup info on a state whose killed writer's WAL has a changed
+    byte: the damage is named (exit 1), not a state described from the
+    frames before it (it said "not a crawldedup re-crawl state (tables:
+    none)" and exited 0, --verify too)."""
+    path = str(tmp_path / "info.db")
+    _killed_writer_state(path)
+    wal = bytearray(pathlib.Path(path + "-wal").read_bytes())
+    frame = 24 + int.from_bytes(wal[8:12], "big")
+    wal[32 + 3 * frame + 500] ^= 1
+    pathlib.Path(path + "-wal").write_bytes(bytes(wal))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for flags in ([], ["--verify"]):
+        run = subprocess.run([sys.executable, "-m", "crawldedup", "info", *flags, path],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 1 and run.stdout == "", (run.stdout, run.stderr)
+        assert run.stderr.startswith(f"crawldedup: error: {path!r} is not a valid crawldedup "
+                                     f"file: its WAL {path + '-wal'!r} is damaged: frame 4 of "
+                                     f"{(len(wal) - 32) // frame} does not check out"), run.stderr
+        assert run.stderr.count("\n") == 1, run.stderr
+        assert pathlib.Path(path + "-wal").read_bytes() == bytes(wal)

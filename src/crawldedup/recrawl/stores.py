@@ -167,11 +167,18 @@ def _check_header(path: str) -> None:
         if header[24:28] == header[92:96] and pages != size // page:
             raise bad(f"it counts {pages} pages, the file holds {size // page}")
     if not settled:
-        # read twice before refusing: a writer appending meanwhile could
-        # make one read see a frame still being written
-        why = _wal_damage(wal)
-        if why is not None and _wal_damage(wal) == why:
-            raise CorruptDatabaseError(path, f"its WAL {wal!r} is damaged: {why}")
+        check_wal(path)
+
+
+def check_wal(path: str) -> None:
+    """Refuse the state ``path`` when the WAL beside it (if any) is damaged
+    where SQLite would drop committed transactions without an error (see
+    _wal_damage).  It is read twice before refusing: a writer appending
+    meanwhile could make one read see a frame still being written."""
+    wal = path + "-wal"
+    why = _wal_damage(wal)
+    if why is not None and _wal_damage(wal) == why:
+        raise CorruptDatabaseError(path, f"its WAL {wal!r} is damaged: {why}")
 
 
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
