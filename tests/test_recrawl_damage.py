@@ -5,7 +5,10 @@ damaged value writes nothing, so the damage is not hidden by the next write.
 Both stores, on the real servers."""
 
 import os
+import pathlib
 import sqlite3
+import subprocess
+import sys
 import uuid
 
 import numpy as np
@@ -565,3 +568,105 @@ def test_host_sums_add_up_when_another_process_wrote_the_host_meanwhile(tmp_path
     finally:
         one.close()
         other.close()
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+from crawldedup.recrawl import RecrawlState
+path, n = sys.argv[1], int(sys.argv[2])
+state = RecrawlState(path, canonical=False)
+for version in range(1, n + 1):
+    state.record_many([{"url": f"https://h{i % 3}.example/{i}", "status": 200,
+                        "time": 1_700_000_000.0 + version * 86400.0,
+                        "headers": {"ETag": f'"{i}-{version}"'}, "digest": bytes([version]) * 16}
+                       for i in range(40)])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _killed_writer_state(path, versions=5):
+    """A state whose writer was killed after committing ``versions``
+    batches: they are all in the WAL left beside the file."""
+    subprocess.run([sys.executable, "-c", _KILLED_WRITER, path, str(versions)],
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, check=False)
+    assert os.path.getsize(path + "-wal") > 0
+
+
+def test_one_changed_byte_in_a_wal_left_by_a_killed_writer_is_named(tmp_path):
+    """SQLite replays a WAL up to its first frame that does not check out
+    and drops the rest without an error: one changed byte in the WAL of a
+    killed writer made every batch after it (or the whole state) vanish.
+    Every frame but the last commit (which a power failure may cut) is
+    checked: a changed byte there raises CorruptFileError naming the file,
+    and the refused open leaves the file and its WAL as they were."""
+    base = str(tmp_path / "base.db")
+    _killed_writer_state(base)
+    files = {suffix: pathlib.Path(base + suffix).read_bytes() for suffix in ("", "-wal")}
+    frame = 24 + int.from_bytes(files["-wal"][8:12], "big")
+    frames = (len(files["-wal"]) - 32) // frame
+    path = str(tmp_path / "t.db")
+
+    def copy(wal):
+        for suffix, data in (("", files[""]), ("-wal", wal)):
+            pathlib.Path(path + suffix).write_bytes(data)
+        if os.path.exists(path + "-shm"):
+            os.remove(path + "-shm")
+
+    copy(files["-wal"])
+    with RecrawlState(path, canonical=False) as state:
+        assert state.get("https://h1.example/1").fetches == 5
+    rnd = np.random.default_rng(7)
+    # the WAL's header, then bytes of every frame before the last
+    spots = [int(rnd.integers(32))] + [32 + i * frame + int(rnd.integers(frame))
+                                       for i in range(frames - 1)]
+    for at in spots:
+        wal = bytearray(files["-wal"])
+        wal[at] ^= 1 << int(rnd.integers(8))
+        copy(bytes(wal))
+        with pytest.raises(CorruptFileError, match="its WAL .* is damaged") as info:
+            RecrawlState(path, canonical=False)
+        assert info.value.path == path
+        assert pathlib.Path(path + "-wal").read_bytes() == bytes(wal)
+        assert pathlib.Path(path).read_bytes() == files[""]
+
+
+def test_a_wal_being_written_by_another_process_is_not_taken_for_damage(tmp_path):
+    """A writer appending to the WAL while another process opens the state
+    is no damage: 40 opens during 60 batches of a live writer."""
+    path = str(tmp_path / "live.db")
+    with RecrawlState(path, canonical=False):
+        pass
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path, "60"],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        opens = 0
+        while writer.poll() is None and opens < 40:
+            with RecrawlState(path, canonical=False) as state:
+                state.get("https://h1.example/1")
+            opens += 1
+    finally:
+        writer.wait(timeout=120)
+    assert opens > 5
+
+
+def test_info_names_a_damaged_wal_and_writes_nothing(tmp_path):
+    """crawldedup info on a state whose killed writer's WAL has a changed
+    byte: the damage is named (exit 1), not a state described from the
+    frames before it (it said "not a crawldedup re-crawl state (tables:
+    none)" and exited 0, --verify too)."""
+    path = str(tmp_path / "info.db")
+    _killed_writer_state(path)
+    wal = bytearray(pathlib.Path(path + "-wal").read_bytes())
+    frame = 24 + int.from_bytes(wal[8:12], "big")
+    wal[32 + 3 * frame + 500] ^= 1
+    pathlib.Path(path + "-wal").write_bytes(bytes(wal))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for flags in ([], ["--verify"]):
+        run = subprocess.run([sys.executable, "-m", "crawldedup", "info", *flags, path],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 1 and run.stdout == "", (run.stdout, run.stderr)
+        assert run.stderr.startswith(f"crawldedup: error: {path!r} is not a valid crawldedup "
+                                     f"file: its WAL {path + '-wal'!r} is damaged: frame 4 of "
+                                     f"{(len(wal) - 32) // frame} does not check out"), run.stderr
+        assert run.stderr.count("\n") == 1, run.stderr
+        assert pathlib.Path(path + "-wal").read_bytes() == bytes(wal)

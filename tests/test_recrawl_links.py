@@ -89,7 +89,11 @@ def test_bad_links_are_refused_before_anything_is_written(state):
     (b"\x01" + bytes(16) + zlib.compress(b"[]")[:-3], "truncated"),
     (b"\x01" + bytes(16) + zlib.compress(b"{not json"), "not JSON"),
     (b"\x01" + bytes(16) + zlib.compress(b'[["https://x/", 5]]'), r"links\[0\] must be"),
-    (b"\x03" + bytes(16) + zlib.compress(b"[]"), "not a record of format 1 or 2"),
+    (b"\x00" + bytes(16) + zlib.compress(b"[]"), "not a record of format 1, 2, 3 or 4"),
+    (b"\x03" + zlib.compress(bytes(15)), "its digest is 15 bytes"),
+    (b"\x03" + bytes(16) + zlib.compress(b"[]"), "do not inflate"),
+    (b"\x03" + zlib.compress(bytes(16) + b"{not json"), "not JSON"),
+    (b"\x04" + zlib.compress(bytes(16) + b"[]"), "its body is missing"),
     (b"\x02" + bytes(16) + zlib.compress(b"[]"), "its body is missing"),
     (b"\x02" + bytes(16) + zlib.compress(b'[]\n<p>'), "header line is not"),
     (b"\x02" + bytes(16) + zlib.compress(b'{"links": [], "headers": {"a": 1}}\n<p>'),
@@ -102,6 +106,40 @@ def test_a_damaged_links_record_is_named(state, value, said):
         state.store.address.startswith("SQLite") else CorruptStateError
     with pytest.raises(error, match=f"the recrawl links of '{URL}' are damaged: .*{said}"):
         state.get_links(URL)
+
+
+@pytest.mark.parametrize("body", [None, b"<p>kept</p>" * 20])
+def test_every_byte_of_a_links_record_is_checked(state, body):
+    """One changed byte anywhere in a stored record (its digest included)
+    is named as damage, or reads back what was written: never the links of
+    another version."""
+    digest = bytes(range(16))
+    headers = None if body is None else {"Content-Type": "text/html"}
+    state.set_links(URL, digest, LINKS, body, headers)
+    kept = state.get_links(URL)
+    assert kept == PageLinks(digest, LINKS, body, headers)
+    blob = state.store.read_links([state.key(URL)])[state.key(URL)]
+    error = CorruptFileError if isinstance(state.store.address, str) and \
+        state.store.address.startswith("SQLite") else CorruptStateError
+    for at in range(len(blob)):
+        for flip in (0x01, 0x80):
+            damaged = bytearray(blob)
+            damaged[at] ^= flip
+            state.damage(URL, bytes(damaged))
+            try:
+                got = state.get_links(URL)
+            except error:
+                continue
+            assert got == kept, f"byte {at} ^ {flip:#x} read back {got!r:.200}"
+
+
+def test_records_of_formats_1_and_2_are_still_read(state):
+    digest = bytes(range(16))
+    state.set_links(URL, bytes(16), [])
+    state.damage(URL, b"\x01" + digest + zlib.compress(b'[["https://x/",null]]'))
+    assert state.get_links(URL) == PageLinks(digest, [["https://x/", None]])
+    state.damage(URL, b"\x02" + digest + zlib.compress(b'{"links":[],"headers":{}}\n<p>'))
+    assert state.get_links(URL) == PageLinks(digest, [], b"<p>", {})
 
 
 def test_a_sqlite_links_row_that_is_not_bytes_is_named(tmp_path):

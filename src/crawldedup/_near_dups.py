@@ -290,9 +290,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 other = found_list[j]
                 if other == ident or order.get(other, -1) > mine:
                     continue  # itself, or a later document (its own query finds this pair)
-                out.write(json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
-                                     ensure_ascii=False) + "\n")
-                counts["pairs"] += 1  # after the write: the count of pairs written
+                line = json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
+                                  ensure_ascii=False) + "\n"
+                try:
+                    out.write(line)
+                finally:
+                    # counted once written, even when Ctrl-C lands as the
+                    # write returns (the pair is in the output: it is flushed)
+                    counts["pairs"] += 1
         # Every pair among the documents compared so far is written.
         counts["compared"] += len(batch)
 
@@ -381,9 +386,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             groups = clusters.groups(rank)
             progress["groups"] = len(groups)
             for group in groups:
-                out.write(json.dumps({"representative": group[0], "members": group,
-                                      "size": len(group)}, ensure_ascii=False) + "\n")
-                progress["clusters"] += 1
+                line = json.dumps({"representative": group[0], "members": group,
+                                   "size": len(group)}, ensure_ascii=False) + "\n"
+                try:
+                    out.write(line)
+                finally:  # counted once written (see the pairs' count)
+                    progress["clusters"] += 1
         out.flush()
         progress["phase"] = "saving"
         if index_path:  # without --index, the index is not kept: no need to fill it

@@ -12,7 +12,7 @@ from crawldedup import _files
 from crawldedup.bloom import BloomFilter
 from crawldedup.cli._common import format_duration
 from crawldedup.errors import CorruptFileError, CrawldedupError
-from crawldedup.recrawl.stores import SQLITE_FORMAT
+from crawldedup.recrawl.stores import SQLITE_FORMAT, check_wal
 
 try:  # some Pythons are built without it; only the re-crawl description needs it
     import sqlite3
@@ -193,6 +193,8 @@ def _describe_sqlite(path: str, size: int, args: argparse.Namespace) -> List[str
     if sqlite3 is None:  # pragma: no cover
         raise CrawldedupError("describing a SQLite file needs the sqlite3 module, which this "
                               "Python was built without")
+    # SQLite would read a damaged WAL as far as its first bad frame only
+    check_wal(path)
     try:
         conn = _connect_read_only(path)
     except sqlite3.Error as exc:

@@ -22,11 +22,14 @@ A record may also keep the page's body and the headers needed to hand it
 to a parser again (its Content-Type), for a crawler that gives its
 callbacks the kept version of a page answered 304.
 
-Stored form: one byte of format, the 16-byte digest, then compressed with
-zlib (level 6): format 1, the links as compact JSON; format 2 (with a
+Stored form: one byte of format, then compressed with zlib (level 6) the
+16-byte digest and: format 3, the links as compact JSON; format 4 (with a
 body), a JSON line ``{"links": ..., "headers": {...}}``, a newline and the
-body.  URLs of one site share most of their bytes, so a page's links take a
-fraction of their text.
+body.  The digest is inside the compressed stream so that zlib's checksum
+covers it: a damaged digest is named as damage, not taken for another
+version's.  Formats 1 and 2 (the same, with the digest before the
+compressed stream) are still read.  URLs of one site share most of their
+bytes, so a page's links take a fraction of their text.
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ import zlib
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 #: The first byte of a stored record: links only, or links and a body.
-LINKS_FORMAT = 1
-BODY_FORMAT = 2
+LINKS_FORMAT = 3
+BODY_FORMAT = 4
+#: The formats of records written before the digest was compressed with them
+#: (links only, links and a body): still read.
+_OLD_FORMATS = {1: LINKS_FORMAT, 2: BODY_FORMAT}
 DIGEST_SIZE = 16
 #: The most bytes a record's JSON may take once decompressed: a bound on what
 #: a damaged or hostile record can make a reader allocate.
@@ -101,28 +107,37 @@ def encode_links(digest: bytes, links: Optional[Sequence[Sequence[Any]]],
     except (TypeError, ValueError) as exc:
         raise TypeError(f"links must hold JSON values only: {exc}") from None
     if body is None:
-        return bytes((LINKS_FORMAT,)) + bytes(digest) + zlib.compress(text.encode("utf-8"), 6)
-    return (bytes((BODY_FORMAT,)) + bytes(digest)
-            + zlib.compress(text.encode("utf-8") + b"\n" + bytes(body), 6))
+        return bytes((LINKS_FORMAT,)) + zlib.compress(bytes(digest) + text.encode("utf-8"), 6)
+    return bytes((BODY_FORMAT,)) + zlib.compress(
+        bytes(digest) + text.encode("utf-8") + b"\n" + bytes(body), 6)
 
 
 def decode_links(blob: Any) -> PageLinks:
     """A stored record back; ValueError says how it is damaged."""
     if not isinstance(blob, (bytes, bytearray)):
         raise ValueError(f"a record is bytes, not {type(blob).__name__}")
-    if len(blob) < 1 + DIGEST_SIZE + 1 or blob[0] not in (LINKS_FORMAT, BODY_FORMAT):
-        raise ValueError(f"not a record of format {LINKS_FORMAT} or {BODY_FORMAT} "
+    kind = _OLD_FORMATS.get(blob[0], blob[0]) if blob else 0
+    # (an old record's digest comes before its compressed stream)
+    start = 1 + DIGEST_SIZE if blob and blob[0] in _OLD_FORMATS else 1
+    if len(blob) < start + 1 or kind not in (LINKS_FORMAT, BODY_FORMAT):
+        raise ValueError(f"not a record of format 1, 2, {LINKS_FORMAT} or {BODY_FORMAT} "
                          f"({len(blob)} bytes, starting {bytes(blob[:4])!r})")
     inflate = zlib.decompressobj()
     try:
-        text = inflate.decompress(bytes(blob[1 + DIGEST_SIZE:]), MAX_LINKS_BYTES)
+        text = inflate.decompress(bytes(blob[start:]), MAX_LINKS_BYTES)
     except zlib.error as exc:
         raise ValueError(f"its compressed links do not inflate: {exc}") from None
     if inflate.unconsumed_tail or not inflate.eof:
         raise ValueError("its compressed links are truncated or larger than "
                          f"{MAX_LINKS_BYTES} bytes")
+    if start == 1:
+        if len(text) < DIGEST_SIZE:
+            raise ValueError(f"its digest is {len(text)} bytes, not {DIGEST_SIZE}")
+        digest, text = text[:DIGEST_SIZE], text[DIGEST_SIZE:]
+    else:
+        digest = bytes(blob[1:start])
     body = headers = None
-    if blob[0] == BODY_FORMAT:
+    if kind == BODY_FORMAT:
         text, newline, body = text.partition(b"\n")
         if not newline:
             raise ValueError("its body is missing")
@@ -139,7 +154,7 @@ def decode_links(blob: Any) -> PageLinks:
     why = _check_links(links)
     if why is not None:
         raise ValueError(why)
-    return PageLinks(bytes(blob[1:1 + DIGEST_SIZE]), links, body, headers)
+    return PageLinks(digest, links, body, headers)
 
 
 __all__ = ["PageLinks", "encode_links", "decode_links", "LINKS_FORMAT", "BODY_FORMAT",

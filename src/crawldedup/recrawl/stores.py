@@ -166,6 +166,93 @@ def _check_header(path: str) -> None:
         # (the count is valid when the change counter equals its copy)
         if header[24:28] == header[92:96] and pages != size // page:
             raise bad(f"it counts {pages} pages, the file holds {size // page}")
+    if not settled:
+        check_wal(path)
+
+
+def check_wal(path: str) -> None:
+    """Refuse the state ``path`` when the WAL beside it (if any) is damaged
+    where SQLite would drop committed transactions without an error (see
+    _wal_damage).  It is read twice before refusing: a writer appending
+    meanwhile could make one read see a frame still being written."""
+    wal = path + "-wal"
+    why = _wal_damage(wal)
+    if why is not None and _wal_damage(wal) == why:
+        raise CorruptDatabaseError(path, f"its WAL {wal!r} is damaged: {why}")
+
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def _wal_sums(s0: np.ndarray, s1: np.ndarray, words: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """SQLite's WAL checksum of each row of ``words`` (32-bit words, an even
+    number a row), carried on from (s0, s1), one pair a row."""
+    for i in range(0, words.shape[1], 2):
+        s0 = (s0 + words[:, i].astype(np.uint64) + s1) & _MASK32
+        s1 = (s1 + words[:, i + 1].astype(np.uint64) + s0) & _MASK32
+    return s0, s1
+
+
+def _wal_damage(wal: str) -> Optional[str]:
+    """Why SQLite would silently drop transactions committed in this WAL, or
+    None.  SQLite replays a WAL's frames up to the first whose salts or
+    checksum do not match, and takes everything after for what a crash left
+    unfinished; so one changed byte in a frame, or in the WAL's header, makes
+    the transactions from there on vanish without an error.  A commit frame
+    that checks out after such a frame (with the WAL's salts, chained from
+    the frame before it) was written whole: only damage (or a lost write on
+    power failure) puts a bad frame before it.  A damaged last commit frame
+    cannot be told from one a power failure cut, and is not refused."""
+    try:
+        with open(wal, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None  # SQLite names what keeps the file from being read
+    if len(data) < 32:
+        return None
+    magic, version, page = (int.from_bytes(data[i:i + 4], "big") for i in (0, 4, 8))
+    order = ">u4" if magic & 1 else "<u4"
+    # (the fields are big-endian; the checksums read words in the order
+    # the magic number gives)
+    head = np.frombuffer(data, ">u4", 8, 0).astype(np.uint64)
+    s0, s1 = _wal_sums(np.zeros(1, np.uint64), np.zeros(1, np.uint64),
+                       np.frombuffer(data, order, 6, 0)[None, :])
+    if (magic not in _WAL_MAGIC or version != 3007000 or page < 512 or page > 65536
+            or page & (page - 1) or (int(s0[0]), int(s1[0])) != (int(head[6]), int(head[7]))):
+        # SQLite ignores a WAL whose header does not check out: it may hold
+        # no frame (a WAL begun and left empty)
+        held = (len(data) - 32) // (24 + 8192) if magic not in _WAL_MAGIC else (
+            (len(data) - 32) // (24 + page) if 512 <= page <= 65536 else 1)
+        return f"its header does not check out, and it holds {held} frames" if held else None
+    size = 24 + page
+    n = (len(data) - 32) // size
+    if n == 0:
+        return None
+    frames = np.frombuffer(data, np.uint8, n * size, 32).reshape(n, size)
+    fields = frames[:, :24].copy().view(">u4").astype(np.uint64)  # (n, 6)
+    words = np.concatenate([frames[:, :8], frames[:, 24:]], axis=1).view(order)
+    salted = (fields[:, 2] == head[4]) & (fields[:, 3] == head[5])
+    # each frame's checksum carried on from the one stored in the frame before
+    start0 = np.concatenate([head[6:7], fields[:-1, 4]])
+    start1 = np.concatenate([head[7:8], fields[:-1, 5]])
+    c0, c1 = _wal_sums(start0, start1, words)
+    sound = salted & (c0 == fields[:, 4]) & (c1 == fields[:, 5])
+    if sound.all():
+        return None
+    bad = int(np.argmin(sound))
+    commits = np.flatnonzero(sound & (fields[:, 1] != 0))
+    later = commits[commits > bad]
+    if not len(later) and bad + 1 < n and salted[bad + 1] and fields[bad + 1, 1]:
+        # the bad frame's stored checksum itself may be what changed: the
+        # next frame then checks out from the checksum computed for it
+        n0, n1 = _wal_sums(c0[bad:bad + 1], c1[bad:bad + 1], words[bad + 1:bad + 2])
+        if (int(n0[0]), int(n1[0])) == (int(fields[bad + 1, 4]), int(fields[bad + 1, 5])):
+            later = np.array([bad + 1])
+    if not len(later):
+        return None
+    return (f"frame {bad + 1} of {n} does not check out, but frame {int(later[0]) + 1} "
+            f"commits after it: SQLite would drop the transactions from frame {bad + 1} on")
 
 _EXPECTED_SCHEMA: List[Tuple[Any, ...]] = []
 
