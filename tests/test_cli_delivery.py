@@ -26,9 +26,31 @@ def state_of(tmp_path):
         yield make
 
 
-def check_once(runs, expected):
+#: The most one write into the output's pipe takes (a Linux pipe's default
+#: size, 64 KiB).
+PIPE_WRITE = 1 << 16
+
+
+def write_tail(run):
+    """The last lines of a killed run's output within one pipe write: what
+    a kill between that write's return and the journal's record of it
+    leaves to be printed again (docs/cli.md; a pipe cannot say what its
+    reader got)."""
+    tail, size = [], 0
+    for line in reversed(run.lines()):
+        size += len(line) + 1
+        if size > PIPE_WRITE:
+            break
+        tail.append(line)
+    return set(tail)
+
+
+def check_once(runs, expected, killed=()):
+    """Every expected URL printed, and once: but for a killed run's last
+    write, which the next run may print again (write_tail), once."""
     printed = collections.Counter(line for run in runs for line in run.lines())
-    twice = {url: n for url, n in printed.items() if n > 1}
+    allowed = collections.Counter(url for run in killed for url in write_tail(run))
+    twice = {url: n for url, n in printed.items() if n - 1 > allowed[url]}
     assert not twice, f"{len(twice)} URLs printed more than once, e.g. {list(twice)[:3]}"
     assert set(printed) == set(expected), (len(set(expected) - set(printed)), "lost")
 
@@ -40,7 +62,9 @@ def test_kill_minus_nine_at_any_moment_prints_each_url_once(kind, state_of, tmp_
     to the end: across all their outputs, every URL is printed once.  The
     pending journal of a --db run used to hold every line its in-process
     cache did not know, so the run after a kill printed again URLs that
-    the database had had for long."""
+    the database had had for long.  (A kill between a write's return and
+    the journal's record of it prints that write again: a pipe cannot say
+    what its reader got; check_once allows that, and nothing more.)"""
     args = state_of(kind).args
     rng = random.Random(f"{kind}-kills")
     inputs = []
@@ -54,17 +78,19 @@ def test_kill_minus_nine_at_any_moment_prints_each_url_once(kind, state_of, tmp_
     assert first.wait() == 0, first.err
     took = time.monotonic() - t0
     runs.append(first)
+    killed = []
     for n in range(6):
         run = Run(args, inputs[1 + n % 2], folder=tmp_path)
         time.sleep(rng.uniform(0.1, 1.2) * took)
         run.kill()
         run.wait()
         runs.append(run)
+        killed.append(run)
     for source in inputs:
         run = Run(args, source, folder=tmp_path)
         assert run.wait() == 0, run.err
         runs.append(run)
-    check_once(runs, urls(0, 60_000))
+    check_once(runs, urls(0, 60_000), killed)
     again = Run(args, inputs[2], folder=tmp_path)
     assert again.wait() == 0 and again.lines() == []  # all recorded
 
@@ -104,9 +130,11 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     in three of them), run at once; one is killed with SIGKILL at a random
     moment, and a later run finishes its journal.  They used to be refused
     ("in use by another crawldedup process") but one.  Every URL is printed
-    once overall; only when the kill cut the insert of a chunk (before the
-    state's answer was recorded) may a URL of that chunk that another
-    process added meanwhile be printed by both (docs/cli.md)."""
+    once overall, with the two limits docs/cli.md gives: when the kill cut
+    the insert of a piece (before the state's answer was recorded), a URL
+    of that piece that another process added meanwhile may be printed by
+    both, and a kill between a write and its record in the journal prints
+    that write again."""
     args = state_of(kind).args
     env = dict(ENV, TMPDIR=str(tmp_path))
     everything = urls(0, 60_000)
@@ -141,7 +169,16 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     printed = collections.Counter(line for run in runs for line in run.lines())
     assert set(printed) == set(everything), "lost"
     twice = {url for url, n in printed.items() if n > 1}
-    assert twice <= set(cut), f"{len(twice - set(cut))} URLs printed twice"
+    # The other limit (docs/cli.md): a kill between a write's return and the
+    # journal's record of it prints that write again: lines at the end of
+    # the killed run's output, one pipe write's worth at most, that the
+    # later run printed as well.
+    rewritten = twice - set(cut)
+    if rewritten:
+        tail = victim.lines()[-len(rewritten):]
+        assert set(tail) == rewritten, f"{len(rewritten)} URLs printed twice"
+        assert rewritten <= set(later.lines())
+        assert sum(len(line) + 1 for line in tail) <= PIPE_WRITE, len(rewritten)
     assert not [p for p in tmp_path.iterdir() if ".pending" in p.name]  # all finished
 
 
