@@ -102,7 +102,8 @@ def union_find_clusters(pairs):
 
 # ---------------------------------------------------------------- the workers' Python
 
-def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tmp_path):  # noqa: F811
+def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tmp_path,  # noqa: F811
+                                                                      monkeypatch):
     """Workers on a Python that lacks numpy and pyarrow (a bare venv, as
     `python3` from PATH is when PYSPARK_PYTHON is unset), on which a job
     fails deep in a worker with ModuleNotFoundError.  crawldedup.spark's
@@ -119,8 +120,12 @@ def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tm
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
                    check=True)
     bare = str(tmp_path / "bare" / "bin" / "python")
-    # what a job's worker on it would meet (a job cannot show it here: the
-    # session's Python workers, started by earlier tests, are reused)
+    # The tests' PYTHONPATH leads the workers to the installed packages (in
+    # CI, the venv's site-packages): without it, as a user's environment
+    # has it, the bare venv has no numpy or pyarrow.  What a job's worker
+    # on it would meet (a job cannot show it here: the session's Python
+    # workers, started by earlier tests, are reused):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     lacks = subprocess.run([bare, "-c", "import pyarrow"], capture_output=True, text=True)
     assert lacks.returncode != 0 and "No module named 'pyarrow'" in lacks.stderr
     df = spark.createDataFrame([(1, "a b c")], "id long, text string")
@@ -141,6 +146,7 @@ def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tm
         assert _common._checked[(sc.applicationId, bare)] == message
     finally:
         sc.pythonExec = saved
+        monkeypatch.undo()
     assert simhash_column(df, "text", "fp").count() == 1
 
 
