@@ -169,6 +169,29 @@ def test_bad_drop_setting():
         RecrawlMiddleware(RecrawlState.__new__(RecrawlState), drop=True, bodies=True)
 
 
+def test_a_store_that_keeps_no_links_is_refused_unless_links_are_off(tmp_path):
+    """Link storage is a capability a store declares (keeps_links): with
+    links on, a state whose store keeps none is refused when the
+    middleware is made, naming the setting; a direct call raises
+    TypeError naming the store."""
+    from crawldedup.recrawl import RecrawlState
+    from crawldedup.recrawl.stores import RecrawlStore
+    from crawldedup.scrapy import RecrawlMiddleware
+    state = RecrawlState(str(tmp_path / "r.db"))
+    try:
+        assert state.store.keeps_links
+        state.store.keeps_links = False  # as a store made for an earlier crawldedup
+        with pytest.raises(ValueError, match="keeps no links.*CRAWLDEDUP_RECRAWL_LINKS = False"):
+            RecrawlMiddleware(state)
+        RecrawlMiddleware(state, links=False)
+        for call in (lambda: RecrawlStore.read_links(state.store, ["https://a.example/"]),
+                     lambda: RecrawlStore.write_links(state.store, {"https://a.example/": b""})):
+            with pytest.raises(TypeError, match="SQLiteRecrawlStore keeps no links"):
+                call()
+    finally:
+        state.close()
+
+
 def test_head_only_when_it_pays(tmp_path):
     """No HEAD before the GET of a page that has probably changed since its
     last fetch, nor of a page smaller than a HEAD answer."""

@@ -58,6 +58,8 @@ class RedisRecrawlStore(RecrawlStore):
     any Redis error, raises StoreUnavailableError naming the address.
     """
 
+    keeps_links = True
+
     def __init__(self, client_or_url: Any = "redis://127.0.0.1:6379/0", *,
                  prefix: str = "crawldedup:recrawl") -> None:
         redis = _redis_module()

@@ -351,18 +351,25 @@ class RecrawlStore(Store):
         """Save scheduler numbers."""
 
     # The requests made from each page (crawldedup.recrawl.links records,
-    # kept as bytes by URL).  Not abstract: a store made for an earlier
-    # crawldedup keeps working for everything else.
+    # kept as bytes by URL): a capability a store declares with keeps_links
+    # (both stores here do).  Not abstract, so that a store made for an
+    # earlier crawldedup keeps working for everything else; the Scrapy
+    # middleware checks keeps_links when it is made.
+
+    #: Whether read_links and write_links keep the requests made from pages.
+    keeps_links = False
+
+    def _no_links(self) -> TypeError:
+        return TypeError(f"{type(self).__name__} keeps no links (keeps_links is False; the "
+                         f"Scrapy middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
 
     def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
         """The stored link records of those ``urls`` that have one."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
-                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
+        raise self._no_links()
 
     def write_links(self, records: Mapping[str, bytes]) -> None:
         """Store link records (URL -> bytes), replacing any before: all or nothing."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no links (the Scrapy "
-                                  f"middleware can do without: CRAWLDEDUP_RECRAWL_LINKS = False)")
+        raise self._no_links()
 
 
 def _host_fields(fields: Sequence[str]) -> Sequence[str]:
@@ -578,6 +585,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     time).  Damage raises CorruptFileError naming the file; SQLite's other
     errors raise StoreUnavailableError naming it.
     """
+
+    keeps_links = True
 
     # Pages of 8 KiB in a new file instead of SQLite's 4: a million pages
     # recorded in batches of 10,000 went 9 to 12% faster over both crawls

@@ -264,6 +264,11 @@ class RecrawlMiddleware:
             raise ValueError("CRAWLDEDUP_RECRAWL_BODIES hands the callbacks the kept version of "
                              "a page answered 304, and CRAWLDEDUP_RECRAWL_DROP drops those "
                              "('not_modified'): choose one")
+        if self.links and not state.store.keeps_links:
+            raise ValueError(f"CRAWLDEDUP_RECRAWL_LINKS replays the requests of the pages not "
+                             f"parsed again, and the state's store "
+                             f"({type(state.store).__name__}) keeps no links: set "
+                             f"CRAWLDEDUP_RECRAWL_LINKS = False, or use a store that does")
         self.stats = stats
         self.crawler = crawler
 
