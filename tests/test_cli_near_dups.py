@@ -582,73 +582,59 @@ def test_an_index_in_a_read_only_folder_is_refused_before_any_output(tmp_path):
         folder.chmod(0o755)
 
 
-@platform_lacks(sys.platform == "win32", "SIGINT to a child process")
-def test_ctrl_c_while_pairs_are_written_counts_every_pair_in_the_output(tmp_path):
-    """Ctrl-C landing while pairs pour out: the count said is the number of
-    pairs in the output (it was one short when the interrupt came as a
-    write returned, before the count)."""
+def _interrupt_while_writing(out_path, args, size, timeout, said):
+    """near-dups ARGS into out_path, sent SIGINT once the output holds size
+    bytes: it exits 130, its output ends with a whole line, and the count
+    its message gives (said's group 1) is the number of lines written."""
     import re
     import signal
     import time
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", *args],
+                                stdout=out, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + timeout
+            while os.path.getsize(out_path) < size:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    m = re.search(said, err)
+    assert m, err
+    lines = out_path.read_bytes().split(b"\n")
+    assert lines[-1] == b""  # whole lines only
+    assert int(m.group(1).replace(b",", b"")) == len(lines) - 1, err
+
+
+@platform_lacks(sys.platform == "win32", "SIGINT to a child process")
+def test_ctrl_c_while_pairs_are_written_counts_every_pair_in_the_output(tmp_path):
+    """Ctrl-C landing while pairs pour out: the count said is the number of
+    pairs in the output, also when the interrupt comes as a write returns,
+    before the count is taken."""
     rnd = np.random.default_rng(11)
     words = [f"w{i}" for i in range(3000)]
     bases = [" ".join(rnd.choice(words, 60)) for _ in range(2000)]
     path = tmp_path / "docs.txt"
     path.write_text("".join(f"{bases[i % 2000]}\n" for i in range(60000)))  # 30 copies each
     for trial in range(3):
-        out_path = tmp_path / f"pairs{trial}.jsonl"
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", "--lines",
-                                     str(path)], stdout=out, stderr=subprocess.PIPE)
-            try:
-                deadline = time.monotonic() + 120
-                while os.path.getsize(out_path) < (trial + 1) << 20:
-                    assert proc.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.01)
-                proc.send_signal(signal.SIGINT)
-                _, err = proc.communicate(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        assert proc.returncode == 130, err
-        m = re.search(rb"([\d,]+) near-duplicate pairs? written", err)
-        assert m, err
-        lines = out_path.read_bytes().split(b"\n")
-        assert lines[-1] == b""  # whole lines only
-        assert int(m.group(1).replace(b",", b"")) == len(lines) - 1, err
+        _interrupt_while_writing(tmp_path / f"pairs{trial}.jsonl", ["--lines", str(path)],
+                                 (trial + 1) << 20, 120,
+                                 rb"([\d,]+) near-duplicate pairs? written")
 
 
 @platform_lacks(sys.platform == "win32", "SIGINT to a child process")
 def test_ctrl_c_while_clusters_are_written_counts_every_cluster_in_the_output(tmp_path):
-    import re
-    import signal
-    import time
     rnd = np.random.default_rng(12)
     words = [f"w{i}" for i in range(5000)]
     path = tmp_path / "docs.txt"
     texts = [" ".join(rnd.choice(words, 40)) + "\n" for _ in range(40000)]
     path.write_text("".join(text * 2 for text in texts))  # 40,000 clusters of 2
     for trial in range(2):
-        out_path = tmp_path / f"clusters{trial}.jsonl"
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "crawldedup", "near-dups", "--lines",
-                                     "--format", "clusters", str(path)],
-                                    stdout=out, stderr=subprocess.PIPE)
-            try:
-                deadline = time.monotonic() + 300
-                while os.path.getsize(out_path) < (trial + 1) << 20:
-                    assert proc.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.01)
-                proc.send_signal(signal.SIGINT)
-                _, err = proc.communicate(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        assert proc.returncode == 130, err
-        m = re.search(rb"writing the clusters: ([\d,]+) of", err)
-        assert m, err
-        lines = out_path.read_bytes().split(b"\n")
-        assert lines[-1] == b""
-        assert int(m.group(1).replace(b",", b"")) == len(lines) - 1, err
+        _interrupt_while_writing(tmp_path / f"clusters{trial}.jsonl",
+                                 ["--lines", "--format", "clusters", str(path)],
+                                 (trial + 1) << 20, 300, rb"writing the clusters: ([\d,]+) of")
