@@ -251,3 +251,28 @@ def test_mapped_blocked_and_standard_agree_with_memory(api, tmp_path):
             mapped.add_many(keys)
             assert mapped == memory
             assert bytes(mapped._bits_view()) == bytes(memory._bits_view())
+
+
+def test_a_seal_cut_while_it_computes_the_checksum_leaves_a_dirty_file(tmp_path):
+    """The seal's pass over the whole file for its checksum is the long part
+    of a close: a process killed during it (here: the pass raises) leaves a
+    file that still reads DIRTY, which the next open takes as a killed
+    writer's, never a clean file whose checksum is stale ("damaged")."""
+    path = str(tmp_path / "s.bloom")
+    keys = [f"https://a.example/{i}" for i in range(1000)]
+    bf = BloomFilter.open(path, capacity=10_000)
+    bf.add_many(keys)
+    mapping = bf._mapping
+
+    def killed(header=None):
+        raise KeyboardInterrupt("killed during the checksum pass")
+    mapping.checksum = killed
+    with pytest.raises(KeyboardInterrupt):
+        mapping.seal()
+    mapping.close(seal=False)
+    again = BloomFilter.open(path, capacity=10_000, verify=True)
+    try:
+        assert again.contains_many(keys).all()
+    finally:
+        again.close()
+    assert BloomFilter.load(path).contains_many(keys).all()  # sealed by that close

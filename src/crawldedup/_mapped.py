@@ -229,9 +229,10 @@ class MappedFile:
             self.verify_clean()
         self.mark_dirty()
 
-    def checksum(self) -> int:
-        """CRC-32 of the file as stored now, as _files.checksum computes it."""
-        head = bytearray(self.mem[:_files.HEADER_SIZE])
+    def checksum(self, header: Optional[bytes] = None) -> int:
+        """CRC-32 of the file as stored now, as _files.checksum computes it
+        (with ``header`` in place of the stored header, when given)."""
+        head = bytearray(self.mem[:_files.HEADER_SIZE] if header is None else header)
         head[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4] = b"\0\0\0\0"
         crc = zlib.crc32(head)
         # Read through the descriptor (the same page cache as the shared
@@ -263,12 +264,21 @@ class MappedFile:
         return int.from_bytes(self.mem[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4], "little")
 
     def seal(self) -> None:
-        """Clear DIRTY and write the checksum (the caller holds the file alone)."""
+        """Write the checksum, then clear DIRTY (the caller holds the file
+        alone).  The checksum, a pass over the whole file, is computed for
+        the sealed header and written while the file still reads DIRTY
+        (whose checksum nobody reads): a kill during that pass leaves a
+        DIRTY file, never a clean one with a stale checksum."""
         if self.before_seal is not None:
             self.before_seal()
-        self._set_flags(self._flags() & ~_files.FLAG_DIRTY)
-        crc = self.checksum()
+        flags = self._flags() & ~_files.FLAG_DIRTY
+        head = bytearray(self.mem[:_files.HEADER_SIZE])
+        head[_files.FLAGS_AT:_files.FLAGS_AT + 4] = flags.to_bytes(4, "little")
+        at = _files.HEADER_CHECKSUM_AT
+        head[at:at + 4] = _files.header_checksum(head).to_bytes(4, "little")
+        crc = self.checksum(bytes(head))
         self.mem[_files.CHECKSUM_AT:_files.CHECKSUM_AT + 4] = crc.to_bytes(4, "little")
+        self._set_flags(flags)
 
     def flush(self) -> None:
         if not self.readonly and not self.closed:
