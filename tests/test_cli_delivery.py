@@ -312,3 +312,52 @@ def test_a_shared_state_journals_the_answer_of_each_piece(tmp_path):
     assert run.stdout.split() == [b"https://e/0", b"https://e/2", b"https://e/3"]
     again = crawldedup(args, "".join(f"{u}\n" for u in lines).encode())
     assert again.returncode == 0 and again.stdout == b""
+
+
+def test_a_run_killed_while_it_finishes_a_journal_leaves_it_answered(state_of, tmp_path):
+    """A run that finishes a killed run's journal records its candidates in
+    the journal's pieces, journaling each piece's answer: killed in the
+    middle (here while a row lock that the test holds blocks the third
+    piece, after the database committed the pieces before it), it leaves
+    the next run a journal that answers for every piece the database
+    holds, and across the runs every candidate is printed once."""
+    sa = pytest.importorskip("sqlalchemy")
+    args = state_of("postgresql").args
+    assert crawldedup(args).returncode == 0  # the table, and the key mode
+    candidates = urls(0, 30_000)
+    digests = {url: hashlib.md5(url.encode()).digest() for url in candidates}
+    # The store inserts a piece in key order: the last piece's largest key
+    # is inserted after the rest of that piece was committed.
+    blocker = max(candidates[20_000:], key=digests.__getitem__)
+    (tmp_path / "local.pending-1-0badc0de").write_bytes(journal(candidates, piece=10_000))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    engine = sa.create_engine(args[args.index("--db") + 1])
+    try:
+        with engine.connect() as conn:
+            lock = conn.begin()
+            conn.exec_driver_sql("INSERT INTO crawldedup_fingerprints (fp) VALUES (%s)",
+                                 (digests[blocker],))
+            holder = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            run = Run(args, empty, folder=tmp_path)
+            deadline = time.monotonic() + 120
+            # Out of a transaction: pg_stat_activity is read once a transaction.
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
+                while not watch.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY("
+                        "pg_blocking_pids(pid))", (holder,)).scalar_one():
+                    assert run.proc.poll() is None, run.err
+                    assert time.monotonic() < deadline, "the run never waited for the lock"
+                    time.sleep(0.01)
+            run.kill()
+            run.wait()
+            lock.rollback()
+    finally:
+        engine.dispose()
+    later = crawldedup(args)
+    assert later.returncode == 0, later.stderr
+    printed = collections.Counter(run.lines() + later.stdout.decode().splitlines())
+    assert not run.lines()  # a replay prints once everything is recorded
+    assert set(printed) == set(candidates), (len(set(candidates) - set(printed)), "lost")
+    assert max(printed.values()) == 1
+    assert crawldedup(args, "".join(f"{u}\n" for u in candidates).encode()).stdout == b""

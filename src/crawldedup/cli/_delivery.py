@@ -273,7 +273,12 @@ class Journal:
                                                    or answered > len(lines))):
                 raise self._damaged(size)
             # A cut write leaves a tail that the lines' end drops; its lines
-            # were not recorded (the state is written after the hold).
+            # were not recorded (the state is written after the hold).  The
+            # answers of pieces go on after those recorded (a kill between
+            # a piece's flags and its count leaves flags that count for
+            # nothing: written over).
+            self._size = end + answered
+            self._held = held
             return Pending(lines, piece=piece, answered=data[end:end + answered])
         if (end > size or (start != _JOURNAL_HEADER.size and start < end)
                 or start + length > size or printed > length
@@ -890,19 +895,31 @@ class Deliverer:
         state holds it now only because that run recorded it; see
         docs/cli.md for a state shared by several) and those that this
         recording adds (the pieces after it were never sent).  Returns how
-        many URLs it printed."""
+        many URLs it printed.
+
+        The others are recorded in the journal's pieces, each piece's
+        answer journaled as it comes (the piece that was cut: all of it),
+        as the interrupted run did: a kill during this recording leaves
+        the next run the same promise, not a state holding pieces that the
+        journal does not answer for."""
         if pending.answer is not None:
             data, resume = pending.answer, pending.resume
         else:
             lines, flags = pending.candidates, pending.answered
             known = len(flags)
-            cut = len(lines) if not pending.piece else min(len(lines), known + pending.piece)
             chosen = [line for line, flag in zip(lines, flags) if flag]
             rest = lines[known:]
             if rest:
-                added = self.state.add_many(self.keys(rest)).tolist()
-                chosen += [line for i, (line, new) in enumerate(zip(rest, added))
-                           if new or known + i < cut]
+                keys = self.keys(rest)
+                piece = pending.piece or len(rest)
+                for at in range(0, len(rest), piece):
+                    part = self.state.add_many(keys[at:at + piece])
+                    if at == 0:  # the piece being recorded when the run stopped
+                        part = np.ones(len(part), dtype=np.bool_)
+                    if pending.piece:
+                        journal.answered(part.astype(np.uint8).tobytes(),
+                                         known + at + len(part))
+                    chosen += compress(rest[at:at + piece], part.tolist())
             data, resume = _ended(list(dict.fromkeys(chosen))), 0
             if data:
                 journal.answer(data)  # written after what it holds
