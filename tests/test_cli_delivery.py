@@ -8,6 +8,7 @@ import hashlib
 import os
 import random
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -25,6 +26,9 @@ def state_of(tmp_path):
     with states(tmp_path) as make:
         yield make
 
+
+#: The state kinds whose stores keep add_many_once's receipts.
+RECEIPTS = ("sqlite", "postgresql", "mariadb")
 
 #: The most one write into the output's pipe takes (a Linux pipe's default
 #: size, 64 KiB).
@@ -128,13 +132,13 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     """Four processes on one machine (one temporary folder: a Redis state's
     journals are there), with one --state and overlapping inputs (each URL
     in three of them), run at once; one is killed with SIGKILL at a random
-    moment, and a later run finishes its journal.  They used to be refused
-    ("in use by another crawldedup process") but one.  Every URL is printed
-    once overall, with the two limits docs/cli.md gives: when the kill cut
-    the insert of a piece (before the state's answer was recorded), a URL
-    of that piece that another process added meanwhile may be printed by
-    both, and a kill between a write and its record in the journal prints
-    that write again."""
+    moment, and a later run finishes its journal.  Every URL is printed
+    once overall, with the limits docs/cli.md gives: a kill between a write
+    and its record in the journal prints that write again; and on Redis,
+    which keeps no receipts, when the kill cut the insert of a piece
+    (before the journal learned the state's answer), a URL of that piece
+    that another process added meanwhile may be printed by both.  A
+    database keeps the piece's answer under the journal's receipt."""
     args = state_of(kind).args
     env = dict(ENV, TMPDIR=str(tmp_path))
     everything = urls(0, 60_000)
@@ -160,6 +164,8 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     holding(tmp_path, its, timeout=1)
     victim.proc.send_signal(signal.SIGSTOP)
     cut = [url for p in tmp_path.iterdir() if its in p.name for url in unanswered(p)]
+    if kind in RECEIPTS:
+        cut = []  # the next run learns the cut piece's answer: no limit there
     victim.kill()
     codes = [run.wait() for run in fleet]
     assert codes[1:] == [0, 0, 0], [run.err for run in fleet[1:]]
@@ -314,32 +320,21 @@ def test_a_shared_state_journals_the_answer_of_each_piece(tmp_path):
     assert again.returncode == 0 and again.stdout == b""
 
 
-def test_a_run_killed_while_it_finishes_a_journal_leaves_it_answered(state_of, tmp_path):
-    """A run that finishes a killed run's journal records its candidates in
-    the journal's pieces, journaling each piece's answer: killed in the
-    middle (here while a row lock that the test holds blocks the third
-    piece, after the database committed the pieces before it), it leaves
-    the next run a journal that answers for every piece the database
-    holds, and across the runs every candidate is printed once."""
+def killed_while_blocked(args, source, blocker, tmp_path, keep):
+    """Run ``crawldedup urls ARGS SOURCE`` on a PostgreSQL --db while the
+    test holds, uncommitted, the row of the digest blocker (as another
+    process that is adding it); kill the run with SIGKILL once its insert
+    waits for that row, then commit the row (keep: the other process added
+    it) or roll it back.  The killed Run."""
     sa = pytest.importorskip("sqlalchemy")
-    args = state_of("postgresql").args
-    assert crawldedup(args).returncode == 0  # the table, and the key mode
-    candidates = urls(0, 30_000)
-    digests = {url: hashlib.md5(url.encode()).digest() for url in candidates}
-    # The store inserts a piece in key order: the last piece's largest key
-    # is inserted after the rest of that piece was committed.
-    blocker = max(candidates[20_000:], key=digests.__getitem__)
-    (tmp_path / "local.pending-1-0badc0de").write_bytes(journal(candidates, piece=10_000))
-    empty = tmp_path / "empty.txt"
-    empty.write_bytes(b"")
     engine = sa.create_engine(args[args.index("--db") + 1])
     try:
         with engine.connect() as conn:
-            lock = conn.begin()
+            other = conn.begin()
             conn.exec_driver_sql("INSERT INTO crawldedup_fingerprints (fp) VALUES (%s)",
-                                 (digests[blocker],))
+                                 (blocker,))
             holder = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-            run = Run(args, empty, folder=tmp_path)
+            run = Run(args, source, folder=tmp_path)
             deadline = time.monotonic() + 120
             # Out of a transaction: pg_stat_activity is read once a transaction.
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as watch:
@@ -347,13 +342,41 @@ def test_a_run_killed_while_it_finishes_a_journal_leaves_it_answered(state_of, t
                         "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY("
                         "pg_blocking_pids(pid))", (holder,)).scalar_one():
                     assert run.proc.poll() is None, run.err
-                    assert time.monotonic() < deadline, "the run never waited for the lock"
+                    assert time.monotonic() < deadline, "the run never waited for the row"
                     time.sleep(0.01)
             run.kill()
             run.wait()
-            lock.rollback()
+            if keep:
+                other.commit()
+            else:
+                other.rollback()
     finally:
         engine.dispose()
+    return run
+
+
+def md5_of(urls):
+    return {url: hashlib.md5(url.encode()).digest() for url in urls}
+
+
+def test_a_run_killed_while_it_finishes_a_journal_leaves_it_answered(state_of, tmp_path):
+    """A run that finishes a killed run's journal records its candidates in
+    the journal's pieces, journaling each piece's answer: killed in the
+    middle (here while a row that the test holds blocks the third piece,
+    after the database committed the pieces before it), it leaves the next
+    run a journal that answers for every piece the database holds, and
+    across the runs every candidate is printed once."""
+    args = state_of("postgresql").args
+    assert crawldedup(args).returncode == 0  # the table, and the key mode
+    candidates = urls(0, 30_000)
+    digests = md5_of(candidates)
+    # The store inserts a piece in key order: the last piece's largest key
+    # is inserted after the rest of that piece was committed.
+    blocker = max(candidates[20_000:], key=digests.__getitem__)
+    (tmp_path / "local.pending-1-0badc0de").write_bytes(journal(candidates, piece=10_000))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    run = killed_while_blocked(args, empty, digests[blocker], tmp_path, keep=False)
     later = crawldedup(args)
     assert later.returncode == 0, later.stderr
     printed = collections.Counter(run.lines() + later.stdout.decode().splitlines())
@@ -361,3 +384,54 @@ def test_a_run_killed_while_it_finishes_a_journal_leaves_it_answered(state_of, t
     assert set(printed) == set(candidates), (len(set(candidates) - set(printed)), "lost")
     assert max(printed.values()) == 1
     assert crawldedup(args, "".join(f"{u}\n" for u in candidates).encode()).stdout == b""
+
+
+def test_a_writer_killed_mid_piece_in_a_fleet_leaves_each_url_printed_once(state_of, tmp_path):
+    """A fleet on PostgreSQL: a run is killed while its insert of a piece
+    waits for a row that another process (the test) is adding; that
+    process commits it, and prints it.  The next run finishes the killed
+    run's journal: the piece's answer is the database's, under the
+    journal's receipt (the killed run's transaction rolled back, so the
+    next run's own insert of the piece answers), and the other process's
+    URL is not printed again.  Without the receipt the next run would print
+    the whole piece, that URL included."""
+    args = state_of("postgresql").args
+    assert crawldedup(args).returncode == 0
+    candidates = urls(0, 30_000)
+    digests = md5_of(candidates)
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(candidates) + "\n")
+    blocker = max(candidates[10_000:20_000], key=digests.__getitem__)
+    run = killed_while_blocked(args, source, digests[blocker], tmp_path, keep=True)
+    assert not run.lines()  # killed before its chunk was printed
+    pending = [p for p in tmp_path.iterdir() if ".pending-" in p.name]
+    assert len(pending) == 1 and len(pending[0].name.rsplit("-", 1)[1]) == 32  # its receipt
+    later = crawldedup(args)
+    assert later.returncode == 0, later.stderr
+    printed = collections.Counter(later.stdout.decode().splitlines() + [blocker])
+    assert set(printed) == set(candidates), (len(set(candidates) - set(printed)), "lost")
+    assert max(printed.values()) == 1, [u for u, n in printed.items() if n > 1]
+
+
+def test_the_receipt_of_a_cut_piece_tells_its_answer(tmp_path):
+    """SQLite: a killed run had its piece committed under its journal's
+    receipt, one of its URLs added by another process before; the journal
+    did not learn the answer.  The next run prints what the receipt says
+    the killed run added (not the other process's URL), and the receipt is
+    gone once the journal is finished."""
+    local = tmp_path / "local"
+    db = tmp_path / "s.db"
+    args = ["--state", local, "--db", f"sqlite:///{db}"]
+    lines = [f"https://f/{i}" for i in range(5)]
+    digests = [hashlib.md5(u.encode()).digest() for u in lines]
+    token = "5" * 32
+    with SQLiteStore(db) as store:
+        store.add(digests[2])  # the other process's, which it printed
+        assert store.add_many_once(digests, bytes.fromhex(token)).tolist() == \
+            [True, True, False, True, True]
+    (tmp_path / f"local.pending-99-{token}").write_bytes(journal(lines, piece=5))
+    run = crawldedup(args)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [u.encode() for u in lines if u != lines[2]]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM crawldedup_receipts").fetchone() == (0,)

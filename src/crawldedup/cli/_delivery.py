@@ -240,6 +240,9 @@ class Journal:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644) \
             if fd is None else fd
         self.dirty = True  # what an earlier run left: truncated before the first hold
+        # The receipt under which a state that keeps receipts records this
+        # journal's pieces (UrlState.receipts): the token of its name.
+        self.receipt = receipt_of(path)
         self._size = 0  # the bytes written: an answer goes after them
         self._held = 0  # the bytes of the candidates held
 
@@ -381,6 +384,22 @@ def _lines_of(data: bytes) -> List[bytes]:
     return list(dict.fromkeys(line for line in data.split(b"\n") if line))
 
 
+_TOKEN_HEX = 32  # the token of a journal's name: 16 random bytes, its receipt
+
+
+def receipt_of(path: str) -> Optional[bytes]:
+    """The receipt of a journal named BASE.pending-PID-TOKEN: TOKEN's bytes
+    (None for a shorter token, of a crawldedup that kept no receipts, and
+    for other names)."""
+    token = path.rsplit("-", 1)[-1]
+    if ".pending-" in os.path.basename(path) and len(token) == _TOKEN_HEX:
+        try:
+            return bytes.fromhex(token)
+        except ValueError:
+            return None
+    return None
+
+
 def own_journal(base: str) -> Journal:
     """This process's journal for a state it shares with other processes
     (Redis, a database): ``BASE.pending-PID-TOKEN``, created and locked
@@ -388,7 +407,7 @@ def own_journal(base: str) -> Journal:
     that several processes on one machine run at once and a later one can
     tell a killed process's journal from a live one's (see orphans)."""
     for _ in range(100):
-        path = f"{base}.pending-{os.getpid()}-{secrets.token_hex(4)}"
+        path = f"{base}.pending-{os.getpid()}-{secrets.token_hex(_TOKEN_HEX // 2)}"
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                          0o644)
@@ -411,7 +430,7 @@ def orphans(base: str) -> Iterator[Journal]:
     handled, so that exactly one process takes each.  The caller finishes
     the delivery and closes it (which removes it once it is empty)."""
     folder, name = os.path.split(base)
-    own = re.compile(re.escape(name) + r"\.pending(-\d+-[0-9a-f]{8})?")
+    own = re.compile(re.escape(name) + r"\.pending(-\d+-([0-9a-f]{8}|[0-9a-f]{32}))?")
     try:
         entries = sorted(os.listdir(folder or "."))
     except OSError:
@@ -913,8 +932,10 @@ class Deliverer:
                 keys = self.keys(rest)
                 piece = pending.piece or len(rest)
                 for at in range(0, len(rest), piece):
-                    part = self.state.add_many(keys[at:at + piece])
-                    if at == 0:  # the piece being recorded when the run stopped
+                    part = self._add_piece(keys[at:at + piece], journal)
+                    if at == 0 and not self._receipted(journal):
+                        # The piece being recorded when the run stopped, whose
+                        # answer no receipt keeps: all of it.
                         part = np.ones(len(part), dtype=np.bool_)
                     if pending.piece:
                         journal.answered(part.astype(np.uint8).tobytes(),
@@ -937,13 +958,31 @@ class Deliverer:
         piece = self.state.record_piece
         self.journal.hold_data(held, piece)
         if not piece or len(keys) <= piece:
-            return self.state.add_many(keys)  # type: ignore[no-any-return]
+            return self._add_piece(keys, self.journal)
         parts = []
         for at in range(0, len(keys), piece):
-            part = self.state.add_many(keys[at:at + piece])
+            part = self._add_piece(keys[at:at + piece], self.journal)
             parts.append(part)
             self.journal.answered(part.astype(np.uint8).tobytes(), min(at + piece, len(keys)))
         return np.concatenate(parts)
+
+    def _receipted(self, journal: Journal) -> bool:
+        """Whether the state records journal's pieces under its receipt."""
+        return self.state.receipts and journal.receipt is not None
+
+    def _add_piece(self, keys: Any, journal: Journal) -> np.ndarray:
+        """Record one piece: under the journal's receipt where the state
+        keeps receipts (its answer recorded with the adds, so that a kill
+        loses it not: the run that finishes the journal asks again under
+        the same receipt), else add_many."""
+        if self._receipted(journal):
+            return self.state.add_many_once(keys, journal.receipt)  # type: ignore[no-any-return]
+        return self.state.add_many(keys)  # type: ignore[no-any-return]
+
+    def forget_receipt(self, journal: Journal) -> None:
+        """The journal is empty: its receipt is not needed any more."""
+        if self._receipted(journal):
+            self.state.forget_receipt(journal.receipt)
 
     def _deliver(self, lines: List[bytes], keys: Any) -> int:
         held = _ended(lines)

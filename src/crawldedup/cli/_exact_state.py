@@ -107,6 +107,7 @@ class ExactState(UrlState):
             # batches.
             self.read_size = DB_READ_SIZE
             self.record_piece = SHARED_PIECE
+            self.receipts = bool(getattr(self.store, "supports_receipts", False))
             self.known = FingerprintSet(DIGEST_SIZE)
             self.contains_many = self._db_contains_many
             return
@@ -216,6 +217,16 @@ class ExactState(UrlState):
         if self._log.tell() > LOG_LIMIT:
             self._compact()
         return added
+
+    def add_many_once(self, digests: np.ndarray, receipt: bytes) -> np.ndarray:
+        """--db, a store that keeps receipts: add_many under receipt
+        (FingerprintStore.add_many_once)."""
+        added = self.store.add_many_once(digests, receipt)
+        self._know(digests)
+        return added  # type: ignore[no-any-return]
+
+    def forget_receipt(self, receipt: bytes) -> None:
+        self.store.forget_receipt(receipt)
 
     def _compact(self) -> None:
         assert self.fps is not None and self._log is not None

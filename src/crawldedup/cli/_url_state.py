@@ -69,6 +69,12 @@ class UrlState:
     #: ``Deliverer.replay``).  0: a chunk at once (a local state: one
     #: writer, whose answer a replay can tell without it).
     record_piece = 0
+    #: Whether ``add_many_once(keys, receipt)`` / ``forget_receipt(receipt)``
+    #: are there: a store that records a piece's answer with its adds, under
+    #: the journal's receipt, so that the run that finishes a killed run's
+    #: journal learns the answer of the piece that was cut
+    #: (FingerprintStore.add_many_once).
+    receipts = False
 
     # Given by every subclass.
     contains_many: Callable[[Any], np.ndarray]

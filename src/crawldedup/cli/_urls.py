@@ -187,6 +187,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
                 for orphan in orphans(state_path):
                     try:
                         replayed += _replay(deliver, orphan, err)
+                        deliver.forget_receipt(orphan)  # finished: empty
                     finally:
                         orphan.close()
             else:
@@ -245,6 +246,8 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
             try:
                 detail = state.describe()
                 warnings = state.warnings()
+                if shared and not journal.dirty:  # released: nothing pending
+                    deliver.forget_receipt(journal)
             finally:
                 state.close()
                 journal.close()

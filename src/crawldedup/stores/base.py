@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import hashlib
 import re
 from typing import Any, List, Optional, Sequence, Set, TypeVar
 
@@ -29,6 +30,28 @@ def check_table(table: Any) -> str:
         raise ValueError(f"table must be a plain SQL identifier (letters, digits and _, "
                          f"at most 63 characters, not starting with a digit), got {table!r}")
     return table
+
+
+def check_receipt(receipt: Any) -> bytes:
+    if not isinstance(receipt, (bytes, bytearray, memoryview)):
+        raise TypeError(f"receipt must be bytes, not {type(receipt).__name__}")
+    data = bytes(receipt)
+    if not 1 <= len(data) <= 64:
+        raise ValueError(f"receipt must be 1 to 64 bytes long, got {len(data)}")
+    return data
+
+
+def recorded_answer(row: Any, batch: bytes, count: int) -> Optional[bytes]:
+    """The answer a receipt's row (batch digest, flags) records for this
+    batch of count distinct fingerprints, or None when it records another
+    batch.  ValueError for flags that no add_many_once wrote."""
+    if row is None or bytes(row[0]) != batch:
+        return None
+    flags = bytes(row[1])
+    if len(flags) != count or flags.strip(b"\x00\x01"):
+        raise ValueError(f"its receipt records {len(flags)} flags for this batch of {count} "
+                         f"fingerprints, not one 0 or 1 each")
+    return flags
 
 
 _S = TypeVar("_S", bound="Store")
@@ -136,6 +159,53 @@ class FingerprintStore(Store):
         items = self._fps(fps)
         found = self._select(list(dict.fromkeys(items))) if items else set()
         return np.fromiter((fp in found for fp in items), dtype=np.bool_, count=len(items))
+
+    def add_many_once(self, fps: Any, receipt: Any) -> np.ndarray:
+        """``add_many`` in one transaction whose answer the store records
+        with the adds, under ``receipt`` (1 to 64 bytes naming the caller's
+        batch, say a journal: ``crawldedup urls`` gives each process's
+        journal one).  A later call with the same receipt and the same
+        fingerprints, by this process or another (a retry after a crash,
+        even while the server still runs the crashed client's transaction),
+        returns the recorded answer and adds nothing; other fingerprints
+        under that receipt are added, and their answer replaces it.  So a
+        writer killed mid-call loses no answer: every fingerprint is
+        reported new exactly once.  ``forget_receipt`` drops it.
+
+        The stores here that have it: SQLiteStore and SQLStore
+        (``supports_receipts``)."""
+        receipt = check_receipt(receipt)
+        items = self._fps(fps)
+        unique = list(dict.fromkeys(items))
+        if not unique:
+            return np.zeros(0, dtype=np.bool_)
+        # The batch as given (order and repeats): a retry gives the same.
+        batch = hashlib.md5(b"".join(items)).digest()
+        flags = self._insert_once(unique, receipt, batch)
+        new = {fp for fp, flag in zip(unique, flags) if flag}
+        out = np.zeros(len(items), dtype=np.bool_)
+        for i, fp in enumerate(items):
+            if fp in new:
+                out[i] = True
+                new.discard(fp)
+        return out
+
+    #: Whether add_many_once / forget_receipt are available.
+    supports_receipts = False
+
+    def forget_receipt(self, receipt: Any) -> None:
+        """Drop what add_many_once recorded under receipt (nothing when it
+        recorded nothing)."""
+        self._forget_receipt(check_receipt(receipt))
+
+    def _insert_once(self, unique: List[bytes], receipt: bytes, batch: bytes) -> bytes:
+        """Each store's own: insert unique in one transaction unless the
+        receipt records this batch; the answer, one byte (0 or 1) a
+        fingerprint of unique."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no receipts")
+
+    def _forget_receipt(self, receipt: bytes) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no receipts")
 
     @abc.abstractmethod
     def _insert(self, unique: List[bytes]) -> Set[bytes]:

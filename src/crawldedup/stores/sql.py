@@ -9,10 +9,13 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from crawldedup._checks import check_flag
 from crawldedup._extras import install_hint
-from crawldedup.errors import StoreUnavailableError
-from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
+from crawldedup.errors import CorruptStateError, StoreUnavailableError
+from crawldedup.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
+                                    recorded_answer)
 
 _DEADLOCK_RETRIES = 8
+#: The table of add_many_once's receipts, beside the stores' tables.
+RECEIPTS_TABLE = "crawldedup_receipts"
 
 
 def _sqlalchemy() -> Any:
@@ -116,6 +119,7 @@ class SQLStore(FingerprintStore):
         self._quoted = self._engine.dialect.identifier_preparer.quote(self.table_name)
         # Rows per statement: SQLite allows 32,766 parameters (999 before 3.32).
         self._rows = {"postgresql": 5000, "sqlite": 500}.get(self.dialect, 2000)
+        self._receipts_table: Any = None
 
     def __repr__(self) -> str:
         return f"SQLStore({self.url!r}, table={self.table_name!r})"
@@ -162,20 +166,102 @@ class SQLStore(FingerprintStore):
         return "?" if self._engine.dialect.paramstyle in ("qmark", "numeric") else "%s"
 
     def _insert_rows(self, rows: Any) -> Set[bytes]:
-        q, mark = self._quoted, self._mark()
         with self._engine.begin() as conn:
-            if self.dialect == "postgresql":
-                result = self._sql(conn, f"INSERT INTO {q} (fp) SELECT unnest({mark}::bytea[]) "
-                                         f"ON CONFLICT DO NOTHING RETURNING fp", (list(rows),))
-                return {bytes(r[0]) for r in result}
-            head = f"INSERT IGNORE INTO {q} (fp) VALUES " if self._mysql else \
-                f"INSERT INTO {q} (fp) VALUES "
-            tail = "" if self._mysql else " ON CONFLICT DO NOTHING"
-            if self._returning:
-                sql = head + ",".join([f"({mark})"] * len(rows)) + tail + " RETURNING fp"
-                return {bytes(r[0]) for r in self._sql(conn, sql, tuple(rows))}
-            one = head + f"({mark})" + tail
-            return {fp for fp in rows if self._sql(conn, one, (fp,)).rowcount == 1}
+            return self._insert_rows_in(conn, rows)
+
+    def _insert_rows_in(self, conn: Any, rows: Any) -> Set[bytes]:
+        """Insert rows in the transaction of conn; the ones inserted."""
+        q, mark = self._quoted, self._mark()
+        if self.dialect == "postgresql":
+            result = self._sql(conn, f"INSERT INTO {q} (fp) SELECT unnest({mark}::bytea[]) "
+                                     f"ON CONFLICT DO NOTHING RETURNING fp", (list(rows),))
+            return {bytes(r[0]) for r in result}
+        head = f"INSERT IGNORE INTO {q} (fp) VALUES " if self._mysql else \
+            f"INSERT INTO {q} (fp) VALUES "
+        tail = "" if self._mysql else " ON CONFLICT DO NOTHING"
+        if self._returning:
+            sql = head + ",".join([f"({mark})"] * len(rows)) + tail + " RETURNING fp"
+            return {bytes(r[0]) for r in self._sql(conn, sql, tuple(rows))}
+        one = head + f"({mark})" + tail
+        return {fp for fp in rows if self._sql(conn, one, (fp,)).rowcount == 1}
+
+    # ----------------------------------------------------------- receipts
+
+    supports_receipts = True
+
+    def _receipts(self) -> str:
+        """The receipts table (``crawldedup_receipts``, one row a receipt and
+        store table: the batch's digest and its answer), created when
+        first needed; its quoted name."""
+        if self._receipts_table is None:
+            sa = self._sa
+            from sqlalchemy.dialects import mysql
+            table = sa.Table(
+                RECEIPTS_TABLE, sa.MetaData(),
+                sa.Column("tbl", sa.String(64), primary_key=True, nullable=False),
+                sa.Column("receipt", sa.LargeBinary(64).with_variant(
+                    mysql.VARBINARY(64), "mysql", "mariadb"), primary_key=True, nullable=False),
+                sa.Column("batch", sa.LargeBinary(16).with_variant(
+                    mysql.VARBINARY(16), "mysql", "mariadb"), nullable=False),
+                sa.Column("flags", sa.LargeBinary().with_variant(
+                    mysql.LONGBLOB(), "mysql", "mariadb"), nullable=False))
+            try:
+                with self._engine.begin() as conn:
+                    table.create(conn, checkfirst=True)
+            except (sa.exc.ProgrammingError, sa.exc.OperationalError, sa.exc.IntegrityError):
+                pass  # created by another process meanwhile: used below
+            self._receipts_table = table
+        return str(self._engine.dialect.identifier_preparer.quote(RECEIPTS_TABLE))
+
+    def _insert_once(self, unique: List[bytes], receipt: bytes, batch: bytes) -> bytes:
+        mark = self._mark()
+        with self._guard():
+            r = self._receipts()
+            claim = {"postgresql": "INSERT INTO {r} VALUES ({m}, {m}, {m}, {m}) "
+                                   "ON CONFLICT DO NOTHING",
+                     "sqlite": "INSERT OR IGNORE INTO {r} VALUES ({m}, {m}, {m}, {m})"}.get(
+                self.dialect, "INSERT IGNORE INTO {r} VALUES ({m}, {m}, {m}, {m})")
+            read = (f"SELECT batch, flags FROM {r} WHERE tbl = {mark} AND receipt = {mark}"
+                    + ("" if self.dialect == "sqlite" else " FOR UPDATE"))
+            for attempt in range(_DEADLOCK_RETRIES):
+                try:
+                    with self._engine.begin() as conn:
+                        # The receipt's row first, locked to the end of the
+                        # transaction: a call under the same receipt that the
+                        # server still runs (its client killed) holds it, and
+                        # this one waits for it to end, committed or not.
+                        self._sql(conn, claim.format(r=r, m=mark),
+                                  (self.table_name, receipt, b"", b""))
+                        row = self._sql(conn, read, (self.table_name, receipt)).first()
+                        try:
+                            known = recorded_answer(row, batch, len(unique))
+                        except ValueError as exc:
+                            raise CorruptStateError(
+                                f"SQL store {self.url} (table {self.table_name!r}, "
+                                f"{RECEIPTS_TABLE})", str(exc)) from None
+                        if known is not None:
+                            return known
+                        new: Set[bytes] = set()
+                        for rows in chunks(sorted(unique), self._rows):
+                            new.update(self._insert_rows_in(conn, rows))
+                        flags = bytes(fp in new for fp in unique)
+                        self._sql(conn, f"UPDATE {r} SET batch = {mark}, flags = {mark} "
+                                        f"WHERE tbl = {mark} AND receipt = {mark}",
+                                  (batch, flags, self.table_name, receipt))
+                    return flags
+                except self._sa.exc.DBAPIError as exc:
+                    if not self._is_deadlock(exc) or attempt == _DEADLOCK_RETRIES - 1:
+                        raise
+                    time.sleep(0.01 * (attempt + 1))  # rolled back: nothing inserted
+        raise AssertionError("unreachable")
+
+    def _forget_receipt(self, receipt: bytes) -> None:
+        mark = self._mark()
+        with self._guard():
+            r = self._receipts()
+            with self._engine.begin() as conn:
+                self._sql(conn, f"DELETE FROM {r} WHERE tbl = {mark} AND receipt = {mark}",
+                          (self.table_name, receipt))
 
     def add(self, fp: Any) -> bool:
         data = self._fp(fp)
@@ -227,16 +313,24 @@ class SQLStore(FingerprintStore):
                                         .select_from(self._table)).scalar_one())
 
     def clear(self) -> None:
-        """Remove every fingerprint from the table."""
+        """Remove every fingerprint from the table (and the receipts of
+        add_many_once for it)."""
         with self._guard():
             with self._engine.begin() as conn:
                 conn.execute(self._sa.delete(self._table))
+                self._drop_receipts(conn)
+
+    def _drop_receipts(self, conn: Any) -> None:
+        if self._sa.inspect(conn).has_table(RECEIPTS_TABLE):
+            r = self._engine.dialect.identifier_preparer.quote(RECEIPTS_TABLE)
+            self._sql(conn, f"DELETE FROM {r} WHERE tbl = {self._mark()}", (self.table_name,))
 
     def drop(self) -> None:
         """Drop the table (tests and tools; the store is unusable after)."""
         with self._guard():
             with self._engine.begin() as conn:
                 self._table.drop(conn, checkfirst=True)
+                self._drop_receipts(conn)
 
     def close(self) -> None:
         """Release the connections.  Idempotent."""

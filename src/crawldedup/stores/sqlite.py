@@ -13,7 +13,8 @@ try:
     import sqlite3
 except ImportError:  # a Python built without SQLite: the package still imports
     sqlite3 = None  # type: ignore[assignment]
-from crawldedup.stores.base import FingerprintStore, check_digest_size, check_table, chunks
+from crawldedup.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
+                                    recorded_answer)
 
 # Rows per INSERT/SELECT statement (SQLite allows 32,766 variables since 3.32,
 # 999 before) and per write transaction: a batch of a million fingerprints
@@ -23,6 +24,8 @@ STATEMENT_ROWS = 500
 TRANSACTION_ROWS = 50_000
 _RETURNING = sqlite3 is not None and sqlite3.sqlite_version_info >= (3, 35, 0)
 CACHE_KIB = 64 << 10
+#: The table of add_many_once's receipts, beside the stores' tables.
+RECEIPTS_TABLE = "crawldedup_receipts"
 
 
 # SQLite's result codes for a damaged file and for one that is not a database.
@@ -264,6 +267,56 @@ class SQLiteStore(SQLiteFile, FingerprintStore):
             return new
         return self._run(work)  # type: ignore[no-any-return]
 
+    # ----------------------------------------------------------- receipts
+
+    supports_receipts = True
+
+    def _insert_once(self, unique: List[bytes], receipt: bytes, batch: bytes) -> bytes:
+        def work(conn: "sqlite3.Connection") -> bytes:
+            # BEGIN IMMEDIATE: the write lock first, so that the receipt read
+            # and the inserts see one state (a killed writer's transaction
+            # is either committed or rolled back by then).
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{RECEIPTS_TABLE}" (tbl TEXT NOT NULL, '
+                         f'receipt BLOB NOT NULL, batch BLOB NOT NULL, flags BLOB NOT NULL, '
+                         f'PRIMARY KEY (tbl, receipt)) WITHOUT ROWID')
+            row = conn.execute(f'SELECT batch, flags FROM "{RECEIPTS_TABLE}" WHERE tbl = ? '
+                               f'AND receipt = ?', (self.table, receipt)).fetchone()
+            try:
+                known = recorded_answer(row, batch, len(unique))
+            except ValueError as exc:
+                raise CorruptDatabaseError(self.path, f"table {RECEIPTS_TABLE!r}: {exc}") \
+                    from None
+            if known is not None:
+                conn.execute("COMMIT")
+                return known
+            new: Set[bytes] = set()
+            for rows in chunks(sorted(unique), STATEMENT_ROWS):
+                new.update(self._insert_rows(conn, rows))
+            flags = bytes(fp in new for fp in unique)
+            conn.execute(f'INSERT OR REPLACE INTO "{RECEIPTS_TABLE}" VALUES (?, ?, ?, ?)',
+                         (self.table, receipt, batch, flags))
+            conn.execute("COMMIT")
+            return flags
+        return self._run(work)  # type: ignore[no-any-return]
+
+    def _forget_receipt(self, receipt: bytes) -> None:
+        self._run(lambda conn: self._forget_receipts(conn, receipt))
+
+    def _forget_receipts(self, conn: "sqlite3.Connection",
+                         receipt: Optional[bytes] = None) -> None:
+        """Delete the receipt (every receipt of this table: None), if the
+        receipts table exists."""
+        exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                              "name = ?", (RECEIPTS_TABLE,)).fetchone()
+        if not exists:
+            return
+        if receipt is None:
+            conn.execute(f'DELETE FROM "{RECEIPTS_TABLE}" WHERE tbl = ?', (self.table,))
+        else:
+            conn.execute(f'DELETE FROM "{RECEIPTS_TABLE}" WHERE tbl = ? AND receipt = ?',
+                         (self.table, receipt))
+
     def _insert_rows(self, conn: "sqlite3.Connection", rows: Any) -> Iterator[bytes]:
         if _RETURNING:
             sql = (f'INSERT OR IGNORE INTO "{self.table}" (fp) VALUES '
@@ -287,6 +340,11 @@ class SQLiteStore(SQLiteFile, FingerprintStore):
         return int(self._run(lambda conn: conn.execute(sql).fetchone()[0]))
 
     def clear(self) -> None:
-        """Remove every fingerprint (from every process's view)."""
-        sql = f'DELETE FROM "{self.table}"'
-        self._run(lambda conn: conn.execute(sql))
+        """Remove every fingerprint (from every process's view), and the
+        receipts of add_many_once for them."""
+        def work(conn: "sqlite3.Connection") -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f'DELETE FROM "{self.table}"')
+            self._forget_receipts(conn)
+            conn.execute("COMMIT")
+        self._run(work)

@@ -1,0 +1,131 @@
+"""FingerprintStore.add_many_once: a batch added in one transaction whose
+answer the store records under a receipt, so that a retry (after a crash,
+by any process) gets the first answer; on SQLite, and on PostgreSQL,
+MariaDB and SQLite through SQLAlchemy, against the real servers."""
+
+import sqlite3
+
+import pytest
+
+from crawldedup import SQLiteStore, SQLStore
+from crawldedup.errors import CorruptDatabaseError, CorruptStateError
+
+from test_stores import KINDS, make, md5, store_spec
+
+RECEIPTS = "crawldedup_receipts"
+
+
+@pytest.fixture(params=KINDS)
+def spec(request, tmp_path):
+    spec = store_spec(request.param, tmp_path)
+    yield spec
+    if spec[0] == "sql":
+        with SQLStore(spec[1], table=spec[2]) as store:
+            store.drop()  # its receipts too
+            sa = store._sa
+            with store._engine.begin() as conn:  # the receipts table, once no store uses it
+                if sa.inspect(conn).has_table(RECEIPTS) and not conn.exec_driver_sql(
+                        f"SELECT count(*) FROM {RECEIPTS}").scalar_one():
+                    conn.exec_driver_sql(f"DROP TABLE {RECEIPTS}")
+
+
+@pytest.fixture
+def store(spec):
+    with make(spec) as store:
+        yield store
+
+
+def test_a_retry_under_a_receipt_gets_the_first_answer(store):
+    fps = [md5(i) for i in range(8)]
+    store.add(fps[2])
+    first = store.add_many_once(fps[:5], b"journal-1")
+    assert first.tolist() == [True, True, False, True, True]
+    store.add(fps[5])  # another writer, meanwhile
+    again = store.add_many_once(fps[:5], b"journal-1")
+    assert again.tolist() == first.tolist()
+    assert len(store) == 6
+    # Another receipt: a batch of its own, answered by the store as it is.
+    assert store.add_many_once(fps[:5], b"journal-2").tolist() == [False] * 5
+    # Another batch under the receipt replaces the answer it records.
+    assert store.add_many_once(fps[4:8], b"journal-1").tolist() == [False, False, True, True]
+    assert store.add_many_once(fps[:5], b"journal-1").tolist() == [False] * 5
+    assert store.add_many_once(fps[:5], b"journal-1").tolist() == [False] * 5
+    assert len(store) == 8
+
+
+def test_repeats_and_an_empty_batch(store):
+    a, b = md5("a"), md5("b")
+    assert store.add_many_once([a, a, b], b"r").tolist() == [True, False, True]
+    assert store.add_many_once([a, a, b], b"r").tolist() == [True, False, True]
+    # Another order is another batch: what the store holds answers.
+    assert store.add_many_once([b, a, a], b"r").tolist() == [False, False, False]
+    assert store.add_many_once([], b"r").tolist() == []
+    assert store.add_many_once([b, a, a], b"r").tolist() == [False, False, False]
+
+
+def test_forget_and_clear_drop_receipts(store):
+    fps = [md5(i) for i in range(3)]
+    assert store.add_many_once(fps, b"r").all()
+    store.forget_receipt(b"r")
+    store.forget_receipt(b"never used")
+    assert not store.add_many_once(fps, b"r").any()  # forgotten: the store answers
+    store.clear()
+    assert store.add_many_once(fps, b"r").all()  # cleared with the fingerprints
+    assert store.add_many_once(fps, b"r").all()
+
+
+def test_bad_arguments_change_nothing(store):
+    good = md5(1)
+    with pytest.raises(TypeError, match="receipt must be bytes"):
+        store.add_many_once([good], "r")
+    with pytest.raises(ValueError, match="receipt must be 1 to 64 bytes"):
+        store.add_many_once([good], b"")
+    with pytest.raises(ValueError, match="receipt must be 1 to 64 bytes"):
+        store.add_many_once([good], b"x" * 65)
+    with pytest.raises(ValueError, match="exactly 16 bytes"):
+        store.add_many_once([good, b"short"], b"r")
+    with pytest.raises(TypeError, match="receipt must be bytes"):
+        store.forget_receipt(None)
+    assert len(store) == 0
+
+
+def test_a_receipt_per_table(spec):
+    other = (spec[0], spec[1], spec[2] + "_b")
+    try:
+        with make(spec) as one, make(other) as two:
+            fps = [md5(i) for i in range(3)]
+            assert one.add_many_once(fps, b"r").all()
+            assert two.add_many_once(fps, b"r").all()  # its own table, its own receipt
+            assert one.add_many_once(fps, b"r").all()
+    finally:
+        if other[0] == "sql":
+            with SQLStore(other[1], table=other[2]) as store:
+                store.drop()
+
+
+def test_a_damaged_receipt_is_named(spec):
+    fps = [md5(i) for i in range(3)]
+    with make(spec) as store:
+        store.add_many_once(fps, b"r")
+        if spec[0] == "sqlite":
+            with sqlite3.connect(spec[1]) as conn:
+                conn.execute(f"UPDATE {RECEIPTS} SET flags = ?", (b"\x01\x07\x00",))
+            with pytest.raises(CorruptDatabaseError, match=RECEIPTS) as err:
+                store.add_many_once(fps, b"r")
+            assert err.value.path == spec[1]
+        else:
+            with store._engine.begin() as conn:
+                conn.exec_driver_sql(f"UPDATE {RECEIPTS} SET flags = {store._mark()} "
+                                     f"WHERE tbl = {store._mark()}", (b"\x01", spec[2]))
+            with pytest.raises(CorruptStateError, match="records 1 flags for this batch of 3"):
+                store.add_many_once(fps, b"r")
+        assert len(store) == 3
+
+
+def test_the_embedded_store_keeps_receipts_in_its_file(tmp_path):
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as store:
+        assert store.supports_receipts
+        assert store.add_many_once([md5(1)], b"r").tolist() == [True]
+    with SQLiteStore(path) as store:  # reopened: the receipt is there
+        assert store.add_many_once([md5(1)], b"r").tolist() == [True]
