@@ -28,7 +28,7 @@ def state_of(tmp_path):
 
 
 #: The state kinds whose stores keep add_many_once's receipts.
-RECEIPTS = ("sqlite", "postgresql", "mariadb")
+RECEIPTS = ("sqlite", "postgresql", "mariadb", "redis-db")
 
 #: The most one write into the output's pipe takes (a Linux pipe's default
 #: size, 64 KiB).
@@ -134,11 +134,11 @@ def test_four_processes_on_one_machine_share_a_state(kind, state_of, tmp_path):
     in three of them), run at once; one is killed with SIGKILL at a random
     moment, and a later run finishes its journal.  Every URL is printed
     once overall, with the limits docs/cli.md gives: a kill between a write
-    and its record in the journal prints that write again; and on Redis,
-    which keeps no receipts, when the kill cut the insert of a piece
-    (before the journal learned the state's answer), a URL of that piece
-    that another process added meanwhile may be printed by both.  A
-    database keeps the piece's answer under the journal's receipt."""
+    and its record in the journal prints that write again; and on a Redis
+    Bloom state, which keeps no receipts, when the kill cut the insert of a
+    piece (before the journal learned the state's answer), a URL of that
+    piece that another process added meanwhile may be printed by both.  A
+    --db keeps the piece's answer under the journal's receipt."""
     args = state_of(kind).args
     env = dict(ENV, TMPDIR=str(tmp_path))
     everything = urls(0, 60_000)

@@ -3,7 +3,9 @@ answer the store records under a receipt, so that a retry (after a crash,
 by any process) gets the first answer; on SQLite, and on PostgreSQL,
 MariaDB and SQLite through SQLAlchemy, against the real servers."""
 
+import hashlib
 import sqlite3
+import uuid
 
 import pytest
 
@@ -129,3 +131,69 @@ def test_the_embedded_store_keeps_receipts_in_its_file(tmp_path):
         assert store.add_many_once([md5(1)], b"r").tolist() == [True]
     with SQLiteStore(path) as store:  # reopened: the receipt is there
         assert store.add_many_once([md5(1)], b"r").tolist() == [True]
+
+
+# ---- RedisStore: a script call per 4,096 digests, each under a field of the
+# receipt (so a batch is retried call by call)
+
+
+@pytest.fixture(params=["server", "cluster"])
+def redis_store(request):
+    from crawldedup.redis import RedisStore
+    url = request.getfixturevalue("redis_url" if request.param == "server"
+                                  else "redis_cluster_url")
+    store = RedisStore(url, f"cdtest:{uuid.uuid4().hex[:12]}")
+    yield store
+    store.clear()  # the receipts too
+    store.close()
+
+
+def test_redis_a_retry_under_a_receipt_gets_the_first_answer(redis_store):
+    store = redis_store
+    assert store.supports_receipts
+    fps = [md5(i) for i in range(10_000)]  # three script calls
+    store.add(fps[2])
+    first = store.add_many_once(fps, b"journal-1")
+    assert first.sum() == 9_999 and not first[2]
+    store.add_many(fps[5000:5010])  # another writer, meanwhile: nothing new for it
+    assert store.add_many_once(fps, b"journal-1").tolist() == first.tolist()
+    assert store.add_many_once(fps, b"journal-2").sum() == 0
+    store.forget_receipt(b"journal-1")
+    assert store.add_many_once(fps, b"journal-1").sum() == 0
+    assert len(store) == 10_000
+    store.clear()
+    assert store.add_many_once(fps[:3], b"journal-2").all()  # cleared with the digests
+
+
+def test_redis_a_call_that_ran_keeps_its_answer_alone(redis_store):
+    """A killed client's batch whose first script call ran and the others
+    not: the retry gets the first call's recorded answer and runs the rest."""
+    from crawldedup.stores.base import FingerprintStore
+    store = redis_store
+    fps = [md5(i) for i in range(6000)]
+    batch = hashlib.md5(b"".join(fps)).digest()
+    # The first call alone, as the killed client's (4,096 digests).
+    store._run(store._logic.add_once_op(b"".join(fps[:4096]), 4096, b"r", batch))
+    store.add_many(fps[:10] + fps[5000:5010])  # another writer, then
+    again = FingerprintStore.add_many_once(store, fps, b"r")
+    assert again[:4096].all()  # the first call's answer: the killed client added them
+    assert not again[5000:5010].any() and again[4096:5000].all()
+
+
+def test_redis_receipts_share_the_set_s_slot():
+    from crawldedup.redis._bloom_logic import key_slot
+    from crawldedup.redis.store import receipts_key
+    for name in [b"crawldedup:fingerprints", b"{tag}rest", b"a{b}c", b"{}x", b"x{", b"}{"]:
+        assert key_slot(receipts_key(name)) == key_slot(name), name
+
+
+def test_redis_a_damaged_receipt_is_named(redis_store):
+    from crawldedup.redis.store import receipts_key
+    store = redis_store
+    fps = [md5(i) for i in range(3)]
+    store.add_many_once(fps, b"r")
+    client = store._transport.client
+    key = receipts_key(store.name.encode())
+    client.hset(key, b"72:0", client.hget(key, b"72:0")[:17])
+    with pytest.raises(CorruptStateError, match="receipts"):
+        store.add_many_once(fps, b"r")

@@ -12,6 +12,7 @@ import numpy as np
 from crawldedup import _checks
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncHandle, split_url
+from crawldedup.errors import CorruptStateError
 from crawldedup.stores.base import FingerprintStore, check_digest_size
 
 #: Digests per script call / SMISMEMBER: a call runs alone on the server, so
@@ -53,6 +54,54 @@ end
 if #fresh > 0 then redis.call('SADD', KEYS[1], unpack(fresh)) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[1])
 return m"""
+
+
+# add_many_once, one call per CHUNK digests.  KEYS[1] the set, KEYS[2] the
+# store's receipts (a hash in the set's slot); ARGV[1] the receipt's field
+# for this call (RECEIPT:CALL), ARGV[2] the receipt, ARGV[3] the batch's
+# digest, ARGV[4] the call's number, ARGV[5..] the digests.  A field that
+# records this batch is the answer; otherwise the digests are added as by
+# ADD_SCRIPT and the answer (the batch's digest, then one byte a digest: 1
+# where this call added it) is recorded, and the receipt's field count.
+ADD_ONCE_SCRIPT = b"""local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old and string.sub(old, 1, 16) == ARGV[3] then return old end
+local m = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 5))
+redis.call('SADD', KEYS[1], unpack(ARGV, 5))
+local seen = {}
+local f = {}
+for i = 1, #m do
+  local d = ARGV[i + 4]
+  if m[i] == 0 and not seen[d] then seen[d] = true f[i] = '\1' else f[i] = '\0' end
+end
+local answer = ARGV[3] .. table.concat(f)
+redis.call('HSET', KEYS[2], ARGV[1], answer)
+local calls = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') or 0
+if calls <= tonumber(ARGV[4]) then redis.call('HSET', KEYS[2], ARGV[2], ARGV[4] + 1) end
+return answer"""
+
+# forget_receipt: KEYS[1] the receipts, ARGV[1] the receipt.
+FORGET_SCRIPT = b"""local calls = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
+for i = 0, calls - 1 do redis.call('HDEL', KEYS[1], ARGV[1] .. ':' .. i) end
+return redis.call('HDEL', KEYS[1], ARGV[1])"""
+
+
+def receipts_key(name: bytes) -> bytes:
+    """The hash of a store's receipts, in the Redis Cluster slot of its set
+    (a script takes both): the name's own hash tag when it has one, else
+    the name as the tag; a name with a "{" that makes no tag (hashed whole)
+    gets the first tag ``{receipts:N}`` in its slot."""
+    start = name.find(b"{")
+    end = name.find(b"}", start + 1) if start >= 0 else -1
+    if start >= 0 and end > start + 1:
+        return name + b":receipts"
+    if start < 0:
+        return b"{%s}:receipts" % name
+    from crawldedup.redis._bloom_logic import key_slot
+    slot = key_slot(name)
+    n = 0
+    while key_slot(b"{receipts:%d}" % n) != slot:
+        n += 1
+    return b"%s:{receipts:%d}" % (name.replace(b"{", b"(").replace(b"}", b")"), n)
 
 
 def check_name(name: Any) -> bytes:
@@ -134,6 +183,48 @@ class StoreLogic:
         replies = yield requests
         return ~self._flags(replies, requests, count)
 
+    def add_once_op(self, raw: bytes, count: int, receipt: bytes, batch: bytes) -> Op:
+        """add_many_once of ``count`` digests: the flags of unique order
+        (see RedisStore.add_many_once)."""
+        if self.window is not None:
+            raise NotImplementedError("a RedisStore with a window keeps no receipts")
+        key = self.live_keys()[0][0]
+        receipts = self.receipts_key
+        hexed = receipt.hex().encode("ascii")
+        from crawldedup.redis._conn import check_reply
+        requests, sizes = [], []
+        for call, (n, body) in enumerate(self._chunks(raw, count)):
+            sizes.append(n)
+            field = b"%s:%d" % (hexed, call)
+            head = _resp.head(3 + 2 + 4 + n, b"EVAL", ADD_ONCE_SCRIPT, 2, key, receipts, field,
+                              hexed, batch, call)
+            requests.append(Request(key, [head, body], 1))
+        replies = yield requests
+        parts = []
+        for n, req, reply in zip(sizes, requests, replies):
+            answer = check_reply(reply[0], req, self.address)
+            flags = bytes(answer)[16:] if isinstance(answer, bytes) else b""
+            if not isinstance(answer, bytes) or not answer.startswith(batch) \
+                    or len(flags) != n or flags.strip(b"\x00\x01"):
+                raise CorruptStateError(
+                    f"Redis at {self.address}, store {self.name.decode('utf-8', 'replace')!r}",
+                    f"its receipts {receipts.decode('utf-8', 'replace')!r} hold for this "
+                    f"batch {answer!r:.80}, not {n} flags")
+            parts.append(np.frombuffer(flags, dtype=np.uint8).astype(np.bool_))
+        return np.concatenate(parts)
+
+    def forget_op(self, receipt: bytes) -> Op:
+        receipts = self.receipts_key
+        req = Request(receipts, _resp.command(b"EVAL", FORGET_SCRIPT, 1, receipts,
+                                              receipt.hex()), 1)
+        replies = yield [req]
+        self._flags(replies, [req], None)
+        return None
+
+    @property
+    def receipts_key(self) -> bytes:
+        return receipts_key(self.name)
+
     def contains_op(self, raw: bytes, count: int) -> Op:
         if count == 0:
             return np.zeros(0, dtype=np.bool_)
@@ -163,7 +254,11 @@ class StoreLogic:
 
     def clear_op(self) -> Op:
         keys, _ = self.live_keys()
-        requests = [Request(keys[0], _resp.command(b"DEL", *keys), 1)]
+        if self.window is None:  # and the receipts of add_many_once
+            requests = [Request(keys[0], _resp.command(b"DEL", *keys), 1),
+                        Request(self.receipts_key, _resp.command(b"DEL", self.receipts_key), 1)]
+        else:
+            requests = [Request(keys[0], _resp.command(b"DEL", *keys), 1)]
         replies = yield requests
         self._flags(replies, requests, None)
         return None
@@ -239,6 +334,24 @@ class RedisStore(SyncHandle, FingerprintStore):
     def contains_many(self, fps: Any) -> np.ndarray:
         raw, count = self._raw(fps)
         return cast(np.ndarray, self._run(self._logic.contains_op(raw, count)))
+
+    @property
+    def supports_receipts(self) -> bool:  # type: ignore[override]
+        """add_many_once / forget_receipt: on a store without a window."""
+        return self._logic.window is None
+
+    def _insert_once(self, unique: List[bytes], receipt: bytes, batch: bytes) -> bytes:
+        """One script call per CHUNK digests, each idempotent under its own
+        field of the receipt (RECEIPT:CALL): a retry of the batch gets each
+        call's recorded answer where that call ran, and runs the others.  A
+        call of the killed client that the server runs late finds its
+        answer recorded and adds nothing."""
+        flags = self._run(self._logic.add_once_op(b"".join(unique), len(unique), receipt,
+                                                  batch))
+        return bytes(np.asarray(flags, dtype=np.uint8))
+
+    def _forget_receipt(self, receipt: bytes) -> None:
+        self._run(self._logic.forget_op(receipt))
 
     def _insert(self, unique: List[bytes]) -> Set[bytes]:
         flags = self.add_many(unique)
