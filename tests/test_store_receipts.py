@@ -197,3 +197,77 @@ def test_redis_a_damaged_receipt_is_named(redis_store):
     client.hset(key, b"72:0", client.hget(key, b"72:0")[:17])
     with pytest.raises(CorruptStateError, match="receipts"):
         store.add_many_once(fps, b"r")
+
+
+# ---- RedisBloomFilter: a script call per shard per run of keys, each under a
+# field of the receipt in its shard's receipts hash
+
+
+@pytest.fixture(params=[("server", 1_000_000), ("server", 50_000_000), ("cluster", 50_000_000)],
+                ids=["one-shard", "shards", "cluster"])
+def redis_bloom(request):
+    from crawldedup.redis import RedisBloomFilter
+    where, capacity = request.param
+    url = request.getfixturevalue("redis_url" if where == "server" else "redis_cluster_url")
+    bf = RedisBloomFilter(url, f"cdtest:{uuid.uuid4().hex[:12]}", capacity, 1e-7)
+    yield bf
+    bf.drop()  # the receipts too
+    bf.close()
+
+
+def test_redis_bloom_a_retry_under_a_receipt_gets_the_first_answer(redis_bloom):
+    bf = redis_bloom
+    keys = [f"https://shop.example/item/{i}".encode() for i in range(10_000)]
+    bf.add(keys[2])
+    first = bf.add_many_once(keys, b"journal-1")
+    assert first.sum() == 9_999 and not first[2]
+    bf.add_many(keys[5000:5010])
+    assert bf.add_many_once(keys, b"journal-1").tolist() == first.tolist()
+    assert bf.add_many_once(keys, b"journal-2").sum() == 0
+    assert bf.add_many_once([b"q", b"q", "w"], b"journal-3").tolist() == [True, False, True]
+    bf.forget_receipt(b"journal-1")
+    assert bf.add_many_once(keys, b"journal-1").sum() == 0
+    bf.clear()
+    assert bf.add_many_once(keys[:3], b"journal-2").all()  # cleared with the bits
+
+
+def test_redis_bloom_calls_that_ran_keep_their_answers(redis_bloom):
+    """A killed client's batch of which some script calls ran: the retry
+    gets their recorded answers and runs the others."""
+    bf = redis_bloom
+    keys = [f"https://shop.example/page/{i}".encode() for i in range(3000)]
+    batch = hashlib.md5(b"".join(len(k).to_bytes(8, "little") + k for k in keys)).digest()
+    op = bf._logic.batch_once_op(keys, b"r", batch)
+    guards = next(op)  # the shards' guards are read first
+    requests = op.send(bf._transport.execute(guards))  # then the script calls
+    assert len(requests) > 1
+    ran = requests[:len(requests) // 2]  # half of the calls reach the server
+    bf._transport.execute(ran)
+    bf.add_many(keys)  # another writer, then: every key is in the filter now
+    again = bf.add_many_once(keys, b"r")
+    assert 0 < again.sum() < len(keys)  # the answers of the calls that ran
+    assert bf.add_many_once(keys, b"r").tolist() == again.tolist()
+
+
+def test_redis_bloom_a_lost_shard_sets_nothing(redis_bloom):
+    from crawldedup.redis.bloom import RedisDataLostError
+    bf = redis_bloom
+    client = bf._transport.client
+    keys = [f"https://shop.example/x/{i}".encode() for i in range(2000)]
+    before = [client.bitcount(key) for key in bf.shard_keys[:-1]]
+    client.delete(bf.shard_keys[-1])
+    with pytest.raises(RedisDataLostError):
+        bf.add_many_once(keys, b"r")
+    assert [client.bitcount(key) for key in bf.shard_keys[:-1]] == before  # nothing set
+
+
+def test_redis_bloom_a_damaged_receipt_is_named(redis_bloom):
+    bf = redis_bloom
+    keys = [b"a", b"b", b"c"]
+    bf.add_many_once(keys, b"r")
+    client = bf._transport.client
+    for key in bf._logic.receipt_keys:
+        if client.hexists(key, b"72:0"):
+            client.hset(key, b"72:0", client.hget(key, b"72:0")[:17])
+    with pytest.raises(CorruptStateError, match="receipts"):
+        bf.add_many_once(keys, b"r")

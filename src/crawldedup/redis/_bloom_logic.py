@@ -18,7 +18,7 @@ from crawldedup.bloom import optimal_parameters
 from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, check_reply
-from crawldedup.redis.store import check_name
+from crawldedup.redis.store import check_name, receipts_key
 
 FORMAT_VERSION = 1
 #: Keys per BITFIELD command (per shard): about 250 bytes of command per key
@@ -47,6 +47,38 @@ CREATION_POLL = 0.02
 GUARDED_SET = b"""local g = redis.call('BITFIELD_RO', KEYS[1], 'GET', 'u32', ARGV[1])
 if g[1] ~= tonumber(ARGV[2]) then return g end
 return redis.call('BITFIELD', KEYS[1], unpack(ARGV, 3))"""
+
+
+#: add_many_once: the most arguments of the BITFIELD operations one script
+#: call unpacks (Lua's stack takes about 8,000), so a call holds
+#: (OPS_PER_CALL - 3) // (4 k) keys.
+OPS_PER_CALL = 7800
+# add_many_once, one call per shard per run of keys.  KEYS[1] a shard, KEYS[2]
+# its receipts (a hash in its slot); ARGV[1] the guard's offset, ARGV[2] its
+# value, ARGV[3] the receipt's field for this call (RECEIPT:CALL), ARGV[4]
+# the receipt, ARGV[5] the batch's digest, ARGV[6] the call's number, ARGV[7]
+# k, ARGV[8..] the BITFIELD operations (GET of the guard first).  A field
+# that records this batch is the answer; a shard whose guard is not there
+# answers {guard} and is not written; otherwise the bits are set and the
+# answer (the batch's digest, then one byte a key: 1 where one of its bits
+# was unset) is recorded, and the receipt's field count.
+ADD_ONCE_SCRIPT = b"""local old = redis.call('HGET', KEYS[2], ARGV[3])
+if old and string.sub(old, 1, 16) == ARGV[5] then return old end
+local g = redis.call('BITFIELD_RO', KEYS[1], 'GET', 'u32', ARGV[1])
+if g[1] ~= tonumber(ARGV[2]) then return g end
+local r = redis.call('BITFIELD', KEYS[1], unpack(ARGV, 8))
+local k = tonumber(ARGV[7])
+local f = {}
+for i = 0, (#r - 1) / k - 1 do
+  local new = '\0'
+  for j = 2 + i * k, 1 + (i + 1) * k do if r[j] == 0 then new = '\1' break end end
+  f[i + 1] = new
+end
+local answer = ARGV[5] .. table.concat(f)
+redis.call('HSET', KEYS[2], ARGV[3], answer)
+local calls = tonumber(redis.call('HGET', KEYS[2], ARGV[4]) or '0') or 0
+if calls <= tonumber(ARGV[6]) then redis.call('HSET', KEYS[2], ARGV[4], ARGV[6] + 1) end
+return answer"""
 
 
 class RedisDataLostError(StoreUnavailableError):
@@ -251,6 +283,8 @@ class BloomLogic:
         self.shards = int(meta["shards"])
         self.shard_bits = int(meta["shard_bits"])
         self.keys = [k.encode("utf-8", "surrogateescape") for k in meta["keys"]]
+        # add_many_once's receipts: a hash per shard, in the shard's slot.
+        self.receipt_keys = [receipts_key(key) for key in self.keys]
         self.guard = int(meta["guard"])
         self.shard_bytes = self.shard_bits // 8
         self._guard_op = _resp.command(b"GET", b"u32", self.shard_bits)[4:]  # no array head
@@ -403,6 +437,66 @@ class BloomLogic:
 
     # ------------------------------------------------------ whole filter
 
+    def _shards_of(self, keys: List[Any]) -> np.ndarray:
+        if self.shards == 1:
+            return np.zeros(len(keys), dtype=np.int64)
+        shard_of = np.empty(len(keys), dtype=np.int64)
+        for lo in range(0, len(keys), COMMAND_KEYS):
+            _, part = impl.bloom_resp(keys[lo:lo + COMMAND_KEYS], self.k, self.m, self.seed,
+                                      self.layout, self.shard_bits, self.shards, True)
+            shard_of[lo:lo + len(part)] = part
+        return shard_of
+
+    def batch_once_op(self, keys: List[Any], receipt: bytes, batch: bytes) -> Op:
+        """add_many_once for checked keys: a numpy bool array.  The guards
+        of the shards it writes are read first (as batch_op does); then one
+        ADD_ONCE_SCRIPT call per shard per run of keys, each idempotent
+        under its own field of the receipt in that shard's receipts hash."""
+        n = len(keys)
+        out = np.zeros(n, dtype=np.bool_)
+        if not n:
+            return out
+        k = self.k
+        per_call = max(1, (OPS_PER_CALL - 3) // (4 * k))
+        shard_of = self._shards_of(keys)
+        touched = np.unique(shard_of).tolist()
+        yield from self._check_shards([self.keys[s] for s in touched])
+        hexed = receipt.hex().encode("ascii")
+        requests: List[Request] = []
+        where: List[np.ndarray] = []
+        for s in touched:
+            idx = np.flatnonzero(shard_of == s)
+            key, receipts = self.keys[s], self.receipt_keys[s]
+            for call, lo in enumerate(range(0, len(idx), per_call)):
+                part = idx[lo:lo + per_call]
+                ops, _ = impl.bloom_resp([keys[i] for i in part.tolist()], k, self.m,
+                                         self.seed, self.layout, self.shard_bits,
+                                         self.shards, True)
+                count = 3 + 4 * k * len(part)
+                head = _resp.head(12 + count, b"EVAL", ADD_ONCE_SCRIPT, 2, key, receipts,
+                                  self.shard_bits, self.guard, b"%s:%d" % (hexed, call),
+                                  hexed, batch, call, k)
+                requests.append(Request(key, [head, self._guard_op, ops[s]], 1))
+                where.append(part)
+        replies = yield requests
+        for req, reply, part in zip(requests, replies, where):
+            answer = check_reply(reply[0], req, self.address)
+            if isinstance(answer, list):
+                self._guard_ok(answer[0] if answer else None, req.key)
+            flags = bytes(answer)[16:] if isinstance(answer, bytes) else b""
+            if not isinstance(answer, bytes) or not answer.startswith(batch) \
+                    or len(flags) != len(part) or flags.strip(b"\x00\x01"):
+                raise self._corrupt(f"the receipts of shard {req.key!r} hold for this batch "
+                                    f"{answer!r:.80}, not {len(part)} flags")
+            out[part] = np.frombuffer(flags, dtype=np.uint8).astype(np.bool_)
+        return out
+
+    def forget_op(self, receipt: bytes) -> Op:
+        from crawldedup.redis.store import FORGET_SCRIPT
+        reqs = [Request(key, _resp.command(b"EVAL", FORGET_SCRIPT, 1, key, receipt.hex()))
+                for key in self.receipt_keys]
+        yield from self._send_all(reqs)
+
     def popcount_op(self) -> Op:
         reqs = [Request(key, _resp.command(b"BITCOUNT", key, 0, self.shard_bytes - 1))
                 for key in self.keys]
@@ -419,10 +513,12 @@ class BloomLogic:
                   b"return redis.call('SETRANGE', KEYS[1], ARGV[1], ARGV[2])")
         reqs = [Request(key, _resp.command(b"EVAL", script, 1, key, self.shard_bytes,
                                            self._guard_bytes)) for key in self.keys]
+        reqs += [Request(key, _resp.command(b"DEL", key)) for key in self.receipt_keys]
         yield from self._send_all(reqs)
 
     def drop_op(self) -> Op:
-        reqs = [Request(key, _resp.command(b"DEL", key)) for key in self.keys + [self.meta_key]]
+        reqs = [Request(key, _resp.command(b"DEL", key))
+                for key in self.keys + self.receipt_keys + [self.meta_key]]
         yield from self._send_all(reqs)
 
     def read_bits_op(self) -> Op:

@@ -4,6 +4,8 @@ Cluster), with an atomic test-and-set per key.  See docs/redis.md."""
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 import time
 from typing import Any, Iterable, Optional, cast
@@ -114,6 +116,37 @@ class RedisBloomFilter(SyncHandle):
         (the first of repeats within the call counts as new)."""
         items = key_batch(keys)
         return cast(np.ndarray, self._run(self._logic.batch_op(items, True)))
+
+    #: add_many_once / forget_receipt are there.
+    supports_receipts = True
+
+    def add_many_once(self, keys: Iterable[Any], receipt: Any) -> np.ndarray:
+        """``add_many`` whose answer Redis records with the bits, under
+        ``receipt`` (1 to 64 bytes naming the caller's batch): a later call
+        with the same receipt and the same keys, by any process (a retry
+        after a crash), returns the recorded answer and sets nothing; other
+        keys under that receipt are added and their answer replaces it.
+        One script call per shard per run of keys (about 8,000 BITFIELD
+        arguments), each checking and recording its own field of the
+        receipt in its shard's receipts hash, so a retry gets the answer of
+        each call that ran and runs the others, and a crashed client's call
+        that the server runs late sets nothing.  ``crawldedup urls`` records
+        each piece of a chunk this way (docs/cli.md); ``forget_receipt``
+        drops the receipt; ``clear()`` every receipt."""
+        from crawldedup.stores.base import check_receipt
+        receipt = check_receipt(receipt)
+        items = key_batch(keys)
+        digest = hashlib.md5()
+        for key in items:  # the batch as given: a retry gives the same
+            data = key.encode("utf-8") if isinstance(key, str) else bytes(memoryview(key))
+            digest.update(len(data).to_bytes(8, "little") + data)
+        return cast(np.ndarray, self._run(self._logic.batch_once_op(items, receipt,
+                                                                    digest.digest())))
+
+    def forget_receipt(self, receipt: Any) -> None:
+        """Drop what add_many_once recorded under receipt."""
+        from crawldedup.stores.base import check_receipt
+        self._run(self._logic.forget_op(check_receipt(receipt)))
 
     def contains_many(self, keys: Iterable[Any]) -> np.ndarray:
         items = key_batch(keys)

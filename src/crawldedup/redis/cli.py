@@ -83,6 +83,7 @@ class RedisState(UrlState):
 
     read_size = 1 << 20  # a round trip per chunk: big chunks
     record_piece = SHARED_PIECE
+    receipts = True  # RedisBloomFilter.add_many_once
 
     def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
         from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
@@ -119,6 +120,8 @@ class RedisState(UrlState):
         self.url = url
         self.contains_many = self.bf.contains_many
         self.add_many = self.bf.add_many
+        self.add_many_once = self.bf.add_many_once
+        self.forget_receipt = self.bf.forget_receipt
 
     def check_key_mode(self, mode: str, err: IO[str]) -> None:
         """Record the key mode in Redis, or refuse another (cli._key_mode)."""
