@@ -56,6 +56,11 @@ def _is_damage(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
     if code is not None:
         return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    # Before 3.11: sqlite3 raises DatabaseError itself (no subclass) for
+    # SQLITE_CORRUPT, SQLITE_NOTADB and SQLITE_FORMAT, sometimes with no
+    # message at all.
+    if sqlite3 is not None and type(exc) is sqlite3.DatabaseError:
+        return True
     text = str(exc)
     return isinstance(exc, sqlite3.DatabaseError) and (
         "file is not a database" in text or "database disk image is malformed" in text)
