@@ -18,6 +18,7 @@ import pytest
 from crawldedup import SQLiteStore
 
 from cli_states import ENV, KINDS, Run, states, urls
+from conftest import require_module
 
 
 @pytest.fixture
@@ -301,7 +302,7 @@ def killed_while_blocked(args, source, blocker, tmp_path, keep):
     process that is adding it); kill the run with SIGKILL once its insert
     waits for that row, then commit the row (keep: the other process added
     it) or roll it back.  The killed Run."""
-    sa = pytest.importorskip("sqlalchemy")
+    sa = require_module("sqlalchemy")
     engine = sa.create_engine(args[args.index("--db") + 1])
     try:
         with engine.connect() as conn:

@@ -54,6 +54,17 @@ def recorded_answer(row: Any, batch: bytes, count: int) -> Optional[bytes]:
     return flags
 
 
+def _first_new(items: List[bytes], new: Set[bytes]) -> np.ndarray:
+    """True at the first occurrence in items of each fingerprint of new
+    (a set the call consumes)."""
+    out = np.zeros(len(items), dtype=np.bool_)
+    for i, fp in enumerate(items):
+        if fp in new:
+            out[i] = True
+            new.discard(fp)
+    return out
+
+
 _S = TypeVar("_S", bound="Store")
 
 
@@ -147,12 +158,7 @@ class FingerprintStore(Store):
         items = self._fps(fps)
         first = dict.fromkeys(items)  # distinct, in order of first occurrence
         new = self._insert(list(first)) if first else set()
-        out = np.zeros(len(items), dtype=np.bool_)
-        for i, fp in enumerate(items):
-            if fp in new:
-                out[i] = True
-                new.discard(fp)
-        return out
+        return _first_new(items, new)
 
     def contains_many(self, fps: Any) -> np.ndarray:
         """A numpy bool array, True where the fingerprint is in the store."""
@@ -182,13 +188,7 @@ class FingerprintStore(Store):
         # The batch as given (order and repeats): a retry gives the same.
         batch = hashlib.md5(b"".join(items)).digest()
         flags = self._insert_once(unique, receipt, batch)
-        new = {fp for fp, flag in zip(unique, flags) if flag}
-        out = np.zeros(len(items), dtype=np.bool_)
-        for i, fp in enumerate(items):
-            if fp in new:
-                out[i] = True
-                new.discard(fp)
-        return out
+        return _first_new(items, {fp for fp, flag in zip(unique, flags) if flag})
 
     #: Whether add_many_once / forget_receipt are available.
     supports_receipts = False
