@@ -86,8 +86,8 @@ def test_store_and_simhash(url):
 def test_faults(redis_server):
     async def main():
         from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
         client = Redis(port=redis_server.port, retry=Retry(NoBackoff(), 0))
         bf = await AsyncRedisBloomFilter.open(client, "f", 1000, 0.01)
         await bf.add_many(["a", "b"])

@@ -132,7 +132,11 @@ def test_objects_recover_after_a_master_fails_over(redis_cluster_replicated):
                     assert check(), f"{name} answered wrong while a master was down"
                 except StoreUnavailableError:
                     failed.add(name)
-        assert {"RedisBloomFilter", "RedisStore", "RedisRecrawlStore"} <= failed
+        # The store's keys and the Bloom filter's on the dead master: their
+        # calls met it.  RedisRecrawlStore goes through redis-py's cluster
+        # client, whose own retries can carry a call over the
+        # promotion: it then answered right, as the loop checked.
+        assert {"RedisBloomFilter", "RedisStore"} <= failed
         promoted = time.monotonic()
         deadline = promoted + RECOVERY
         answers, errors, failures = _recover(checks, deadline)
