@@ -554,3 +554,18 @@ def test_a_rotation_killed_while_published_is_finished_right(api, tmp_path, copi
         assert rf.rotations == rotations + 1
     assert not is_dirty(path)
     assert api.RotatingBloomFilter.load(path) == loaded
+
+
+@pytest.mark.parametrize("error", [
+    crawldedup.CorruptFileError("s.bloom", "header checksum mismatch"),
+    crawldedup.CorruptFileError(None, "truncated"),
+    crawldedup.CorruptDatabaseError("seen.db", "database disk image is malformed"),
+    crawldedup.CorruptStateError("redis://127.0.0.1:6379/0 key 'x'", "not a hash"),
+    crawldedup.IncompatibleFilterError("other parameters"),
+    crawldedup.StoreUnavailableError("down"),
+])
+def test_errors_pickle_with_their_fields(error):
+    """A worker's error reaches its parent pickled (Spark, multiprocessing)."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error)
+    assert vars(copy) == vars(error)

@@ -6,7 +6,7 @@ raise the built-in ``ValueError``/``TypeError``).
 """
 
 import os
-from typing import Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 
 def _name_of(path: object) -> Optional[str]:
@@ -37,6 +37,11 @@ class CorruptFileError(CrawldedupError):
         where = "data" if self.path is None else repr(self.path)
         super().__init__(f"{where} is not a valid crawldedup file: {reason}")
 
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickled with its arguments (a worker process's error reaches the
+        # parent pickled: Spark, multiprocessing).
+        return (type(self), (self.path, self.reason))
+
 
 class CorruptStateError(CorruptFileError):
     """State that crawldedup keeps in a server (Redis keys) holds values it
@@ -51,6 +56,9 @@ class CorruptStateError(CorruptFileError):
         self.path = None
         self.where = where
         self.reason = reason
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (type(self), (self.where, self.reason))
 
 
 class IncompatibleFilterError(CrawldedupError, ValueError):
