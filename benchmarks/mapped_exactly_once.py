@@ -33,7 +33,7 @@ from typing import Dict, List
 
 import crawldedup
 from crawldedup import _core
-from crawldedup.bloom import optimal_parameters
+from crawldedup.bloom.filter import optimal_parameters
 
 
 def load_core(path: str, name: str) -> ModuleType:

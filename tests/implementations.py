@@ -27,8 +27,9 @@ from test_architecture import imports, modules
 
 KERNELS = {"core": "crawldedup._core", "reference": "crawldedup._reference"}
 # the modules each package imports when it is built (the rest come on first use)
-WRAPPERS = ("crawldedup", "crawldedup.bloom", "crawldedup.scalable", "crawldedup.rotating",
-            "crawldedup.fpset", "crawldedup.index", "crawldedup.simhash")
+WRAPPERS = ("crawldedup", "crawldedup.bloom.filter", "crawldedup.bloom.scalable",
+            "crawldedup.bloom.rotating",
+            "crawldedup.exact.fpset", "crawldedup.near.index", "crawldedup.near.simhash")
 
 
 def _kernel_dependent():
@@ -49,6 +50,12 @@ def _kernel_dependent():
             if name not in dependent and edges & dependent:
                 dependent.add(name)
                 changed = True
+    # The packages above them too: ``from crawldedup.bloom import members``
+    # reads the package's attribute, which must be this package's module.
+    for name in list(dependent):
+        parts = name.split(".")
+        dependent.update(".".join(parts[:i]) for i in range(1, len(parts))
+                         if ".".join(parts[:i]) in graph)
     return dependent
 
 
@@ -152,8 +159,7 @@ def subclass(base, module_name, slots=True):
     kept as a global of the test module module_name, where pickle looks
     it up by name: ``Mine_core`` or ``Mine_reference``."""
     module = sys.modules[module_name]
-    kernel = sys.modules[base.__module__.rpartition(".")[0] or base.__module__]
-    name = f"Mine_{kernel.IMPLEMENTATION}"
+    name = f"Mine_{sys.modules['crawldedup'].IMPLEMENTATION}"  # the active package's
     cls = getattr(module, name, None)
     if cls is None or base not in cls.__mro__:
         namespace = {"__module__": module_name, "__qualname__": name}

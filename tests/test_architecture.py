@@ -13,7 +13,7 @@ import crawldedup
 PACKAGE = pathlib.Path(crawldedup.__file__).resolve().parent
 INTEGRATIONS = ("crawldedup.redis", "crawldedup.scrapy", "crawldedup.recrawl",
                 "crawldedup.spark", "crawldedup.warc")
-COMMAND_LINE = ("crawldedup.cli", "crawldedup._near_dups", "crawldedup.__main__")
+COMMAND_LINE = ("crawldedup.cli", "crawldedup.cli.near_dups", "crawldedup.__main__")
 OPTIONAL = ("redis", "hiredis", "scrapy", "twisted", "scrapy_redis", "pyspark", "pyarrow",
             "pandas", "sqlalchemy", "psycopg", "pymysql", "warcio", "tqdm", "selectolax",
             "resiliparse", "lxml", "w3lib_html")
@@ -64,6 +64,71 @@ def under(name, prefixes):
 
 
 ALL = list(modules())
+
+
+NAMES = {name for name, _ in ALL} | {"crawldedup._core"}  # the compiled core too
+
+
+def dependencies(tree):
+    """The package's modules that a module imports, anywhere in it (inside
+    functions and under ``if TYPE_CHECKING`` too): ``from P import N`` is
+    an import of the module P.N when there is one, else of P."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "crawldedup":
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] != "crawldedup":
+                continue
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                yield (child if child in NAMES else node.module), node.lineno
+
+
+def import_graph():
+    return {name: {dep for dep, _ in dependencies(tree) if dep != name} for name, tree in ALL}
+
+
+def cycles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_twin_imports_only_the_standard_library_and_numpy():
@@ -125,7 +190,7 @@ class Blocker:
         if name.split(".")[0] in {blocked!r}:
             raise ImportError(f"No module named {{name!r}} (blocked by the test)")
 sys.meta_path.insert(0, Blocker())
-import crawldedup, crawldedup.stores, crawldedup.cli
+import crawldedup, crawldedup.exact.stores, crawldedup.cli
 bf = crawldedup.BloomFilter(1000)
 assert bf.add("x")
 print("ok")
@@ -141,8 +206,8 @@ def test_import_crawldedup_needs_no_optional_dependency():
 def test_public_names_resolve_lazily_and_simhash_stays_the_function():
     # The package imports most public names on first use (PEP 562): each
     # must resolve to the object its home module defines, and importing the
-    # submodule crawldedup.simhash must not shadow the function simhash.
-    code = ("import importlib, crawldedup, crawldedup.simhash, crawldedup.index\n"
+    # submodule crawldedup.near.simhash must not shadow the function simhash.
+    code = ("import importlib, crawldedup, crawldedup.near.simhash, crawldedup.near.index\n"
             "assert callable(crawldedup.simhash) and crawldedup.simhash('a b') == "
             "crawldedup.simhash('a b')\n"
             "for name in crawldedup.__all__:\n"
@@ -165,7 +230,15 @@ def test_import_loads_no_url_canonicalization():
     code = ("import sys, crawldedup\n"
             "print(sorted(m for m in sys.modules if m.startswith(("
             "'w3lib', 'crawldedup.fingerprint', 'crawldedup.urls',"
-            " 'crawldedup.index', 'crawldedup.stores', 'sqlite3'))))")
+            " 'crawldedup.near.index', 'crawldedup.exact.stores', 'sqlite3'))))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_the_core_defines_every_name_of_the_twin_and_the_selector_gives_them():
+    from crawldedup import _core, _kernel, _reference
+    assert not [name for name in _reference.__all__ if not hasattr(_core, name)]
+    public = [name for name in _reference.__all__ if not name.startswith("_")]
+    assert all(getattr(_kernel, name) is getattr(_kernel.impl, name) for name in public)
+    assert _kernel.impl is (_reference if _kernel.PURE_PYTHON else _core)

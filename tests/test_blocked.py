@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawldedup import IncompatibleFilterError, optimal_parameters
-from crawldedup._sizing import _blocked_fpr
+from crawldedup.bloom.sizing import _blocked_fpr
 
 MASK64 = (1 << 64) - 1
 keys = st.one_of(st.binary(max_size=40), st.text(max_size=12).filter(

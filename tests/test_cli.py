@@ -281,7 +281,7 @@ def test_console_script_is_installed():
 def later(state, days):
     """Let `days` pass for the state file's rotation clock (the CLI uses the
     real clock; a handle with a clock that far ahead does the rotations due)."""
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.rotating import RotatingBloomFilter
     ahead = time.time() + days * 86400
     with RotatingBloomFilter.open(state, clock=lambda: ahead) as rf:
         return rf.rotate_if_due()

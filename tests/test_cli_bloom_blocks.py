@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from crawldedup.cli import _attach_values, build_parser
-from crawldedup.cli import _urls
+from crawldedup.cli import urls as _urls
 from crawldedup.cli._delivery import Deliverer
 from crawldedup.cli._url_state import BloomState
 

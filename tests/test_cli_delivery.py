@@ -408,7 +408,7 @@ def test_the_receipt_of_a_cut_piece_tells_its_answer(kind, state_of, tmp_path):
         keys = [hashlib.md5(u.encode()).digest() for u in lines]
     else:
         from crawldedup.redis import RedisBloomFilter
-        from crawldedup.redis.cli import _parts, local_state_path
+        from crawldedup.cli.redis_state import _parts, local_state_path
         url = args[args.index("--state") + 1]
         base = local_state_path(url).replace(tempfile.gettempdir(), str(tmp_path), 1)
         structure = RedisBloomFilter(*_parts(url))

@@ -269,7 +269,7 @@ def test_expected_lines_reads_nothing_and_knows_only_files(tmp_path):
     room for: the files' bytes over the mean line length of the first
     64 KiB, from where each file stands, without moving it; nothing for a
     pipe or an empty file."""
-    from crawldedup.cli._urls import expected_lines
+    from crawldedup.cli.urls import expected_lines
 
     lines = [f"https://example.com/{i}?q={'x' * (i % 40)}\n".encode() for i in range(20_000)]
     a, b, empty = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "empty.txt"

@@ -293,7 +293,8 @@ def test_clusters_of_identical_documents_without_n_squared_pairs(tmp_path, monke
     """A group of n identical documents is joined in about n steps, and the
     clusters are still exactly the connected components."""
     import io
-    from crawldedup import _near_dups, cli
+    from crawldedup import cli
+    from crawldedup.cli import near_dups as _near_dups
     base = corpus(n_base=12)
     same = [(f"same{i}", base[0][1]) for i in range(600)]  # near copies of base[0] too
     docs = base + same + featureless_docs(50)
@@ -360,7 +361,7 @@ def _documents_line_by_line(name, source, args, first_number):
     """The reading of near-dups' input as it was before blocks: one line of
     the binary file at a time, json.loads on each (the specification of
     _documents)."""
-    from crawldedup._near_dups import _json, _json_type
+    from crawldedup.cli.near_dups import _json, _json_type
     for number, raw in enumerate(source, 1):
         where = f"{name}:{number}"
         line = raw.rstrip(b"\r\n")
@@ -422,7 +423,7 @@ def test_reading_by_blocks_equals_reading_line_by_line(lines, monkeypatch):
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from crawldedup import _near_dups
+    from crawldedup.cli import near_dups as _near_dups
 
     args = argparse.Namespace(lines=lines, text_field="text", id_field="id")
     line = st.lists(st.sampled_from(_LINE_PIECES), max_size=3).map(b"".join)

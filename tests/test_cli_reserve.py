@@ -8,7 +8,8 @@ import pytest
 
 from crawldedup import FingerprintSet
 from crawldedup._kernel import IMPLEMENTATION
-from crawldedup.cli import _attach_values, _delivery, _exact_state, _urls, build_parser
+from crawldedup.cli import _attach_values, _delivery, _exact_state, build_parser
+from crawldedup.cli import urls as _urls
 from crawldedup.cli._url_state import reserve_room
 
 TOO_MANY = 1 << 40  # 16 TiB of digests: no machine here has the memory

@@ -35,8 +35,9 @@ MODULES = modules_with_examples()
 
 
 def test_the_modules_are_found():
-    assert {"crawldedup", "crawldedup.bloom", "crawldedup.rotating", "crawldedup.fingerprint",
-            "crawldedup._reference.bloom", "crawldedup._core"} <= set(MODULES)
+    assert {"crawldedup", "crawldedup.bloom.filter", "crawldedup.bloom.rotating",
+            "crawldedup.fingerprint", "crawldedup._reference.bloom",
+            "crawldedup._core"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

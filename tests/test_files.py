@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from crawldedup import (BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError,
                         hash_indices)
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from conftest import platform_lacks, examples
 
 HEADER = 4096

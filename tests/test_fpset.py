@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
-from crawldedup import CorruptFileError, FingerprintSet, IncompatibleFilterError, _files
-from crawldedup.fpset import url_digest, url_digests
+from crawldedup import CorruptFileError, FingerprintSet, IncompatibleFilterError
+from crawldedup.formats import files as _files
+from crawldedup.exact.fpset import url_digest, url_digests
 
 
 def md5(text):

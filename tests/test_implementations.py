@@ -6,6 +6,7 @@ import sys
 
 import crawldedup
 import implementations
+from crawldedup.formats import files
 
 KERNEL_BLOOM = {"core": "crawldedup._core", "reference": "crawldedup._reference.bloom"}
 
@@ -17,11 +18,11 @@ def test_each_package_is_built_on_its_kernel(api):
     assert sys.modules["crawldedup._kernel"].impl is kernel
     # while the test runs, imports find the package the test was given
     assert importlib.import_module("crawldedup") is api
-    assert importlib.import_module("crawldedup.rotating").RotatingBloomFilter \
+    assert importlib.import_module("crawldedup.bloom.rotating").RotatingBloomFilter \
         is api.RotatingBloomFilter
     # what does not depend on the kernel is shared: one class per error
     assert api.CorruptFileError is crawldedup.CorruptFileError
-    assert api._files is crawldedup._files
+    assert importlib.import_module("crawldedup.formats.files") is files
     assert callable(api.simhash)  # the function, not the submodule
 
 
@@ -41,9 +42,9 @@ def test_the_package_of_the_environment_is_back_after_a_swap():
     other = "reference" if crawldedup.IMPLEMENTATION == "core" else "core"
     package = implementations.package(other)
     with implementations.active(package):
-        import crawldedup.bloom as during
+        import crawldedup.bloom.filter as during
         assert during.BloomFilter is package.api.BloomFilter
-    import crawldedup.bloom as after
+    import crawldedup.bloom.filter as after
     assert sys.modules["crawldedup"] is crawldedup
     assert after.BloomFilter is crawldedup.BloomFilter is not package.api.BloomFilter
     assert callable(crawldedup.simhash)

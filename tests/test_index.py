@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from crawldedup import CorruptFileError, CrawldedupError, SimhashIndex
-from crawldedup import _files
+from crawldedup.formats import files as _files
 
 from test_index_kernel import brute_query, planted, popcount, queries_for
 from conftest import examples

@@ -21,7 +21,8 @@ import pytest
 
 import crawldedup
 from crawldedup import BloomFilter, CorruptFileError, RotatingBloomFilter, ScalableBloomFilter
-from crawldedup import _files, _mapped
+from crawldedup.formats import files as _files
+from crawldedup.formats import mapped as _mapped
 
 from conftest import platform_lacks
 
@@ -512,7 +513,7 @@ def test_check_keys_core_and_twin_agree(core, reference, keys, as_tuple):
 def test_a_rotation_killed_while_published_is_finished_right(api, tmp_path, copied):
     import struct
 
-    from crawldedup import _rotating_state as state
+    from crawldedup.bloom import rotating_file as state
     path = tmp_path / "seen.rbf"
     with api.RotatingBloomFilter.open(path, 1_000, generations=3) as rf:
         rf.add("x")

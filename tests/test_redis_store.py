@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from crawldedup import StoreUnavailableError
 from crawldedup.errors import CrawldedupError
-from crawldedup.stores import open_store
+from crawldedup.exact.stores import open_store
 
 redis = require_module("redis")
 
@@ -179,8 +179,8 @@ def test_unreachable_server_names_the_address():
 
 
 def test_open_store_and_stores_export(redis_url, name):
-    import crawldedup.stores
-    assert crawldedup.stores.RedisStore is RedisStore
+    import crawldedup.exact.stores
+    assert crawldedup.exact.stores.RedisStore is RedisStore
     with open_store(f"{redis_url.rstrip('/0')}/0/{name}") as store:
         assert isinstance(store, RedisStore) and store.name == name
         assert store.add(md5(7)) is True
@@ -198,7 +198,7 @@ def test_closed_store(redis_url, name):
 
 def test_missing_redis_py_says_what_to_install(tmp_path):
     code = ("import sys; sys.modules['redis'] = None\n"
-            "import crawldedup.stores, crawldedup.redis\n"
+            "import crawldedup.exact.stores, crawldedup.redis\n"
             "try:\n"
             "    crawldedup.redis.RedisStore('redis://127.0.0.1:6379/0', 'x')\n"
             "except ImportError as exc:\n"

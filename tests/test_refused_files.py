@@ -14,7 +14,8 @@ import zlib
 import pytest
 
 from crawldedup import CorruptFileError, IncompatibleFilterError
-from crawldedup import _files, _mapped
+from crawldedup.formats import files as _files
+from crawldedup.formats import mapped as _mapped
 
 from conftest import platform_lacks
 

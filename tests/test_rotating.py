@@ -29,7 +29,7 @@ from implementations import subclass
 
 import crawldedup
 from crawldedup import BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError
-from crawldedup import _files
+from crawldedup.formats import files as _files
 
 # the kernel the environment chose: it sizes the hypothesis tests (whose
 # settings are fixed before the api fixture says which kernel a run has)
@@ -531,7 +531,7 @@ def test_add_many_is_a_sequence_of_add(api, generations, capacity, error_rate, f
     one = api.RotatingBloomFilter(capacity, error_rate, generations, rotate_every=10,
                               rotate_at_fill=fill, clock=clock)
     many = one.copy()
-    members = sys.modules["crawldedup._members"]  # api's
+    members = sys.modules["crawldedup.bloom.members"]  # api's
     with mock.patch.object(members, "MIN_WINDOW", window):
         for batch, advance, rotate in steps:
             clock.now += advance
@@ -998,7 +998,7 @@ def test_damaged_file_is_refused_by_name(api, tmp_path, case, how):
 LOADER = textwrap.dedent("""
     import json, sys
     from crawldedup import CrawldedupError
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.rotating import RotatingBloomFilter
     out = []
     for path in sys.argv[1:]:
         try:

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CorruptFileError, IncompatibleFilterError, _files
-from crawldedup.rotating import RotatingBloomFilter
+from crawldedup import CorruptFileError, IncompatibleFilterError
+from crawldedup.formats import files as _files
+from crawldedup.bloom.rotating import RotatingBloomFilter
 from conftest import examples, platform_lacks
 
 pytestmark = platform_lacks(sys.platform == "win32", "POSIX file locks")
@@ -254,7 +255,7 @@ def test_a_rotation_left_half_done_is_finished_at_open(api, tmp_path):
 
 WORKER = textwrap.dedent("""
     import sys
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.rotating import RotatingBloomFilter
     path, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rotations = 0
     with RotatingBloomFilter.open(path) as rf:
@@ -285,7 +286,7 @@ def test_processes_rotating_at_once_each_rotate_exactly_once(tmp_path):
 
 KILLED = textwrap.dedent("""
     import sys
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.rotating import RotatingBloomFilter
     with RotatingBloomFilter.open(sys.argv[1]) as rf:
         i = 0
         while True:

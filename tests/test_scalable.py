@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import examples
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, rule,
@@ -338,7 +338,7 @@ def test_add_many_is_a_sequence_of_add(api, initial, growth, error_rate, tighten
                                        window):
     one = api.ScalableBloomFilter(initial, error_rate, growth, tightening)
     many = api.ScalableBloomFilter(initial, error_rate, growth, tightening)
-    members = sys.modules["crawldedup._members"]  # api's
+    members = sys.modules["crawldedup.bloom.members"]  # api's
     with mock.patch.object(members, "MIN_WINDOW", window):  # small windows too
         for batch in batches:
             expected = [one.add(key) for key in batch]

@@ -300,7 +300,7 @@ def test_index_logs_like_the_package(caplog):
 
 
 def test_64_bit_index_runs_in_the_core_until_bucket_is_used():
-    from crawldedup.compat import _simhash_index as module
+    module = compat
     index = compat.SimhashIndex([("a", compat.Simhash(5))], k=3)
     assert isinstance(index._store, module._CoreBuckets)
     index.get_near_dups(compat.Simhash(4))
@@ -430,8 +430,9 @@ def test_leonsim_kernel_bounds_weights(impl):
 
 
 @pytest.mark.parametrize("first", ["crawldedup.compat.simhash", "crawldedup.compat._simhash_index"])
-def test_either_half_imports_first(first):
-    """The index half and the Simhash half import each other: either order works."""
+def test_either_path_imports_first(first):
+    """The module and the path its index half had in 0.1.0 (pickles name
+    it) import in either order and give the same classes."""
     import subprocess
     import sys
     code = (f"import {first}; from crawldedup.compat.simhash import Simhash, SimhashIndex; "

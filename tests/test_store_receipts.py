@@ -168,7 +168,7 @@ def test_redis_a_retry_under_a_receipt_gets_the_first_answer(redis_store):
 def test_redis_a_call_that_ran_keeps_its_answer_alone(redis_store):
     """A killed client's batch whose first script call ran and the others
     not: the retry gets the first call's recorded answer and runs the rest."""
-    from crawldedup.stores.base import FingerprintStore
+    from crawldedup.exact.stores.base import FingerprintStore
     store = redis_store
     fps = [md5(i) for i in range(6000)]
     batch = hashlib.md5(b"".join(fps)).digest()

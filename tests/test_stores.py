@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from crawldedup import SQLiteStore, SQLStore, StoreUnavailableError
 from crawldedup.errors import CorruptFileError, CrawldedupError
-from crawldedup.stores import open_store
+from crawldedup.exact.stores import open_store
 
 from conftest import examples, require_service
 

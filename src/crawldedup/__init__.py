@@ -13,22 +13,23 @@ True
 
 from typing import TYPE_CHECKING, Dict
 
-from crawldedup._lazy import lazy_names
+from crawldedup import _moved
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
+from crawldedup._lazy import lazy_names
 from crawldedup._version import __version__
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
                                CrawldedupError, IncompatibleFilterError,
                                StoreUnavailableError)
-# Imported here, not lazily: the function `simhash` must win over the
-# submodule of the same name as the package's attribute.
-from crawldedup.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
+from crawldedup.near.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
+
+_moved.install()  # the module paths of earlier releases (pickles name them)
 
 # The other public names, each from the module that defines it, imported when
 # first used (PEP 562): the command line's Bloom mode never loads the URL
 # canonicalization (w3lib), the index or the stores it does not use.
 _HOMES: Dict[str, str] = {
-    "BloomFilter": "crawldedup.bloom",
-    "optimal_parameters": "crawldedup.bloom",
+    "BloomFilter": "crawldedup.bloom.filter",
+    "optimal_parameters": "crawldedup.bloom.filter",
     "DEFAULT_TRACKING_PARAMS": "crawldedup.fingerprint",
     "CanonicalUrl": "crawldedup.fingerprint",
     "UrlRule": "crawldedup.fingerprint",
@@ -39,25 +40,25 @@ _HOMES: Dict[str, str] = {
     "request_fingerprints": "crawldedup.fingerprint",
     "url_fingerprint": "crawldedup.fingerprint",
     "url_fingerprints": "crawldedup.fingerprint",
-    "FingerprintSet": "crawldedup.fpset",
-    "SimhashIndex": "crawldedup.index",
-    "RotatingBloomFilter": "crawldedup.rotating",
-    "ScalableBloomFilter": "crawldedup.scalable",
-    "SQLiteStore": "crawldedup.stores",
-    "SQLStore": "crawldedup.stores",
+    "FingerprintSet": "crawldedup.exact.fpset",
+    "SimhashIndex": "crawldedup.near.index",
+    "RotatingBloomFilter": "crawldedup.bloom.rotating",
+    "ScalableBloomFilter": "crawldedup.bloom.scalable",
+    "SQLiteStore": "crawldedup.exact.stores",
+    "SQLStore": "crawldedup.exact.stores",
 }
 
 if TYPE_CHECKING:
-    from crawldedup.bloom import BloomFilter, optimal_parameters
+    from crawldedup.bloom.filter import BloomFilter, optimal_parameters
     from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule,
                                         UrlRules, canonicalize_url, canonicalize_urls,
                                         request_fingerprint, request_fingerprints,
                                         url_fingerprint, url_fingerprints)
-    from crawldedup.fpset import FingerprintSet
-    from crawldedup.index import SimhashIndex
-    from crawldedup.rotating import RotatingBloomFilter
-    from crawldedup.scalable import ScalableBloomFilter
-    from crawldedup.stores import SQLiteStore, SQLStore
+    from crawldedup.exact.fpset import FingerprintSet
+    from crawldedup.near.index import SimhashIndex
+    from crawldedup.bloom.rotating import RotatingBloomFilter
+    from crawldedup.bloom.scalable import ScalableBloomFilter
+    from crawldedup.exact.stores import SQLiteStore, SQLStore
 
 
 __all__ = [

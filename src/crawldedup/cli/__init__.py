@@ -35,7 +35,7 @@ parts: signals, lock, journals, chunks, keys computed ahead, output),
 ``_key_mode`` (the key mode a state records),
 ``_url_state`` and ``_exact_state`` (the states it talks to), ``_info``
 (``crawldedup info``); ``crawldedup near-dups`` lives in
-``crawldedup._near_dups``, ``due`` and ``record`` in ``crawldedup.recrawl.cli``.
+``crawldedup.cli.near_dups``, ``due`` and ``record`` in ``crawldedup.cli.recrawl``.
 
 ``crawldedup info PATH`` describes any crawldedup state file.
 
@@ -57,12 +57,13 @@ from typing import List, Optional, Sequence
 
 from crawldedup._extras import install_hint
 from crawldedup._version import __version__
-from crawldedup.bloom import LAYOUTS
+from crawldedup.bloom.filter import LAYOUTS
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
                                     file_kind, format_duration, generations,
                                     positive_int, probability)
-from crawldedup.cli._info import run_info
-from crawldedup.cli._urls import run_urls
+from crawldedup.cli._inputs import reading_command
+from crawldedup.cli.info import run_info
+from crawldedup.cli.urls import run_urls
 from crawldedup.errors import CrawldedupError
 
 __all__ = ["main", "build_parser", "file_kind", "UsageError", "DEFAULT_CAPACITY",
@@ -77,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    from crawldedup import _near_dups
-    urls = _near_dups.reading_command(
+    from crawldedup.cli import near_dups as _near_dups
+    urls = reading_command(
         commands, "urls", help="print the URLs not seen before",
         description="Read URLs, one per line, from FILEs (or standard input) and print each "
                     "one not seen before in this run or in earlier runs with the same state "
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _near_dups.add_parser(commands)
 
-    from crawldedup.recrawl import cli as recrawl_cli
+    from crawldedup.cli import recrawl as recrawl_cli
     recrawl_cli.add_parsers(commands)
 
     info = commands.add_parser(
@@ -209,11 +210,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "info":
             return run_info(args, sys.stdout)
         if args.command == "near-dups":
-            from crawldedup import _near_dups
+            from crawldedup.cli import near_dups as _near_dups
             stdin = sys.stdin.buffer if sys.stdin is not None else None
             return _near_dups.run(args, sys.stdout, err, stdin)
         if args.command in ("due", "record"):
-            from crawldedup.recrawl import cli as recrawl_cli
+            from crawldedup.cli import recrawl as recrawl_cli
             stdin = sys.stdin.buffer if sys.stdin is not None else None
             return recrawl_cli.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 
 
 DEFAULT_CAPACITY = 10_000_000
@@ -82,7 +82,7 @@ def format_duration(seconds: float) -> str:
 
 
 def generations(text: str) -> int:
-    from crawldedup.rotating import MAX_GENERATIONS, MIN_GENERATIONS
+    from crawldedup.bloom.rotating import MAX_GENERATIONS, MIN_GENERATIONS
     value = integer(text)
     if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
         raise argparse.ArgumentTypeError(

@@ -726,7 +726,7 @@ class Repeats:
     repeat, has a chance below 10**-24 in 10**7 lines."""
 
     def __init__(self) -> None:
-        from crawldedup.fpset import FingerprintSet
+        from crawldedup.exact.fpset import FingerprintSet
         self.seen = FingerprintSet(16)
 
     def fresh(self, lines: List[bytes]) -> np.ndarray:

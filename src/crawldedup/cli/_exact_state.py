@@ -6,13 +6,12 @@ encoding; with --canonical, of its canonical form): 16 bytes, the seeds' scheme
 
 Two places to keep them:
 
-* ``--state PATH`` alone: a :class:`~crawldedup.FingerprintSet` saved in PATH
-  (file kind 5), held in memory while the command runs.  Digests are
-  recorded before their URLs are printed by appending them to ``PATH.log``
-  (flushed to the OS; it guards against a killed process, like the pending
-  journal); the set is saved atomically at the end (and whenever the log
-  passes LOG_LIMIT bytes), then the log is emptied.  A run that was killed
-  replays the log on start.
+* ``--state PATH`` alone: a :class:`~crawldedup.exact.journaled.JournaledSet`,
+  a FingerprintSet saved in PATH (file kind 5) and held in memory while the
+  command runs.  Digests are recorded before their URLs are printed by
+  appending them to ``PATH.log`` (flushed to the OS); the set is saved
+  atomically at the end (and whenever the log passes its limit), then the
+  log is emptied.  A run that was killed replays the log on start.
 * ``--db URL``: a fingerprint store (``sqlite:///path`` -> SQLiteStore, any
   other SQLAlchemy URL -> SQLStore).  Its atomic insert-if-absent records
   them, and only URLs that this run's insert added are printed, so several
@@ -26,19 +25,17 @@ digests once (``keys``) and hands them to the lookup and the insert.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import IO, Any, List, Optional
 
 import numpy as np
 
-from crawldedup import _files
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState, reserve_room
-from crawldedup.errors import CrawldedupError
+from crawldedup.errors import CrawldedupError, IncompatibleFilterError
 from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.fingerprint import url_fingerprints
-from crawldedup.fpset import FingerprintSet
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.exact.journaled import JournaledSet
 
-LOG_LIMIT = 64 << 20
 DIGEST_SIZE = 16
 # Digests are random: each insert transaction touches pages all over the
 # table's B-tree and commits every page it touched, so a big table costs a
@@ -84,7 +81,7 @@ class ExactState(UrlState):
         self.db: Optional[str] = getattr(args, "db", None)
         self.store: Any = None
         self.fps: Optional[FingerprintSet] = None
-        self._log: Optional[IO[bytes]] = None
+        self.journaled: Optional[JournaledSet] = None
         ignored = [f"--{name.replace('_', '-')}" for name in ("capacity", "error_rate", "layout")
                    if getattr(args, name, None) is not None]
         if ignored:
@@ -92,7 +89,7 @@ class ExactState(UrlState):
             err.write(f"crawldedup: note: {flag_list(ignored)} only {verb} to Bloom filter "
                       f"states; ignored with --exact/--db\n")
         if self.db:
-            from crawldedup.stores import open_store
+            from crawldedup.exact.stores import open_store
             try:
                 self.store = open_store(self.db, digest_size=DIGEST_SIZE)
             except ImportError as exc:
@@ -111,31 +108,13 @@ class ExactState(UrlState):
             self.known = FingerprintSet(DIGEST_SIZE)
             self.contains_many = self._db_contains_many
             return
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                head = f.read(_files.HEADER_SIZE)
-            header = _files.parse_header(head, os.path.getsize(path), path)
-            if header.kind != _files.KIND_FPSET:
-                kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-                raise CrawldedupError(f"{path!r} holds a {kind}; --exact keeps a fingerprint "
-                                      f"set: use another --state path")
-            self.fps = FingerprintSet.load(path)
-            if self.fps.digest_size != DIGEST_SIZE:
-                raise CrawldedupError(f"{path!r} holds {self.fps.digest_size}-byte digests; "
-                                      f"--exact uses {DIGEST_SIZE}-byte MD5 digests")
-        else:
-            self.fps = FingerprintSet(DIGEST_SIZE)
+        try:
+            journaled = self.journaled = JournaledSet(path, DIGEST_SIZE)
+        except IncompatibleFilterError as exc:
+            raise CrawldedupError(f"{exc}; --exact keeps {DIGEST_SIZE}-byte MD5 digests in a "
+                                  f"fingerprint set: use another --state path") from None
+        self.fps = journaled.fps
         self.contains_many = self.fps.contains_many
-        log_path = path + ".log"
-        self._log = open(log_path, "a+b")
-        self._log.seek(0)
-        logged = self._log.read()
-        whole = len(logged) - len(logged) % DIGEST_SIZE  # a killed write leaves a tail
-        if whole:
-            self.fps.add_many(np.frombuffer(logged[:whole], dtype=f"S{DIGEST_SIZE}"))
-        if whole != len(logged):
-            self._log.truncate(whole)
-        self._log.seek(0, os.SEEK_END)
 
     def keys(self, lines: List[Any]) -> np.ndarray:
         """The MD5 digests of the lines (of their canonical forms with
@@ -210,13 +189,8 @@ class ExactState(UrlState):
             added = self.store.add_many(digests)
             self._know(digests)
             return added  # type: ignore[no-any-return]
-        assert self.fps is not None and self._log is not None
-        self._log.write(digests.tobytes())
-        self._log.flush()
-        added = self.fps.add_many(digests)
-        if self._log.tell() > LOG_LIMIT:
-            self._compact()
-        return added
+        assert self.journaled is not None
+        return self.journaled.add_many(digests)
 
     def add_many_once(self, digests: np.ndarray, receipt: bytes) -> np.ndarray:
         """--db, a store that keeps receipts: add_many under receipt
@@ -227,12 +201,6 @@ class ExactState(UrlState):
 
     def forget_receipt(self, receipt: bytes) -> None:
         self.store.forget_receipt(receipt)
-
-    def _compact(self) -> None:
-        assert self.fps is not None and self._log is not None
-        self.fps.save(self.path)  # holds everything logged: the log can go
-        self._log.seek(0)
-        self._log.truncate()
 
     def expect(self, lines: int) -> None:
         """Room for the digests of this many more lines (at most
@@ -252,14 +220,8 @@ class ExactState(UrlState):
         if self.store is not None:
             self.store.close()
             return
-        if self._log is not None:
-            self._compact()
-            self._log.close()
-            self._log = None
-            try:
-                os.unlink(self.path + ".log")
-            except OSError:
-                pass
+        if self.journaled is not None:
+            self.journaled.close()
 
 
 def open_exact(path: str, args: argparse.Namespace, err: IO[str]) -> ExactState:

@@ -32,7 +32,7 @@ import hashlib
 import os
 from typing import IO, Any, BinaryIO, Callable, List, Optional
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from crawldedup.cli._common import StateModeError
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
 
@@ -104,7 +104,7 @@ class StoreRecord:
     new = False
 
     def __init__(self, db: str) -> None:
-        from crawldedup.stores import open_store
+        from crawldedup.exact.stores import open_store
         self.store = open_store(db, table=DB_TABLE, digest_size=16)
 
     def get(self) -> List[str]:

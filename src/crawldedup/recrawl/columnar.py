@@ -37,7 +37,7 @@ from crawldedup.recrawl.verdicts import (
     Verdict,
     compare,
 )
-from crawldedup.simhash import hamming_many, simhash_many
+from crawldedup.near.simhash import hamming_many, simhash_many
 
 _ZERO16 = bytes(16)
 

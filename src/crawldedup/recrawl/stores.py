@@ -21,13 +21,14 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 
 import numpy as np
 
+from crawldedup import schemes
 from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
                                CrawldedupError, StoreUnavailableError)
 from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
                                       damaged, pack, page_sums, row_sums, unpack)
 from crawldedup.recrawl.schedule import HIST_BINS
-from crawldedup.stores.base import Store
-from crawldedup.stores.sqlite import SQLiteFile
+from crawldedup.exact.stores.base import Store
+from crawldedup.exact.stores.sqlite import SQLiteFile
 
 try:
     import sqlite3
@@ -989,35 +990,31 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
 
 def open_recrawl_store(spec: Any, **kwargs: Any) -> RecrawlStore:
-    """A store from a RecrawlStore, a ``redis://``/``rediss://``/``unix://`` URL, or a
-    SQLite path (``sqlite:///PATH`` or a plain path)."""
-    from crawldedup.recrawl.redis_store import RedisRecrawlStore
+    """A store from a RecrawlStore, a redis-py client, a ``redis://``,
+    ``rediss://`` or ``unix://`` URL, or a SQLite path (``sqlite:///PATH``
+    or a plain path)."""
     if isinstance(spec, RecrawlStore):
         return spec
-    if hasattr(spec, "pipeline") and hasattr(spec, "hgetall"):
-        return RedisRecrawlStore(spec, **kwargs)
+    if hasattr(spec, "pipeline") and hasattr(spec, "hgetall"):  # a redis-py client
+        store: RecrawlStore = schemes.backend("recrawl", "redis")(spec, **kwargs)
+        return store
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str):
         raise TypeError(f"store must be a RecrawlStore, a redis.Redis client, a redis:// URL "
                         f"or a SQLite path, got {type(spec).__name__}")
-    if spec.startswith(("redis://", "rediss://", "unix://")):
-        return RedisRecrawlStore(spec, **kwargs)
-    if spec.startswith("sqlite:///"):
-        spec = spec[len("sqlite:///"):]
-    if not spec:
+    if schemes.scheme_of(spec) is None:  # a plain path
+        return open_sqlite_url(spec, **kwargs)
+    store = schemes.opener("recrawl", spec)(spec, **kwargs)
+    return store
+
+
+def open_sqlite_url(url: str, **kwargs: Any) -> SQLiteRecrawlStore:
+    """The SQLiteRecrawlStore of ``sqlite:///PATH`` or a plain path."""
+    path = schemes.sqlite_path(url)
+    if not path:
         raise ValueError("store path is empty")
-    return SQLiteRecrawlStore(spec, **kwargs)
-
-
-
-
-def __getattr__(name: str) -> Any:
-    # RedisRecrawlStore lives in redis_store (which imports this module).
-    if name == "RedisRecrawlStore":
-        from crawldedup.recrawl.redis_store import RedisRecrawlStore
-        return RedisRecrawlStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return SQLiteRecrawlStore(path, **kwargs)
 
 
 __all__ = ["RecrawlStore", "SQLiteRecrawlStore", "open_recrawl_store",

@@ -4,7 +4,6 @@ metadata key, the commands and their checks.  See docs/redis.md."""
 
 from __future__ import annotations
 
-import binascii
 import json
 import math
 import secrets
@@ -14,11 +13,11 @@ import numpy as np
 
 from crawldedup._kernel import check_keys, impl, nbytes_for
 from crawldedup import _checks
-from crawldedup.bloom import optimal_parameters
+from crawldedup.bloom.filter import optimal_parameters
 from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, check_reply
-from crawldedup.redis.store import check_name, receipts_key
+from crawldedup.redis._keys import CLUSTER_SLOTS, FORGET_SCRIPT, check_name, key_slot, receipts_key
 
 FORMAT_VERSION = 1
 #: Keys per BITFIELD command (per shard): about 250 bytes of command per key
@@ -27,7 +26,7 @@ COMMAND_KEYS = 8192
 #: Default largest shard: Redis strings stop at 512 MB; smaller shards spread
 #: a big filter over more keys (and cluster nodes) and keep GETRANGE short.
 SHARD_BYTES = 64 << 20
-CLUSTER_SLOTS = 16384
+
 #: Adds of at most this many keys, all in one shard (an add() of one key),
 #: run as GUARDED_SET: the guard is checked and the bits set by one script
 #: (its arguments stay far below Lua's limit of about 8,000 for unpack).
@@ -85,16 +84,6 @@ class RedisDataLostError(StoreUnavailableError):
     """A Redis key of a filter lost its contents (the server restarted
     without persistence, or the key was deleted): the filter cannot answer
     "not seen" honestly any more.  ``clear()`` starts it afresh."""
-
-
-def key_slot(key: bytes) -> int:
-    """The Redis Cluster hash slot of a key (CRC16-XMODEM of its hash tag)."""
-    start = key.find(b"{")
-    if start >= 0:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1:end]
-    return binascii.crc_hqx(key, 0) % CLUSTER_SLOTS
 
 
 def shard_tags(shards: int) -> List[bytes]:
@@ -492,7 +481,6 @@ class BloomLogic:
         return out
 
     def forget_op(self, receipt: bytes) -> Op:
-        from crawldedup.redis.store import FORGET_SCRIPT
         reqs = [Request(key, _resp.command(b"EVAL", FORGET_SCRIPT, 1, key, receipt.hex()))
                 for key in self.receipt_keys]
         yield from self._send_all(reqs)

@@ -37,7 +37,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set
 import numpy as np
 
 from crawldedup.errors import StoreUnavailableError
-from crawldedup.index import _check_fp, _fp_array
+from crawldedup.near.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
     WINDOW,
     Op,
@@ -55,7 +55,7 @@ from crawldedup.redis._bloom_logic import (CREATION_POLL, CREATION_WAIT, BloomLo
                                            RedisDataLostError, key_batch)
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
-from crawldedup.stores.base import FingerprintStore
+from crawldedup.exact.stores.base import FingerprintStore
 
 
 #: Batches of at least this many keys are prepared in a worker thread
@@ -495,7 +495,7 @@ class AsyncRedisBloomFilter(_AsyncBase):
         await self.aclose()
 
     async def to_bloom_filter(self) -> Any:
-        from crawldedup.bloom import BloomFilter
+        from crawldedup.bloom.filter import BloomFilter
         data = await self._run(self._logic.read_bits_op(), None)  # the whole filter
         bf = BloomFilter._blank(self._logic.params(), 0)
         bf._bits_view()[:] = data

@@ -12,11 +12,11 @@ import numpy as np
 
 from crawldedup._kernel import MAX_HAMMING_K
 from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
-from crawldedup.index import _check_fp, _check_k, _fp_array
+from crawldedup.near.index import _check_fp, _check_k, _fp_array
 from crawldedup.redis import _resp
 from crawldedup.redis._bloom_logic import shard_tags
 from crawldedup.redis._conn import Op, RedisKeyTypeError, Request, SyncHandle, check_reply
-from crawldedup.redis.store import check_name
+from crawldedup.redis._keys import check_name
 
 FORMAT_VERSION = 1
 #: Entries per add (or remove) script call, and buckets per fetch script

@@ -12,8 +12,9 @@ import numpy as np
 from crawldedup import _checks
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncHandle, split_url
+from crawldedup.redis._keys import FORGET_SCRIPT, check_name, receipts_key
 from crawldedup.errors import CorruptStateError
-from crawldedup.stores.base import FingerprintStore, check_digest_size
+from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
 
 #: Digests per script call / SMISMEMBER: a call runs alone on the server, so
 #: it stays short (about 4 ms); a batch sends all its calls in one round trip.
@@ -78,43 +79,6 @@ redis.call('HSET', KEYS[2], ARGV[1], answer)
 local calls = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') or 0
 if calls <= tonumber(ARGV[4]) then redis.call('HSET', KEYS[2], ARGV[2], ARGV[4] + 1) end
 return answer"""
-
-# forget_receipt: KEYS[1] the receipts, ARGV[1] the receipt.
-FORGET_SCRIPT = b"""local calls = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
-for i = 0, calls - 1 do redis.call('HDEL', KEYS[1], ARGV[1] .. ':' .. i) end
-return redis.call('HDEL', KEYS[1], ARGV[1])"""
-
-
-def receipts_key(name: bytes) -> bytes:
-    """The hash of a store's receipts, in the Redis Cluster slot of its set
-    (a script takes both): the name's own hash tag when it has one, else
-    the name as the tag; a name with a "{" that makes no tag (hashed whole)
-    gets the first tag ``{receipts:N}`` in its slot."""
-    start = name.find(b"{")
-    end = name.find(b"}", start + 1) if start >= 0 else -1
-    if start >= 0 and end > start + 1:
-        return name + b":receipts"
-    if start < 0:
-        return b"{%s}:receipts" % name
-    from crawldedup.redis._bloom_logic import key_slot
-    slot = key_slot(name)
-    n = 0
-    while key_slot(b"{receipts:%d}" % n) != slot:
-        n += 1
-    return b"%s:{receipts:%d}" % (name.replace(b"{", b"(").replace(b"}", b")"), n)
-
-
-def check_name(name: Any) -> bytes:
-    if isinstance(name, bytes):
-        data = name
-    elif isinstance(name, str):
-        data = name.encode("utf-8")
-    else:
-        raise TypeError(f"name must be a str, not {type(name).__name__}")
-    if not data:
-        raise ValueError("name must not be empty")
-    return data
-
 
 def _seconds(window: Any) -> float:
     return _checks.positive_seconds("window", window, "seconds (a number) or a timedelta",
@@ -378,3 +342,9 @@ def open_redis_store(url: str, *, name: Optional[str] = None, digest_size: int =
     else ``name``, else ``crawldedup:fingerprints``)."""
     base, from_url = split_url(url)
     return RedisStore(base, from_url or name or DEFAULT_NAME, digest_size, **kwargs)
+
+
+def open_redis_url(url: str, *, table: Optional[str] = None,
+                   digest_size: int = 16) -> RedisStore:
+    """open_redis_store with ``table`` as the name (open_store's backend)."""
+    return open_redis_store(url, name=table, digest_size=digest_size)

@@ -1,43 +1,29 @@
 """The local backends of :class:`crawldedup.scrapy.DupeFilter` (``"exact"``:
 a FingerprintSet with its JOBDIR file and journal; ``"bloom"``: a mapped
 BloomFilter), the import of Scrapy's ``requests.seen``, and the settings
-that choose and size a backend (the Redis ones are in ``_redis_backend``).
-Nothing here needs Scrapy."""
+that choose a backend (the Redis ones are in ``_redis_backend``, the
+settings' names, defaults and checks in ``_settings``).  Nothing here needs
+Scrapy."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from crawldedup.bloom import BloomFilter
-from crawldedup.errors import CrawldedupError
-from crawldedup.fpset import FingerprintSet
+from crawldedup.bloom.filter import BloomFilter
+from crawldedup.errors import IncompatibleFilterError
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.exact.journaled import JournaledSet
+from crawldedup.scrapy._redis_backend import open_redis_backend
+from crawldedup.scrapy._settings import (BACKENDS, BLOOM_FILE, DEFAULT_CAPACITY,
+                                         DEFAULT_ERROR_RATE, DIGEST_SIZE, EXACT_FILE, LOGGER_NAME,
+                                         SCRAPY_FILE, DupeFilterConfigError, _digest,
+                                         _setting_int, _setting_rate)
 
-BACKENDS = ("exact", "bloom", "redis", "redis-bloom")
-#: The close reason of a crawl stopped at start-up by a bad setting.
-CONFIG_ERROR_REASON = "crawldedup_config_error"
-DEFAULT_CAPACITY = 10_000_000
-DEFAULT_ERROR_RATE = 0.001
-DIGEST_SIZE = 20  # Scrapy's fingerprints: SHA-1
-EXACT_FILE = "crawldedup-seen.fps"
-BLOOM_FILE = "crawldedup-seen.bloom"
-SCRAPY_FILE = "requests.seen"
-
-#: The filter logs under the name of Scrapy's own filter (scrapy.dupefilters'
-#: module logger), so a logging configuration made for Scrapy's filter (its
-#: level, handlers, filters) applies to this one too.
-LOGGER_NAME = "scrapy.dupefilters"
 logger = logging.getLogger(LOGGER_NAME)
-
-
-class DupeFilterConfigError(CrawldedupError, ValueError):
-    """A ``CRAWLDEDUP_*`` setting (or the state it points to) that the
-    duplicate filter cannot work with; raised when the crawl starts."""
-
 
 # ------------------------------------------------------------ requests.seen
 
@@ -101,58 +87,46 @@ def _hex_lines(data: bytes, path: str) -> Iterator[bytes]:
 
 # ------------------------------------------------------------ backends
 
-def _digest(fp: bytes) -> bytes:
-    """The 20 bytes kept for a fingerprint: itself when it has 20 bytes (all
-    of Scrapy's), else its SHA-1 (from a fingerprinter of another size)."""
-    return fp if len(fp) == DIGEST_SIZE else hashlib.sha1(fp).digest()
-
-
 class _Exact:
-    """A FingerprintSet, with its JOBDIR file and journal."""
+    """A FingerprintSet, journaled in the JOBDIR when there is one (a
+    JournaledSet): each new fingerprint's journal entry is handed to the OS
+    at the scheduler's flush, the set saved at close."""
 
     name = "exact"
 
     def __init__(self, jobdir: Optional[str]) -> None:
-        self.fps = FingerprintSet(DIGEST_SIZE)
-        self.path: Optional[str] = None
-        self.journal: Optional[BinaryIO] = None
+        self.journaled: Optional[JournaledSet] = None
         if jobdir is None:
+            self.fps = FingerprintSet(DIGEST_SIZE)
             return
-        path = self.path = os.path.join(jobdir, EXACT_FILE)
-        if os.path.exists(path):
-            self.fps = FingerprintSet.load(path)
-            if self.fps.digest_size != DIGEST_SIZE:
-                raise DupeFilterConfigError(f"{path!r} holds {self.fps.digest_size}-byte "
-                                            f"digests, not {DIGEST_SIZE}-byte fingerprints")
-        else:
-            bloom = os.path.join(jobdir, BLOOM_FILE)
-            if os.path.exists(bloom):
-                raise DupeFilterConfigError(
-                    f"JOBDIR {jobdir!r} holds the Bloom filter of a crawl with "
-                    f"CRAWLDEDUP_DUPEFILTER = 'bloom', which cannot list its fingerprints "
-                    f"for the 'exact' backend: keep 'bloom' or use a new JOBDIR")
-            scrapy_file = os.path.join(jobdir, SCRAPY_FILE)
-            if os.path.exists(scrapy_file):
-                imported = [_digest(fp) for fp in read_requests_seen(scrapy_file)]
-                if imported:
-                    self.fps.add_many(imported)
-                logger.info("Imported %d fingerprints from Scrapy's %s", len(imported),
-                            scrapy_file)
-        journal = open(path + ".log", "a+b")
+        path = os.path.join(jobdir, EXACT_FILE)
+        fps = None
+        if not os.path.exists(path):
+            fps = self._imported(jobdir)
         try:
-            journal.seek(0)
-            logged = journal.read()
-            whole = len(logged) - len(logged) % DIGEST_SIZE  # a killed write leaves a tail
-            if whole:
-                self.fps.add_many(np.frombuffer(logged, dtype=f"S{DIGEST_SIZE}", count=whole
-                                                // DIGEST_SIZE))
-            if whole != len(logged):
-                journal.truncate(whole)
-            journal.seek(0, os.SEEK_END)
-        except BaseException:
-            journal.close()
-            raise
-        self.journal = journal
+            self.journaled = JournaledSet(path, DIGEST_SIZE, log_limit=None, fps=fps)
+        except IncompatibleFilterError as exc:
+            raise DupeFilterConfigError(f"{exc}: not the fingerprints of this filter "
+                                        f"({DIGEST_SIZE}-byte SHA-1s)") from None
+        self.fps = self.journaled.fps
+
+    @staticmethod
+    def _imported(jobdir: str) -> FingerprintSet:
+        """A new set, with the fingerprints of Scrapy's requests.seen."""
+        fps = FingerprintSet(DIGEST_SIZE)
+        if os.path.exists(os.path.join(jobdir, BLOOM_FILE)):
+            raise DupeFilterConfigError(
+                f"JOBDIR {jobdir!r} holds the Bloom filter of a crawl with "
+                f"CRAWLDEDUP_DUPEFILTER = 'bloom', which cannot list its fingerprints "
+                f"for the 'exact' backend: keep 'bloom' or use a new JOBDIR")
+        scrapy_file = os.path.join(jobdir, SCRAPY_FILE)
+        if os.path.exists(scrapy_file):
+            imported = [_digest(fp) for fp in read_requests_seen(scrapy_file)]
+            if imported:
+                fps.add_many(imported)
+            logger.info("Imported %d fingerprints from Scrapy's %s", len(imported),
+                        scrapy_file)
+        return fps
 
     def __len__(self) -> int:
         return len(self.fps)
@@ -160,37 +134,23 @@ class _Exact:
     def seen(self, fp: bytes) -> bool:
         if len(fp) != DIGEST_SIZE:
             fp = _digest(fp)
-        if self.fps.add(fp):
-            if self.journal is not None:
-                self.journal.write(fp)
-            return False
-        return True
+        if self.journaled is not None:
+            return not self.journaled.add(fp)
+        return not self.fps.add(fp)
 
     def flush(self) -> None:
-        if self.journal is not None and not self.journal.closed:
-            self.journal.flush()
+        if self.journaled is not None:
+            self.journaled.flush()
 
     def clear(self) -> None:
-        self.fps.clear()
-        if self.journal is not None:
-            self.journal.seek(0)
-            self.journal.truncate()
-        if self.path is not None and os.path.exists(self.path):
-            os.unlink(self.path)
+        if self.journaled is not None:
+            self.journaled.clear()
+        else:
+            self.fps.clear()
 
     def close(self) -> None:
-        if self.journal is None or self.journal.closed:
-            return
-        assert self.path is not None
-        self.journal.flush()
-        self.fps.save(self.path)  # holds everything the journal holds
-        self.journal.seek(0)
-        self.journal.truncate()
-        self.journal.close()
-        try:
-            os.unlink(self.path + ".log")
-        except OSError:
-            pass
+        if self.journaled is not None:
+            self.journaled.close()
 
 
 class _Bloom:
@@ -278,30 +238,4 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
         capacity = _setting_int(settings, "CRAWLDEDUP_CAPACITY", DEFAULT_CAPACITY)
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _Bloom(jobdir, capacity, error_rate)
-    from crawldedup.scrapy._redis_backend import open_redis_backend
     return open_redis_backend(settings, spider_name, name, jobdir)
-
-
-def _setting_int(settings: Any, name: str, default: int) -> int:
-    value = settings.get(name, default)
-    try:
-        number = int(value)
-        if number != float(value):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise DupeFilterConfigError(f"{name} must be a positive integer, got {value!r}") from None
-    if number < 1:
-        raise DupeFilterConfigError(f"{name} must be a positive integer, got {value!r}")
-    return number
-
-
-def _setting_rate(settings: Any, name: str, default: float) -> float:
-    value = settings.get(name, default)
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        rate = float("nan")
-    if not 0.0 < rate < 1.0:
-        raise DupeFilterConfigError(f"{name} must be a number between 0 and 1 (exclusive), "
-                                    f"got {value!r}")
-    return rate

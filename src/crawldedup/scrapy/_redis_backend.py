@@ -48,8 +48,8 @@ import logging
 
 from crawldedup._extras import install_hint
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
-from crawldedup.fpset import FingerprintSet
-from crawldedup.scrapy._backends import (
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.scrapy._settings import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
     DIGEST_SIZE,

@@ -96,7 +96,7 @@ def _task(splits: List[Tuple[str, int, int]], id_field: str, text_field: str,
         import numpy as np
         import pyarrow as pa
 
-        from crawldedup.simhash import simhash_many
+        from crawldedup.near.simhash import simhash_many
 
         id_type = pa.string() if string_ids else pa.int64()
 
@@ -159,7 +159,7 @@ def simhash_jsonl(spark: Any, paths: Union[str, Iterable[str]], *, id_field: str
     """
     from pyspark.sql import SparkSession
 
-    from crawldedup.simhash import simhash_many
+    from crawldedup.near.simhash import simhash_many
 
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from crawldedup._kernel import hamming_blocks
-from crawldedup.index import _check_k  # the same k SimhashIndex takes
+from crawldedup.near.index import _check_k  # the same k SimhashIndex takes
 from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
                                       column_type)
 
@@ -80,7 +80,7 @@ blocks = hamming_blocks
 def _simhash_udf(tokenizer: Any, ngram: Any) -> Callable[[pd.Series], pd.Series]:
     import pandas as pd
 
-    from crawldedup.simhash import simhash_many
+    from crawldedup.near.simhash import simhash_many
 
     def fingerprints(texts: pd.Series) -> pd.Series:
         missing = texts.isna().to_numpy()
@@ -112,7 +112,7 @@ def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
     # pyspark's stubs leave out this public re-export of pyspark.sql.pandas.functions.
     from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
-    from crawldedup.simhash import simhash_many
+    from crawldedup.near.simhash import simhash_many
 
     check_df(df)
     dtype = column_type(df, text_col, "text_col")

@@ -128,7 +128,7 @@ def _partition_filter(params: Tuple[Any, ...], canonical: bool,
     capacity, error_rate, layout, seed = params
 
     def build(rows: Iterable[Any]) -> Iterator[bytes]:
-        from crawldedup.bloom import BloomFilter
+        from crawldedup.bloom.filter import BloomFilter
 
         bf = BloomFilter(capacity, error_rate, layout=layout, seed=seed)
         chunk: List[str] = []
@@ -147,7 +147,7 @@ def _partition_filter(params: Tuple[Any, ...], canonical: bool,
 
 
 def _merge(a: bytes, b: bytes) -> bytes:
-    from crawldedup.bloom import BloomFilter
+    from crawldedup.bloom.filter import BloomFilter
 
     left = BloomFilter.from_bytes(a)
     left |= BloomFilter.from_bytes(b)
@@ -171,7 +171,7 @@ def build_bloom(df: DataFrame, url_col: str, capacity: int, error_rate: float = 
     ``--state`` file for ``crawldedup urls`` with the same options.  Null
     URLs are skipped.
     """
-    from crawldedup.bloom import BloomFilter
+    from crawldedup.bloom.filter import BloomFilter
 
     check_df(df)
     dtype = column_type(df, url_col, "url_col")

@@ -17,11 +17,12 @@ from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
-from crawldedup import _files, _members
+from crawldedup.formats import files as _files
+from crawldedup.bloom import members as _members
 from crawldedup import _checks
 from crawldedup._kernel import BloomBits
-from crawldedup._members import add_in_windows, any_holds, key_list
-from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.bloom.members import add_in_windows, any_holds, key_list
+from crawldedup.bloom.filter import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Key, PathLike
 

@@ -1,7 +1,7 @@
 """The command line's Redis parts: ``crawldedup urls --state redis://...``
 (the Bloom state in Redis, shared by crawlers on several machines) and
 ``crawldedup info redis://...``.  ``--db redis://...`` goes through
-:func:`crawldedup.stores.open_store` (a RedisStore)."""
+:func:`crawldedup.exact.stores.open_store` (a RedisStore)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import IO, Any, Callable, List, cast
 
-from crawldedup.cli._common import UsageError
+from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState
 from crawldedup.errors import CrawldedupError
 
@@ -86,7 +86,6 @@ class RedisState(UrlState):
     receipts = True  # RedisBloomFilter.add_many_once
 
     def __init__(self, url: str, args: argparse.Namespace, err: IO[str]) -> None:
-        from crawldedup.cli import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE
         if args.rotate_every is not None or args.generations is not None:
             raise CrawldedupError("--rotate-every/--generations are not available with a "
                                   "Redis state (use RedisStore windows through --db)")

@@ -15,18 +15,22 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Type, TypeVar, cast
 
-from crawldedup import _checks, _files, _mapped
-from crawldedup import _rotating_state as _state
+from crawldedup import _checks
+from crawldedup.formats import files as _files
+from crawldedup.formats import mapped as _mapped
+from crawldedup.bloom import rotating_file as _state
 from crawldedup._kernel import nbytes_for
-from crawldedup.bloom import BloomFilter, check_padding, mapped_member, optimal_parameters
+from crawldedup.bloom.filter import BloomFilter, check_padding, mapped_member, optimal_parameters
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup._types import Clock, PathLike
 
 if TYPE_CHECKING:
-    from crawldedup._schedule import Ring
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.schedule import Ring
+
+
+_R = TypeVar("_R", bound="SharedRing")
 
 
 class SharedRing(_mapped.MappedHandle):
@@ -43,11 +47,11 @@ class SharedRing(_mapped.MappedHandle):
     _seq: int
 
     @classmethod
-    def open(cls, path: PathLike, capacity: Optional[int] = None,
+    def open(cls: Type[_R], path: PathLike, capacity: Optional[int] = None,
              error_rate: Optional[float] = None, generations: Optional[int] = None,
              rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None, *,
              mode: str = "c", seed: Optional[int] = None, layout: Optional[str] = None,
-             clock: Clock = time.time, verify: Optional[bool] = None) -> "RotatingBloomFilter":
+             clock: Clock = time.time, verify: Optional[bool] = None) -> _R:
         """A rotating filter used in place in a memory-mapped state file, the
         rotation schedule included, shared by the processes that open it.
 
@@ -124,8 +128,8 @@ class SharedRing(_mapped.MappedHandle):
         return header, prefix
 
     @classmethod
-    def _attach(cls, mapping: Any, asked: Dict[str, Any], verify: Optional[bool],
-                clock: Clock) -> "RotatingBloomFilter":
+    def _attach(cls: Type[_R], mapping: Any, asked: Dict[str, Any], verify: Optional[bool],
+                clock: Clock) -> _R:
         path = mapping.path
         if sys.byteorder != "little":  # pragma: no cover - no such machine here
             raise CrawldedupError("mapped rotating filters need a little-endian machine; "
@@ -154,7 +158,8 @@ class SharedRing(_mapped.MappedHandle):
             raise bad(f"insert count {header.insert_count} in the header, the generations "
                       f"hold {total}")
         layout = found["layout"]
-        self = cast("RotatingBloomFilter", cls.__new__(cls))
+        made = cls.__new__(cls)
+        self = cast("Ring", made)  # the whole filter, as its mixins see it
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,
                          state.rotate_at_fill, header.seed, layout, clock)
         self._mapping = mapping
@@ -189,7 +194,7 @@ class SharedRing(_mapped.MappedHandle):
             for member in self._slots:
                 member._release()
             raise
-        return self
+        return made
 
     def _before_seal(self: Ring) -> None:
         """Bring the header up to date before the checksum is computed (the

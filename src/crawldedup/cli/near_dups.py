@@ -36,10 +36,17 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 import os
 import tempfile
-from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterable, Iterator, List,
+from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterator, List,
                     Optional, Tuple)
 
 import numpy as np
+
+from crawldedup.cli._common import file_kind
+from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
+from crawldedup.errors import CrawldedupError
+from crawldedup.formats import files as _files
+from crawldedup.near.index import SimhashIndex
+from crawldedup.near.simhash import simhash_many
 
 BATCH = 4096
 # Inputs read as WARC/WET files by crawldedup.warc (as crawldedup.warc.WARC_SUFFIXES).
@@ -205,14 +212,9 @@ class _Clusters:
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
-    from crawldedup import _files
-    from crawldedup.errors import CrawldedupError
-    from crawldedup.index import SimhashIndex
-    from crawldedup.simhash import simhash_many
 
     index_path = os.path.abspath(args.index) if args.index else None
     if index_path and os.path.exists(index_path):
-        from crawldedup.cli import file_kind
         kind = file_kind(index_path)
         if kind != _files.KIND_INDEX:
             name = _files.KIND_NAMES.get(kind, f"kind {kind}")
@@ -431,8 +433,6 @@ def _check_writable(name: str, path: str) -> None:
     """Refuse, before any work, an --index that could not be saved at the
     end: saving replaces the file by a new one written beside it, so its
     folder must take a new file (a read-only folder does not)."""
-    from crawldedup import _files
-    from crawldedup.errors import CrawldedupError
     folder = os.path.dirname(_files.resolve(path)) or "."
     try:
         fd, probe = tempfile.mkstemp(prefix=".crawldedup-check-", dir=folder)
@@ -492,47 +492,6 @@ def _stored(index: Any, ident: Any) -> bool:
         return ident in index
     except TypeError:
         return False
-
-
-def open_input(name: str, stdin: Optional[BinaryIO]) -> Tuple[str, BinaryIO]:
-    """(label, binary file) of a FILE argument, "-" being standard input;
-    the caller closes a file that is not ``stdin``.  CrawldedupError (a
-    one-line error) when it cannot be read."""
-    from crawldedup.errors import CrawldedupError
-    if name == "-":
-        if stdin is None:
-            raise CrawldedupError("no FILE given and no standard input to read")
-        return "<stdin>", stdin
-    try:
-        return name, open(name, "rb")
-    except OSError as exc:
-        raise CrawldedupError(f"cannot read {name!r}: {exc.strerror}") from None
-
-
-def close_inputs(files: Iterable[BinaryIO], stdin: Optional[BinaryIO]) -> None:
-    """Close the files open_input opened (standard input stays open)."""
-    for f in files:
-        if f is not stdin:
-            f.close()
-
-
-def progress_bar(err: IO[str], unit: str = " docs", desc: str = "near-dups") -> Any:
-    """A tqdm bar on stderr when it is a terminal and tqdm is installed."""
-    isatty = getattr(err, "isatty", None)
-    if not (isatty and isatty()):
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(file=err, unit=unit, desc=desc)
-
-
-def reading_command(commands: Any, name: str, help: str, description: str) -> Any:
-    """A subcommand that reads FILEs (or standard input, see open_input)."""
-    command = commands.add_parser(name, help=help, description=description)
-    command.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' = stdin)")
-    return command
 
 
 def add_parser(commands: Any) -> None:

@@ -17,11 +17,12 @@ import math
 import struct
 from typing import Callable, List, NamedTuple, Optional, Sequence
 
-from crawldedup import _files, _members
+from crawldedup.formats import files as _files
+from crawldedup.bloom import members as _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
-from crawldedup._sizing import max_insert_count
-from crawldedup.bloom import BloomFilter, check_padding, optimal_parameters
+from crawldedup.bloom.sizing import max_insert_count
+from crawldedup.bloom.filter import BloomFilter, check_padding, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
 

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
-from crawldedup._near_dups import close_inputs, open_input, progress_bar, reading_command
+from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.cli._common import UsageError, positive_int
 from crawldedup.cli._delivery import SignalGuard, Stopped
 from crawldedup.errors import CrawldedupError

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from crawldedup._kernel import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike

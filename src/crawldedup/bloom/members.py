@@ -10,9 +10,9 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from crawldedup._kernel import MAX_SEED, check_keys
-from crawldedup.bloom import BloomFilter
+from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
 

@@ -23,13 +23,14 @@ from typing import (Any, Iterable, List, Optional, Sequence,
 
 import numpy as np
 
-from crawldedup import _checks, _files
-from crawldedup import _rotating_state as _state
+from crawldedup import _checks
+from crawldedup.formats import files as _files
+from crawldedup.bloom import rotating_file as _state
 from crawldedup._kernel import BloomBits
-from crawldedup._members import add_in_windows, any_holds, key_list, pick
-from crawldedup._rotating_ring import SharedRing
-from crawldedup._schedule import Schedule
-from crawldedup.bloom import BloomFilter, optimal_parameters
+from crawldedup.bloom.members import add_in_windows, any_holds, key_list, pick
+from crawldedup.bloom.rotating_ring import SharedRing
+from crawldedup.bloom.schedule import Schedule
+from crawldedup.bloom.filter import BloomFilter, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Clock, Key, PathLike
 

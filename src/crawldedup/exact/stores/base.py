@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Sequence, Set, TypeVar
 import numpy as np
 
 from crawldedup._kernel import FP_MAX_DIGEST_SIZE, holds_objects, objects_error
+from crawldedup.schemes import opener, scheme_of
 
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\Z")
 
@@ -227,20 +228,11 @@ def open_store(url: str, *, table: Optional[str] = None, digest_size: int = 16
     :class:`SQLiteStore` (no SQLAlchemy needed), ``redis://host:port/db/name``
     a :class:`~crawldedup.redis.RedisStore` (``table`` is its name when the
     URL has none), anything else a :class:`SQLStore` through SQLAlchemy."""
-    from crawldedup.stores.sql import SQLStore
-    from crawldedup.stores.sqlite import SQLiteStore
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from crawldedup.redis.store import open_redis_store
-        return open_redis_store(url, name=table, digest_size=digest_size)
-    kwargs = {"digest_size": digest_size}
-    if table is not None:
-        kwargs["table"] = table  # type: ignore[assignment]
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        if not path or path == ":memory:":
-            raise ValueError("a sqlite:/// URL needs a file path (sqlite:///seen.db, or "
-                             "sqlite:////absolute/path.db)")
-        return SQLiteStore(path, **kwargs)  # type: ignore[arg-type]
-    return SQLStore(url, **kwargs)  # type: ignore[arg-type]
+    if scheme_of(url) is None:
+        raise ValueError(f"{url!r} is not a database URL (sqlite:///PATH, "
+                         f"redis://HOST:PORT/DB/NAME or an SQLAlchemy URL)")
+    store: FingerprintStore = opener("fingerprints", url)(url, table=table,
+                                                          digest_size=digest_size)
+    return store

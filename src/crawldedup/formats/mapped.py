@@ -33,7 +33,7 @@ import sys
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from crawldedup import _files
+from crawldedup.formats import files as _files
 from crawldedup.errors import IncompatibleFilterError
 
 try:  # POSIX

@@ -8,8 +8,8 @@ import time
 import urllib.parse
 from typing import IO, Any, Dict, List, Optional
 
-from crawldedup import _files
-from crawldedup.bloom import BloomFilter
+from crawldedup.formats import files as _files
+from crawldedup.bloom.filter import BloomFilter
 from crawldedup.cli._common import format_duration
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup.recrawl.stores import SQLITE_FORMAT, check_wal
@@ -23,7 +23,7 @@ SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def run_info(args: argparse.Namespace, out: IO[str]) -> int:
-    from crawldedup.redis import cli as redis_cli
+    from crawldedup.cli import redis_state as redis_cli
     if redis_cli.is_redis_url(args.path):
         out.write(redis_cli.describe(args.path))
         return 0
@@ -115,7 +115,7 @@ def _when(seconds: Optional[float]) -> str:
 
 def _describe_rotating(path: str, header: _files.Header, size: int,
                        args: argparse.Namespace) -> List[str]:
-    from crawldedup.rotating import RotatingBloomFilter
+    from crawldedup.bloom.rotating import RotatingBloomFilter
     dirty = bool(header.flags & _files.FLAG_DIRTY)
     # Read-only: it shows the state its writers left, and rotates nothing.
     with RotatingBloomFilter.open(path, mode="c" if args.repair else "r",
@@ -149,16 +149,16 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
 
 def _composite_loader(kind: int) -> Optional[Any]:
     if kind == _files.KIND_SCALABLE:
-        from crawldedup.scalable import ScalableBloomFilter
+        from crawldedup.bloom.scalable import ScalableBloomFilter
         return ScalableBloomFilter.load
     if kind == _files.KIND_ROTATING:
-        from crawldedup.rotating import RotatingBloomFilter
+        from crawldedup.bloom.rotating import RotatingBloomFilter
         return RotatingBloomFilter.load
     if kind == _files.KIND_FPSET:
-        from crawldedup.fpset import FingerprintSet
+        from crawldedup.exact.fpset import FingerprintSet
         return FingerprintSet.load
     if kind == _files.KIND_INDEX:
-        from crawldedup.index import SimhashIndex
+        from crawldedup.near.index import SimhashIndex
         return SimhashIndex.load
     return None
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from crawldedup._checks import check_flag
 from crawldedup._extras import install_hint
 from crawldedup.errors import CorruptStateError, StoreUnavailableError
-from crawldedup.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
+from crawldedup.exact.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
                                     recorded_answer)
 
 _DEADLOCK_RETRIES = 8
@@ -338,3 +338,10 @@ class SQLStore(FingerprintStore):
             if not self._closed:
                 self._engine.dispose()
                 self._closed = True
+
+
+def open_sql_url(url: str, *, table: Optional[str] = None, digest_size: int = 16) -> SQLStore:
+    """The SQLStore of an SQLAlchemy URL (open_store's backend)."""
+    if table is None:
+        return SQLStore(url, digest_size=digest_size)
+    return SQLStore(url, table=table, digest_size=digest_size)

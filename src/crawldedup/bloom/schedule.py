@@ -15,13 +15,13 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, cast
 
-from crawldedup import _rotating_state as _state
+from crawldedup.bloom import rotating_file as _state
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from crawldedup._types import Clock
-    from crawldedup.bloom import BloomFilter
+    from crawldedup.bloom.filter import BloomFilter
 
     class Ring(Protocol):
         """The rotating filter as its two mixins (Schedule, SharedRing) see

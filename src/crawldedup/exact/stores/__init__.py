@@ -17,15 +17,15 @@ A database that cannot be reached raises
 :class:`~crawldedup.errors.StoreUnavailableError`, never a silent "not seen".
 """
 
-from crawldedup.stores.base import FingerprintStore, open_store
-from crawldedup.stores.sql import SQLStore
-from crawldedup.stores.sqlite import SQLiteStore
+from crawldedup.exact.stores.base import FingerprintStore, open_store
+from crawldedup.exact.stores.sql import SQLStore
+from crawldedup.exact.stores.sqlite import SQLiteStore
 
 __all__ = ["FingerprintStore", "RedisStore", "SQLiteStore", "SQLStore", "open_store"]
 
 
 def __getattr__(name: str) -> object:
-    if name == "RedisStore":  # lazily: importing crawldedup.stores needs no redis-py
+    if name == "RedisStore":  # lazily: importing crawldedup.exact.stores needs no redis-py
         from crawldedup.redis.store import RedisStore
         return RedisStore
-    raise AttributeError(f"module 'crawldedup.stores' has no attribute {name!r}")
+    raise AttributeError(f"module 'crawldedup.exact.stores' has no attribute {name!r}")

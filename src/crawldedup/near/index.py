@@ -24,8 +24,8 @@ from typing import (Any, BinaryIO, Dict, Hashable, Iterable, Iterator, List, Opt
 
 import numpy as np
 
-from crawldedup import _files
-from crawldedup._files import PathLike
+from crawldedup.formats import files as _files
+from crawldedup.formats.files import PathLike
 from crawldedup._kernel import MAX_HAMMING_K, HammingIndex
 from crawldedup.errors import CorruptFileError
 

@@ -14,14 +14,16 @@ import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Type, TypeVar, Union
 
 
-from crawldedup import _checks, _files, _mapped
+from crawldedup import _checks
+from crawldedup.formats import files as _files
+from crawldedup.formats import mapped as _mapped
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
 from crawldedup._checks import LAYOUTS as LAYOUTS
-from crawldedup._sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory, max_insert_count
-from crawldedup._sizing import format_size as format_size
-from crawldedup._sizing import optimal_parameters as optimal_parameters
+from crawldedup.bloom.sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory, max_insert_count
+from crawldedup.bloom.sizing import format_size as format_size
+from crawldedup.bloom.sizing import optimal_parameters as optimal_parameters
 
 
 class BloomFilter(BloomBits, _mapped.MappedHandle):
@@ -462,10 +464,6 @@ def mapped_member(cls: Type[_B], mapping: _mapped.MappedFile, bits_at: int, coun
         self._release()
         raise
     return self
-
-
-# Pickles made before _files.restore name this.
-_restore = _files.restore
 
 
 __all__ = ["BloomFilter", "optimal_parameters"]

@@ -8,12 +8,13 @@ import time
 from typing import Any, Iterator, List, Optional, Set
 
 from crawldedup.errors import CorruptDatabaseError, CrawldedupError, StoreUnavailableError
+from crawldedup.schemes import sqlite_path
 
 try:
     import sqlite3
 except ImportError:  # a Python built without SQLite: the package still imports
     sqlite3 = None  # type: ignore[assignment]
-from crawldedup.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
+from crawldedup.exact.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
                                     recorded_answer)
 
 # Rows per INSERT/SELECT statement (SQLite allows 32,766 variables since 3.32,
@@ -353,3 +354,15 @@ class SQLiteStore(SQLiteFile, FingerprintStore):
             self._forget_receipts(conn)
             conn.execute("COMMIT")
         self._run(work)
+
+
+def open_sqlite_url(url: str, *, table: Optional[str] = None,
+                    digest_size: int = 16) -> SQLiteStore:
+    """The SQLiteStore of a ``sqlite:///PATH`` URL (open_store's backend)."""
+    path = sqlite_path(url)
+    if not path or path == ":memory:":
+        raise ValueError("a sqlite:/// URL needs a file path (sqlite:///seen.db, or "
+                         "sqlite:////absolute/path.db)")
+    if table is None:
+        return SQLiteStore(path, digest_size=digest_size)
+    return SQLiteStore(path, table=table, digest_size=digest_size)
