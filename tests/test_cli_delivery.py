@@ -33,16 +33,17 @@ PIPE_WRITE = 1 << 16
 
 
 def write_tail(run):
-    """The last lines of a killed run's output within one pipe write: what
+    """The lines of a killed run's output that one pipe write reaches: what
     a kill between that write's return and the journal's record of it
     leaves to be printed again (docs/cli.md; a pipe cannot say what its
-    reader got)."""
+    reader got).  The next run prints again from the start of the line the
+    write began in, so the line that crosses the write's start counts too."""
     tail, size = [], 0
     for line in reversed(run.lines()):
-        size += len(line) + 1
-        if size > PIPE_WRITE:
-            break
         tail.append(line)
+        size += len(line) + 1
+        if size >= PIPE_WRITE:
+            break
     return set(tail)
 
 
