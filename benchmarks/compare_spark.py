@@ -50,7 +50,7 @@ sys.path.insert(0, HERE)
 # The driver JVM's options in part 2 (--java-options): by default its JIT stops at C1,
 # the quick compiler.  A job of seconds on two cores spends much of its time
 # in code the JVM runs once or a few times, and the optimizing C2 compiler's
-# threads take cores from the job meanwhile: docs/spark.md measures it.
+# threads take cores from the job meanwhile: docs/benchmarks/spark.md measures it.
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 

@@ -1,6 +1,6 @@
-"""The examples in docstrings and in docs/*.md run and say what they show:
-every module that has some, found by reading the installed package, and
-every Python block of the docs, run here and nowhere else."""
+"""The examples in docstrings, in README.md and in docs/ run and say what
+they show: every module that has some, found by reading the installed
+package, and every Python block of the pages, run here and nowhere else."""
 
 import ast
 import doctest
@@ -54,9 +54,12 @@ def test_docstring_examples(name):
     assert runner.failures == 0
 
 
-# ------------------------------------------------------------------ docs/*.md
+# ------------------------------------------------------- README.md and docs/
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+# Every page: the README and docs/ with its subfolders (benchmarks/, api/).
+PAGES = [ROOT / "README.md"] + sorted(DOCS.rglob("*.md"))
 # A ```python block of a page; "<!-- sketch: WHY -->" on the line before marks
 # one that cannot run here (it needs a network, a remote server, a Spark
 # session): its imports are run and the names it gives must exist.
@@ -67,12 +70,13 @@ DOTTED = re.compile(r"[\"'](crawldedup(?:\.\w+)+)[\"']")
 
 def docs_blocks():
     blocks = []
-    for path in sorted(DOCS.glob("*.md")):
+    for path in PAGES:
         text = path.read_text(encoding="utf-8")
+        page = path.relative_to(ROOT).as_posix()
         for m in BLOCK.finditer(text):
             line = text.count("\n", 0, m.start("code")) + 1
-            blocks.append(pytest.param(f"docs/{path.name}:{line}", m.group("code"),
-                                       m.group("why"), id=f"{path.name}:{line}"))
+            blocks.append(pytest.param(f"{page}:{line}", m.group("code"),
+                                       m.group("why"), id=f"{page}:{line}"))
     return blocks
 
 
@@ -80,8 +84,10 @@ DOCS_BLOCKS = docs_blocks()
 
 
 def test_the_docs_blocks_are_found():
-    names = {p.id.split(":")[0] for p in DOCS_BLOCKS}
-    assert {"simhash.md", "index.md", "fpset.md", "urls.md", "scrapy.md"} <= names
+    assert ROOT / "README.md" in PAGES and any(p.parent == DOCS / "benchmarks" for p in PAGES)
+    names = {p.id.rsplit(":", 1)[0] for p in DOCS_BLOCKS}
+    assert {"README.md", "docs/index.md", "docs/bloom.md", "docs/simhash.md",
+            "docs/simhash-index.md", "docs/fpset.md", "docs/urls.md", "docs/scrapy.md"} <= names
     # most of them run whole, their claims checked
     assert sum(p.values[2] is None for p in DOCS_BLOCKS) >= 8
 

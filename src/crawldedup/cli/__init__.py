@@ -17,7 +17,7 @@ Guarantees:
   URLs already written into a pipe whose reader exits before
   reading them (``| head``) are lost with the pipe, up to one pipe buffer:
   a consumer that needs every URL reads the output to its end or writes it
-  to a file (README, "The command line").
+  to a file (docs/cli.md, "What is guaranteed").
 * Ctrl-C and SIGTERM stop after the current chunk is printed.
 * One ``crawldedup urls`` at a time uses a local state file (``STATE.lock``
   beside it while the command runs); a second one exits with an error.  A

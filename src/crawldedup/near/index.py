@@ -3,7 +3,7 @@
 "Which stored fingerprints are within k bits of this one?"  The answer is
 exact (never misses one, never reports a farther one) for k from 0 to 8, by
 the pigeonhole principle over the compiled core's ``HammingIndex``; see
-docs/index.md for the data structure, its costs and the file format.
+docs/simhash-index.md for the data structure, its costs and the file format.
 
 >>> from crawldedup import SimhashIndex
 >>> index = SimhashIndex(k=3)
@@ -344,7 +344,7 @@ class SimhashIndex:
             insert_count=len(self), payload_size=payload_size)
 
     def to_bytes(self) -> bytes:
-        """The index in the file format of :meth:`save` (docs/index.md)."""
+        """The index in the file format of :meth:`save` (docs/simhash-index.md)."""
         layout, parts = self._payload()
         payload = b"".join(parts)
         header = _files.sealed(self._header(layout, len(payload)), payload)

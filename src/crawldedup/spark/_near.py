@@ -17,7 +17,7 @@ near_duplicates runs in two shuffles:
    the first block on which its fingerprints agree, so each pair comes out of
    exactly one partition and no global distinct is needed.  A block value
    shared by many fingerprints lands in one partition but never becomes a
-   quadratic loop: the index splits big buckets itself (docs/index.md).
+   quadratic loop: the index splits big buckets itself (docs/simhash-index.md).
 """
 
 from __future__ import annotations
