@@ -13,28 +13,15 @@ Scrapy.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Dict
+from crawldedup._lazy import lazy_names
 
-# public name -> module (relative to this package) that defines it
-_EXPORTS: Dict[str, str] = {
-    "RequestFingerprinter": ".fingerprinter",
-    "fingerprint": ".fingerprinter",
-    "DupeFilter": ".dupefilter",
-    "RecrawlMiddleware": ".recrawl",
+_HOMES = {
+    "RequestFingerprinter": "crawldedup.scrapy.fingerprinter",
+    "fingerprint": "crawldedup.scrapy.fingerprinter",
+    "DupeFilter": "crawldedup.scrapy.dupefilter",
+    "RecrawlMiddleware": "crawldedup.scrapy.recrawl",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> Any:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -17,15 +17,17 @@ A database that cannot be reached raises
 :class:`~crawldedup.errors.StoreUnavailableError`, never a silent "not seen".
 """
 
+from typing import TYPE_CHECKING
+
+from crawldedup._lazy import lazy_names
 from crawldedup.exact.stores.base import FingerprintStore, open_store
 from crawldedup.exact.stores.sql import SQLStore
 from crawldedup.exact.stores.sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from crawldedup.redis.store import RedisStore
+
 __all__ = ["FingerprintStore", "RedisStore", "SQLiteStore", "SQLStore", "open_store"]
 
-
-def __getattr__(name: str) -> object:
-    if name == "RedisStore":  # lazily: importing crawldedup.exact.stores needs no redis-py
-        from crawldedup.redis.store import RedisStore
-        return RedisStore
-    raise AttributeError(f"module 'crawldedup.exact.stores' has no attribute {name!r}")
+# RedisStore on first use: importing the stores needs no redis-py.
+__getattr__, __dir__ = lazy_names(__name__, {"RedisStore": "crawldedup.redis.store"}, __all__)
