@@ -5,9 +5,10 @@
 # thread runner and thread-count policy that every batch kernel shares
 # (_core_threads.pxi); the parts follow, one .pxi each (with the files it
 # includes): key access, MurmurHash3 and the Bloom filter bit array
-# (_core_bloom.pxi: _core_keys.pxi, shared by every part, and
-# _core_bloom_batch.pxi), SimHash (_core_simhash.pxi), the exact
-# Hamming-distance index (_core_index_*.pxi, its Python face _core_index.pxi),
+# (_core_bloom.pxi: _core_keys.pxi, shared by every part,
+# _core_bloom_batch.pxi and _core_bloom_large.pxi), SimHash
+# (_core_simhash.pxi), the exact Hamming-distance index (_core_index_*.pxi,
+# its Python face _core_index.pxi),
 # URL canonicalization and URL and request fingerprints (_core_url.pxi), the
 # compact fingerprint table behind FingerprintSet (_core_fpset.pxi), Redis
 # command bytes (_core_resp.pxi) and line splitting and hashing for the
@@ -19,7 +20,8 @@
 # object can never index outside its buffer); friendly argument checking
 # lives in the Python wrappers.  Every function and class here has a
 # bit-for-bit twin in the package ``crawldedup._reference`` (one module per
-# part: ``bloom`` for _core_bloom.pxi); the test suite runs both.
+# part: ``bloom`` for _core_bloom.pxi, which also holds the twins of the batch
+# switches _set_prefetching and _set_batch_threads); the test suite runs both.
 #
 # Compiler directives are set once, in setup.py.
 

@@ -14,6 +14,7 @@ import zlib
 import pytest
 
 from crawldedup import CorruptFileError, IncompatibleFilterError
+from crawldedup.bloom import layouts
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
 
@@ -112,7 +113,7 @@ def _dirty_padding_set(path):
     # The last byte of the (first) bit array holds padding bits for these
     # sizes; for a rotating file, the byte before the first slot's end.
     kind, layout = struct.unpack_from("<HxxH", data, 10)
-    if layout == _files.LAYOUT_BLOCKED and kind == _files.KIND_BLOOM:
+    if layout == layouts.BY_NAME["blocked"].id and kind == _files.KIND_BLOOM:
         # Whole 512-bit blocks have no padding: a bit count that is not.
         num_bits = struct.unpack_from("<Q", data, 32)[0]
         patch(path, 32, struct.pack("<Q", num_bits - 64))

@@ -126,15 +126,6 @@ def check_growth(value: Any) -> int:
     return growth
 
 
-LAYOUTS = ("standard", "blocked")
-
-
-def check_layout(layout: Any) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be 'standard' or 'blocked', got {layout!r}")
-    return str(layout)
-
-
 def check_open_unit(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number in (0, 1), not {type(value).__name__}")

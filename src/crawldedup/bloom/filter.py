@@ -20,8 +20,8 @@ from crawldedup.formats import mapped as _mapped
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
-from crawldedup._checks import LAYOUTS as LAYOUTS
-from crawldedup.bloom.sizing import BLOCK_BITS, MAX_NUM_BITS, check_memory, max_insert_count
+from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
+from crawldedup.bloom.sizing import MAX_NUM_BITS, check_memory, max_insert_count
 from crawldedup.bloom.sizing import format_size as format_size
 from crawldedup.bloom.sizing import optimal_parameters as optimal_parameters
 
@@ -210,7 +210,7 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     def _header(self) -> _files.Header:
         return _files.Header(
             kind=_files.KIND_BLOOM, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_IDS[self.layout], flags=0, seed=self.seed,
+            layout=layout_id(self.layout), flags=0, seed=self.seed,
             num_bits=self.num_bits, num_hashes=self.num_hashes, capacity=self._capacity,
             error_rate=self._error_rate, insert_count=self.insert_count,
             payload_size=nbytes_for(self.num_bits))
@@ -287,11 +287,11 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
             raise bad(f"holds a {kind}, not a Bloom filter")
         if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
             raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
-        layout = _files.LAYOUT_NAMES.get(header.layout)
-        if layout is None:
-            raise bad(f"unknown bit layout id {header.layout}")
-        if layout == "blocked" and header.num_bits % BLOCK_BITS:
-            raise bad(f"blocked layout with {header.num_bits} bits, not whole 512-bit blocks")
+        found = layout_of(header.layout, path)
+        layout = found.name
+        if found.block_bits and header.num_bits % found.block_bits:
+            raise bad(f"{layout} layout with {header.num_bits} bits, not whole "
+                      f"{found.block_bits}-bit blocks")
         if header.flags & ~_files.KNOWN_FLAGS:
             raise bad(f"unknown flags {header.flags:#x}")
         if not 1 <= header.num_hashes <= MAX_NUM_HASHES:
@@ -386,7 +386,7 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         if seed is not None:
             asked["seed"] = _checks.check_seed(seed)
         if layout is not None:
-            asked["layout"] = _checks.check_layout(layout)
+            asked["layout"] = check_layout(layout)
         return asked
 
     @classmethod
@@ -397,7 +397,7 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         return _files.Header(
             kind=_files.KIND_BLOOM, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_IDS[layout], flags=0, seed=asked.get("seed", 0),
+            layout=layout_id(layout), flags=0, seed=asked.get("seed", 0),
             num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
             error_rate=error_rate, insert_count=0, payload_size=nbytes_for(num_bits))
 

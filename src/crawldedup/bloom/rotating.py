@@ -31,6 +31,7 @@ from crawldedup.bloom.members import add_in_windows, any_holds, key_list, pick
 from crawldedup.bloom.rotating_ring import SharedRing
 from crawldedup.bloom.schedule import Schedule
 from crawldedup.bloom.filter import BloomFilter, optimal_parameters
+from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Clock, Key, PathLike
 
@@ -116,7 +117,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
         rotate_every = _checks.check_rotate_every(rotate_every)
         rotate_at_fill = _checks.check_rotate_at_fill(rotate_at_fill)
         seed = _checks.check_seed(seed)
-        layout = _checks.check_layout(layout)
+        layout = check_layout(layout)
         clock = _checks.check_clock(clock)
         member_rate = error_rate / generations
         try:
@@ -400,7 +401,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
         newest = self._gens[-1]
         header = _files.Header(
             kind=_files.KIND_ROTATING, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_IDS[self._layout], flags=0, seed=self._seed,
+            layout=layout_id(self._layout), flags=0, seed=self._seed,
             num_bits=newest.num_bits, num_hashes=newest.num_hashes, capacity=self._capacity,
             error_rate=self._error_rate, insert_count=self.insert_count,
             payload_size=len(payload))
@@ -461,7 +462,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
         if not dirty and sum(counts) != header.insert_count:
             raise bad(f"insert count {header.insert_count} in the header, the generations "
                       f"hold {sum(counts)}")
-        layout = _files.LAYOUT_NAMES[header.layout]
+        layout = layout_of(header.layout, path).name
         gens = _state.unpack_generations(header, payload, state, counts, path, bad)
         self = cls.__new__(cls)
         self._set_params(header.capacity, header.error_rate, count, state.rotate_every,

@@ -22,6 +22,7 @@ from crawldedup.bloom import members as _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
 from crawldedup.bloom.sizing import max_insert_count
+from crawldedup.bloom.layouts import layout_of
 from crawldedup.bloom.filter import BloomFilter, check_padding, optimal_parameters
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
@@ -148,7 +149,7 @@ def parse_state(header: _files.Header, payload: memoryview,
                       f"2**63")
     if any(payload[8 * 13:COUNTS_AT]) or any(payload[COUNTS_AT + 8 * generations:STATE_BYTES]):
         raise bad("unused bytes of the state block are set")
-    layout = _files.LAYOUT_NAMES[header.layout]
+    layout = layout_of(header.layout, None).name  # its id checked by check_header
     member_rate = header.error_rate / generations
     try:
         sizing = optimal_parameters(header.capacity, member_rate, layout)
@@ -209,7 +210,7 @@ def unpack_generations(header: _files.Header, payload: memoryview, state: State,
     slot = slot_bytes(header.num_bits)
     nbytes = nbytes_for(header.num_bits)
     params = (header.capacity, header.error_rate / count, header.seed, header.num_bits,
-              header.num_hashes, _files.LAYOUT_NAMES[header.layout])
+              header.num_hashes, layout_of(header.layout, None).name)
     slots = []
     for index in range(count):
         at = STATE_BYTES + index * slot
@@ -234,5 +235,4 @@ def check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
     _members.check_header(header, path, _files.KIND_ROTATING,
                           allowed_flags=_files.FLAG_DIRTY)
-    if header.layout not in _files.LAYOUT_NAMES:
-        raise CorruptFileError(path, f"unknown bit layout id {header.layout}")
+    layout_of(header.layout, path)

@@ -22,6 +22,7 @@ from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
 from crawldedup.bloom import rotating_file as _state
 from crawldedup._kernel import nbytes_for
+from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
 from crawldedup.bloom.filter import BloomFilter, check_padding, mapped_member, optimal_parameters
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup._types import Clock, PathLike
@@ -90,7 +91,7 @@ class SharedRing(_mapped.MappedHandle):
                   ("generations", generations, _checks.check_generations),
                   ("rotate_every", rotate_every, _checks.check_rotate_every),
                   ("rotate_at_fill", rotate_at_fill, _checks.check_rotate_at_fill),
-                  ("seed", seed, _checks.check_seed), ("layout", layout, _checks.check_layout))
+                  ("seed", seed, _checks.check_seed), ("layout", layout, check_layout))
         asked: Dict[str, Any] = {name: check(value) for name, value, check in checks
                                  if value is not None}
         if verify is not None:
@@ -121,7 +122,7 @@ class SharedRing(_mapped.MappedHandle):
                              generations - 1, 0, 0.0, 0, 0, 0, 0)
         header = _files.Header(
             kind=_files.KIND_ROTATING, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_IDS[layout], flags=0, seed=asked.get("seed", 0),
+            layout=layout_id(layout), flags=0, seed=asked.get("seed", 0),
             num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
             error_rate=error_rate, insert_count=0,
             payload_size=_state.STATE_BYTES + generations * _state.slot_bytes(num_bits))
@@ -146,7 +147,7 @@ class SharedRing(_mapped.MappedHandle):
             "capacity": header.capacity, "error_rate": header.error_rate,
             "generations": state.generations, "rotate_every": state.rotate_every,
             "rotate_at_fill": state.rotate_at_fill, "seed": header.seed,
-            "layout": _files.LAYOUT_NAMES[header.layout]}
+            "layout": layout_of(header.layout, path).name}
         _mapped.check_asked(path, asked, found)
         count = state.generations
         # A sealed file's header holds the sum of the slots' counts, as load

@@ -23,6 +23,7 @@ from crawldedup import _checks
 from crawldedup._kernel import BloomBits
 from crawldedup.bloom.members import add_in_windows, any_holds, key_list
 from crawldedup.bloom.filter import BloomFilter, optimal_parameters
+from crawldedup.bloom.layouts import STANDARD
 from crawldedup.errors import CorruptFileError
 from crawldedup._types import Key, PathLike
 
@@ -295,7 +296,7 @@ class ScalableBloomFilter(_files.Saved):
     def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         header = _files.Header(
             kind=_files.KIND_SCALABLE, hash_algorithm=_files.HASH_MURMUR3_EDH,
-            layout=_files.LAYOUT_STANDARD, flags=0, seed=self._seed, num_bits=0,
+            layout=STANDARD.id, flags=0, seed=self._seed, num_bits=0,
             num_hashes=0, capacity=self._initial_capacity, error_rate=self._error_rate,
             insert_count=self.insert_count, payload_size=len(payload))
         return _files.sealed(header, payload)
@@ -378,7 +379,7 @@ class ScalableBloomFilter(_files.Saved):
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a scalable Bloom filter crawldedup wrote."""
     _members.check_header(header, path, _files.KIND_SCALABLE, "initial capacity")
-    if header.layout != _files.LAYOUT_STANDARD:
+    if header.layout != STANDARD.id:
         raise CorruptFileError(path, f"bit layout id {header.layout}; scalable filters use "
                                      f"the standard layout, 0")
     if header.num_bits != 0 or header.num_hashes != 0:

@@ -11,6 +11,7 @@ from typing import Optional, Tuple
 
 from crawldedup import _checks
 from crawldedup._kernel import MAX_NUM_HASHES, nbytes_for
+from crawldedup.bloom.layouts import BY_NAME, check_layout
 
 
 _LN2 = math.log(2.0)
@@ -24,7 +25,7 @@ def max_insert_count(num_bits: int) -> int:
     signed 64-bit in the core."""
     return min(64 * num_bits, 2 ** 63 - 1)
 
-BLOCK_BITS = 512  # one 64-byte cache line
+BLOCK_BITS = BY_NAME["blocked"].block_bits
 
 
 def _blocked_fpr(k: int, load: float) -> float:
@@ -80,12 +81,12 @@ def optimal_parameters(capacity: int, error_rate: float,
     """
     n = _checks.check_capacity(capacity)
     p = _checks.check_error_rate(error_rate)
-    layout = _checks.check_layout(layout)
-    if layout == "blocked":
+    block_bits = BY_NAME[check_layout(layout)].block_bits
+    if block_bits:
         load, k = _blocked_load(p)
         if load <= 0:
             raise ValueError(f"error_rate {p!r} is too small for the blocked layout")
-        m = math.ceil(n / load) * BLOCK_BITS
+        m = math.ceil(n / load) * block_bits
     else:
         m = math.ceil(-n * math.log(p) / (_LN2 * _LN2))
         k = max(1, round(m / n * _LN2))

@@ -57,7 +57,7 @@ from typing import List, Optional, Sequence
 
 from crawldedup._extras import install_hint
 from crawldedup._version import __version__
-from crawldedup.bloom.filter import LAYOUTS
+from crawldedup.bloom.layouts import NAMES as LAYOUTS
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
                                     file_kind, format_duration, generations,
                                     positive_int, probability)

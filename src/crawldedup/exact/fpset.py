@@ -131,7 +131,7 @@ class FingerprintSet(_files.Saved, FingerprintTable):
     def _header(self, payload: Union[bytes, bytearray]) -> _files.Header:
         header = _files.Header(
             kind=_files.KIND_FPSET, hash_algorithm=HASH_FPSET_FMIX,
-            layout=_files.LAYOUT_STANDARD, flags=0, seed=0, num_bits=0,
+            layout=_files.LAYOUT_NONE, flags=0, seed=0, num_bits=0,
             num_hashes=0, capacity=self.digest_size, error_rate=0.0,
             insert_count=len(payload) // self.digest_size, payload_size=len(payload))
         return _files.sealed(header, payload)
@@ -206,7 +206,7 @@ def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
         raise CorruptFileError(path, f"digest size {header.capacity} outside 1.."
                                      f"{FP_MAX_DIGEST_SIZE}")
     if (header.layout, header.flags, header.seed, header.num_bits, header.num_hashes) \
-            != (_files.LAYOUT_STANDARD, 0, 0, 0, 0) or not _files.zero_float(header.error_rate):
+            != (_files.LAYOUT_NONE, 0, 0, 0, 0) or not _files.zero_float(header.error_rate):
         raise CorruptFileError(path, "header fields that fingerprint sets leave at 0 are not 0")
 
 

@@ -46,10 +46,9 @@ FLAG_DIRTY = 1
 KNOWN_FLAGS = FLAG_DIRTY
 
 HASH_MURMUR3_EDH = 1  # MurmurHash3 x64 128 + enhanced double hashing + multiply-high
-LAYOUT_STANDARD = 0  # bit i in byte i // 8
-LAYOUT_BLOCKED = 1  # a key's k bits in one 512-bit block (docs/format.md)
-LAYOUT_IDS = {"standard": LAYOUT_STANDARD, "blocked": LAYOUT_BLOCKED}
-LAYOUT_NAMES = {v: k for k, v in LAYOUT_IDS.items()}
+# The layout field of the kinds that are not Bloom filters (the Bloom
+# layouts: crawldedup.bloom.layouts).
+LAYOUT_NONE = 0
 
 # magic, version, kind, hash algorithm, layout, header size, flags, seed,
 # num_bits, num_hashes, capacity, error_rate, insert_count, payload offset,

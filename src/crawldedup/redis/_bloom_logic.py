@@ -14,6 +14,7 @@ import numpy as np
 from crawldedup._kernel import check_keys, impl, nbytes_for
 from crawldedup import _checks
 from crawldedup.bloom.filter import optimal_parameters
+from crawldedup.bloom.layouts import check_layout
 from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, check_reply
@@ -153,7 +154,7 @@ class BloomLogic:
         if capacity is not None:
             self.asked["capacity"] = _checks.check_capacity(capacity)
             self.asked["error_rate"] = _checks.check_error_rate(error_rate)
-            self.asked["layout"] = _checks.check_layout(layout)
+            self.asked["layout"] = check_layout(layout)
             self.asked["seed"] = _checks.check_seed(seed)
             m, k = optimal_parameters(self.asked["capacity"], self.asked["error_rate"],
                                       self.asked["layout"])
@@ -223,7 +224,7 @@ class BloomLogic:
         f = self._field
         out = {n: f(meta, n, c) for n, c in (
             ("capacity", _checks.check_capacity), ("error_rate", _checks.check_error_rate),
-            ("seed", _checks.check_seed), ("layout", _checks.check_layout))}
+            ("seed", _checks.check_seed), ("layout", check_layout))}
         try:
             m, k = optimal_parameters(out["capacity"], out["error_rate"], out["layout"])
         except ValueError as exc:  # each is in range, but not the filter they size
