@@ -159,7 +159,7 @@ static inline uint64_t cd_load64le(const unsigned char *p) {
 
 /* cd_rarely(x): x, telling the compiler that it is seldom true, so that a
  * hot loop keeps the rare branch out of its straight line (the Hamming
- * self-join found a pair in one candidate of millions). */
+ * self-join finds a pair in about one candidate of millions). */
 #if defined(__GNUC__) || defined(__clang__)
 #define cd_rarely(x) __builtin_expect(!!(x), 0)
 #else
@@ -479,8 +479,9 @@ static inline int cd_thread_start(void (*fn)(void *), void *arg) {
  * popcount is a dozen instructions); CD_ALWAYS_INLINE_VOID: a body inlined
  * into every caller, so that inside a CD_POPCNT_VOID function it uses the
  * instruction; CD_NOINLINE_VOID: a function kept out of line (out of a hot
- * loop, where its arguments would take registers).  The Hamming search scans buckets with one popcount a
- * candidate, so it is compiled both ways (_core_index_query.pxi). */
+ * loop, where its arguments would take registers).  The Hamming search
+ * scans buckets with one popcount a candidate, so it is compiled both ways
+ * (_core_index_query.pxi, _core_index_join.pxi). */
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
 #define CD_POPCNT_VOID __attribute__((target("popcnt"))) void
 static inline int cd_have_popcnt(void) { return __builtin_cpu_supports("popcnt"); }

@@ -340,7 +340,7 @@ cdef class BloomBits:
             # key, so the processor has many misses in flight at once (the
             # probes below take tens of instructions a key, which bounds how
             # far out-of-order execution reaches ahead); software prefetches
-            # alone left most of the latency exposed.
+            # alone leave most of the latency exposed.
             if touch:
                 for j in range(cnt):
                     sink += cd_load8(bits + (idx[j * stride] >> 3))
@@ -459,7 +459,7 @@ cdef class BloomBits:
                 cnt = min(n - start, CHUNK)
                 if seq is None:
                     # without the GIL: the other thread of the command
-                    # (KeysAhead) runs meanwhile
+                    # (KeysAhead in crawldedup/cli/_delivery.py) runs meanwhile
                     rows = &hashes[start, 0]
                     with nogil:
                         for j in range(cnt):

@@ -20,8 +20,8 @@ cdef inline bint _probe_add(uint8_t* bits, const uint64_t* idx, int k) noexcept 
     answer is "one of the k bits was clear", as in _probe_add_excl (a bit
     probed twice counts once: the deciding bit is not set early).  The
     reads are plain loads (most bits of a busy filter are set, and a load is
-    far cheaper than a locked read-modify-write); one fetch-or a clear bit,
-    as before."""
+    far cheaper than a locked read-modify-write); only a bit found clear
+    costs a fetch-or."""
     cdef int i, last = -1
     cdef uint64_t pos, decide
     cdef uint8_t mask

@@ -1,7 +1,8 @@
 # FingerprintTable: the exact set of fixed-size digests behind
 # crawldedup.FingerprintSet.  The table itself is C (src/_cd_fpset.h); this
 # part takes keys from Python, validates them as far as memory safety needs,
-# and runs batches without the GIL.  Twin: FingerprintTable in _reference/fpset.py.
+# and runs batches without the GIL.  Twin: FingerprintTable in
+# crawldedup._reference.fpset.
 
 cdef extern from "_cd_fpset.h" nogil:
     ctypedef struct cd_fpset:

@@ -5,7 +5,7 @@
 # _core_index_query.pxi, _core_index_join.pxi and _core_index_ops.pxi; this is
 # the Python face: argument checks needed for memory safety, numpy in and out,
 # the GIL released for batch queries and the self-join.  The pure-Python twin
-# is HammingIndex in crawldedup/_reference/index.py.
+# is HammingIndex in crawldedup._reference.index.
 
 MAX_HAMMING_K = 8
 # A batch query takes one more thread per this many queries (a slice of

@@ -129,7 +129,7 @@ cdef inline cd_inline_void _ix_join_table(const _IxSeg* s, int t, int depth, _Ix
                                           uint64_t* F, bint popcnt) noexcept nogil:
     """The pairs of table t of s whose first agreeing block is t, bucket by
     bucket (F: room for the biggest bucket).  Always inlined, so that inside
-    _ix_join_popcnt it uses the instruction."""
+    _ix_join_table_popcnt it uses the instruction."""
     cdef int k = c.L.k, ks = s.ks[t], kb = s.kb[t], es = s.es[t], d, nested
     cdef size_t nb = (<size_t>1) << kb, cc, w, lo, x, y
     cdef uint64_t rmask = _ix_low(64 - kb), fx

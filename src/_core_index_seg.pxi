@@ -33,9 +33,9 @@
 # costs one candidate check, not one per copy.
 #
 # The units, one file each: segments (this file: layout, building, id
-# lookup), sorting and bit permutations (_core_index_sort.pxi), queries (_core_index_query.pxi), the self-join
-# (_core_index_join.pxi), the index's operations (_core_index_ops.pxi) and
-# the Python face (_core_index.pxi).  Everything below the Python face works
+# lookup), sorting and bit permutations (_core_index_sort.pxi), queries
+# (_core_index_query.pxi), the self-join (_core_index_join.pxi), the index's
+# operations (_core_index_ops.pxi) and the Python face (_core_index.pxi).  Everything below the Python face works
 # on flat arrays without the GIL; the functions that run on several threads
 # at once (query, pairs) only read.  Errors: -1 = out of memory.
 

@@ -4,7 +4,7 @@
 # whitespace (what bytes.strip() strips), drop blank lines, and make one bytes
 # object per remaining line.  In Python that is a split, a strip per line and
 # a filter: most of the command's time on 3 million URLs.
-# Twin: crawldedup._reference_lines.split_lines.
+# Twin: crawldedup._reference.lines.
 
 cdef inline bint _cdl_space(unsigned char c) noexcept nogil:
     # bytes.isspace(): space, \t, \n, \v, \f, \r

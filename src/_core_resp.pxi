@@ -1,8 +1,9 @@
 # Redis command bytes for crawldedup.redis.RedisBloomFilter, built next to the
 # hashing: the BITFIELD operations of a batch of keys, grouped by shard, as
-# RESP bulk strings ready to follow a command head.  Building them with
-# redis-py in Python capped a client near 40,000 keys/s (docs/redis.md).
-# Twin: bloom_resp in _reference_resp.py.
+# RESP bulk strings ready to follow a command head.  Built by redis-py in
+# Python instead (four objects a bit), the arguments would cost the client
+# several times the rest of its work on a batch (docs/redis.md).
+# Twin: bloom_resp in crawldedup._reference.resp.
 
 # "$3\r\nSET\r\n$2\r\nu1\r\n" + "$20\r\n" + 20 digits + "\r\n" + "$1\r\n1\r\n"
 from cpython.bytes cimport PyBytes_FromStringAndSize

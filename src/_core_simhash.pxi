@@ -1,4 +1,4 @@
-# SimHash kernels (included at the end of _core.pyx).
+# SimHash kernels (included by _core.pyx after the Bloom part).
 #
 # Our 64-bit SimHash over MurmurHash3 feature hashes with the text tokenizers
 # compiled (no Python call per token; the kernels in _core_simhash_count.pxi
@@ -6,7 +6,7 @@
 # fingerprints for crawldedup.compat.simhash (_core_simhash_leon.pxi).  Texts are lower-cased
 # exactly as str.lower() does (per code point in the kernels, or by
 # str.lower() itself for the two code points whose lowercase depends on more
-# than themselves).  The twins are in crawldedup/_reference/simhash.py.
+# than themselves).  The twins are in crawldedup._reference.simhash.
 
 from libc.stdint cimport int64_t
 
@@ -60,7 +60,7 @@ cdef int _check_tokenizer(int mode, int word_n, int char_n) except -1:
 
 def simhash_text(text, int mode, int word_n, int char_n):
     """64-bit SimHash of text (lower-cased as by str.lower()) with one of our
-    tokenizers; see _reference.simhash_text."""
+    tokenizers; see crawldedup._reference.simhash.simhash_text."""
     cdef ShText t
     cdef ShScratch s
     cdef uint64_t out = 0

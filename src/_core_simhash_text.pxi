@@ -80,7 +80,7 @@ cdef inline bint sh_is_unspaced(uint32_t c) noexcept nogil:
     n-grams by the "auto" tokenizer: CJK ideographs (all blocks and
     extensions, and compatibility ideographs), kana, Thai, Lao, Khmer and
     Myanmar.  Hangul is written with spaces and is left to the word
-    tokenizer.  Keep in sync with _reference._UNSPACED."""
+    tokenizer.  Keep in sync with _UNSPACED in crawldedup._reference.simhash."""
     if c < 0x0E00:
         return False
     if c >= 0x4E00 and c <= 0x9FFF:     # CJK unified ideographs, the common case
@@ -429,8 +429,8 @@ cdef int sh_simhash_text(ShScratch* s, const ShText* t, int mode, int word_n, in
                          uint64_t* out) noexcept nogil:
     """The fingerprint of a text (lower-cased while reading when t.lower); -1
     on out of memory, SH_NEEDS_PY_LOWER when the text must be lower-cased by
-    str.lower() first (then out[0] is untouched).  See
-    _reference.simhash_text for the definition: word n-grams over the words,
+    str.lower() first (then out[0] is untouched).  See simhash_text in
+    crawldedup._reference.simhash for the definition: word n-grams over the words,
     character n-grams over the character stream, the whole sequence as one
     feature when it is shorter than n."""
     cdef int rc

@@ -8,7 +8,8 @@
 # how many threads ran.  Jobs never touch Python objects' reference counts or
 # call the Python API: a caller that keeps the GIL while it waits (the Bloom
 # lookups: no Python code can then change the keys the jobs read) blocks no
-# job.
+# job.  Twin of _set_batch_threads: crawldedup._reference.bloom (which runs
+# every batch on the calling thread).
 
 cdef extern from "_cd_support.h" nogil:
     int cd_thread_start(void (*fn)(void*) noexcept nogil, void* arg)

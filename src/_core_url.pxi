@@ -1,11 +1,11 @@
 # ---- url: compiled fast path of w3lib.url.canonicalize_url --------------------
 #
 # The C code is in _cd_url.h; it handles http/https URLs with a plain host
-# and returns -1 for anything else, which the wrapper (crawldedup.fingerprint)
-# hands to w3lib.  On top of it: the MD5 of the canonical URL, Scrapy's
+# and returns -1 for anything else, which the wrappers (crawldedup.urls)
+# hand to w3lib.  On top of it: the MD5 of the canonical URL, Scrapy's
 # request fingerprint (SHA-1 of its JSON), and batch forms of both whose loop
 # runs without the GIL.  Each function returns None outside the fast path.
-# Twin: _reference/url.py.  The batch calls are in _core_url_batch.pxi.
+# Twin: crawldedup._reference.url.  The batch calls are in _core_url_batch.pxi.
 
 from libc.stdlib cimport realloc
 from libc.string cimport strchr

@@ -282,18 +282,12 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
                        path: Optional[PathLike]) -> Tuple[int, float, int, int, int, str]:
         def bad(reason: str) -> CorruptFileError:
             return CorruptFileError(path, reason)
-        if header.kind != _files.KIND_BLOOM:
-            kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-            raise bad(f"holds a {kind}, not a Bloom filter")
-        if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
-            raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
+        _files.check_kind(header, path, _files.KIND_BLOOM)
         found = layout_of(header.layout, path)
         layout = found.name
         if found.block_bits and header.num_bits % found.block_bits:
             raise bad(f"{layout} layout with {header.num_bits} bits, not whole "
                       f"{found.block_bits}-bit blocks")
-        if header.flags & ~_files.KNOWN_FLAGS:
-            raise bad(f"unknown flags {header.flags:#x}")
         if not 1 <= header.num_hashes <= MAX_NUM_HASHES:
             raise bad(f"num_hashes {header.num_hashes} outside [1, {MAX_NUM_HASHES}]")
         if not 1 <= header.num_bits <= MAX_NUM_BITS:

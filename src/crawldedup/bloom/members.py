@@ -126,19 +126,12 @@ def pack(payload: bytearray, members: Iterable[BloomFilter]) -> bytearray:
 
 
 def check_header(header: _files.Header, path: Optional[PathLike], kind: int,
-                 capacity_name: str = "capacity", allowed_flags: int = 0) -> None:
-    """The checks every composite header needs: its kind, hash algorithm,
-    flags (none but allowed_flags: DIRTY for the kinds that can be mapped),
-    seed and sizing ranges."""
+                 capacity_name: str = "capacity") -> None:
+    """The checks every composite header needs: its kind (with its hash
+    algorithm and flags: formats.files.check_kind), seed and sizing ranges."""
     def bad(reason: str) -> CorruptFileError:
         return CorruptFileError(path, reason)
-    if header.kind != kind:
-        found = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-        raise bad(f"holds a {found}, not a {_files.KIND_NAMES[kind]}")
-    if header.hash_algorithm != _files.HASH_MURMUR3_EDH:
-        raise bad(f"unknown hash algorithm id {header.hash_algorithm}")
-    if header.flags & ~allowed_flags:
-        raise bad(f"unknown flags {header.flags:#x}")
+    _files.check_kind(header, path, kind)
     if header.seed > MAX_SEED:
         raise bad(f"seed {header.seed} does not fit in 32 bits")
     if header.capacity < 1 or not 0.0 < header.error_rate < 1.0:

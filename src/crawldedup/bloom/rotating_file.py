@@ -233,6 +233,5 @@ def unpack_generations(header: _files.Header, payload: memoryview, state: State,
 
 def check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a rotating Bloom filter crawldedup wrote."""
-    _members.check_header(header, path, _files.KIND_ROTATING,
-                          allowed_flags=_files.FLAG_DIRTY)
+    _members.check_header(header, path, _files.KIND_ROTATING)
     layout_of(header.layout, path)

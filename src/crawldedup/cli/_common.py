@@ -4,7 +4,6 @@ the argument types (durations, counts, probabilities) and file kinds."""
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from crawldedup.formats import files as _files
@@ -31,9 +30,7 @@ class StateModeError(UsageError):
 def file_kind(path: str) -> int:
     """The kind of crawldedup file at path (``_files.KIND_*``); CorruptFileError
     for a file that is not one."""
-    with open(path, "rb") as f:
-        head = f.read(_files.HEADER_SIZE)
-    return _files.parse_header(head, os.path.getsize(path), path).kind
+    return _files.read_header(path).kind
 
 
 def kind_name(kind: int) -> str:

@@ -217,7 +217,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     if index_path and os.path.exists(index_path):
         kind = file_kind(index_path)
         if kind != _files.KIND_INDEX:
-            name = _files.KIND_NAMES.get(kind, f"kind {kind}")
+            name = _files.kind_name(kind)
             raise CrawldedupError(f"the index {args.index!r} holds a {name}, not a SimHash "
                                   f"index; give another --index path")
         index = SimhashIndex.load(index_path)

@@ -31,9 +31,7 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
     rotating_asked = args.rotate_every is not None or args.generations is not None
     header = None
     if os.path.exists(path):
-        with open(path, "rb") as f:
-            head = f.read(_files.HEADER_SIZE)
-        header = _files.parse_header(head, os.path.getsize(path), path)
+        header = _files.read_header(path)
     if header is not None and header.kind not in (_files.KIND_BLOOM, _files.KIND_ROTATING):
         raise CrawldedupError(
             f"{path!r} holds a {kind_name(header.kind)}; crawldedup urls keeps a Bloom filter "
@@ -41,19 +39,19 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
     if rotating_asked or (header is not None and header.kind == _files.KIND_ROTATING):
         return _open_rotating(path, header, args, err)
     if header is not None:
-        found = BloomFilter._header_params(header, path)
+        bf = BloomFilter.open(path, mode="c")
         asked = []
-        if args.capacity is not None and args.capacity != found[0]:
+        if args.capacity is not None and args.capacity != bf.capacity:
             asked.append(f"--capacity {args.capacity}")
-        if args.error_rate is not None and args.error_rate != found[1]:
+        if args.error_rate is not None and args.error_rate != bf.error_rate:
             asked.append(f"--error-rate {args.error_rate}")
-        if args.layout is not None and args.layout != found[5]:
+        if args.layout is not None and args.layout != bf.layout:
             asked.append(f"--layout {args.layout}")
         if asked:
-            err.write(f"crawldedup: note: {path} was created with capacity {found[0]}, error "
-                      f"rate {found[1]} and the {found[5]} layout; using those, not "
+            err.write(f"crawldedup: note: {path} was created with capacity {bf.capacity}, error "
+                      f"rate {bf.error_rate} and the {bf.layout} layout; using those, not "
                       f"{' '.join(asked)}\n")
-        return BloomFilter.open(path, mode="c")
+        return bf
     return BloomFilter.open(
         path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
         DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
@@ -71,10 +69,10 @@ def _open_rotating(path: str, header: Optional[_files.Header], args: argparse.Na
             2 if args.generations is None else args.generations,
             rotate_every=args.rotate_every, layout=args.layout or "standard", mode="c")
     if header.kind != _files.KIND_ROTATING:
-        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
         raise CrawldedupError(
-            f"the state file {path!r} holds a {kind}, which cannot rotate; give a new --state "
-            f"path for a rotating state (--rotate-every/--generations)")
+            f"the state file {path!r} holds a {_files.kind_name(header.kind)}, which cannot "
+            f"rotate; give a new --state path for a rotating state "
+            f"(--rotate-every/--generations)")
     rf = RotatingBloomFilter.open(path, mode="c")
     wanted = [("--capacity", args.capacity, rf.capacity),
               ("--error-rate", args.error_rate, rf.error_rate),

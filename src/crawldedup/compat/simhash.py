@@ -314,7 +314,7 @@ class Simhash:
         return _popcount((self.value ^ another.value) & ((1 << self.f) - 1))
 
 
-# The index, in a module of its own; it reads Simhash from this one.
+# SimhashIndex and the two stores of its buckets.
 
 class _Buckets:
     """Where SimhashIndex keeps its entries: bucket key -> set of
@@ -530,7 +530,3 @@ class SimhashIndex:
     def bucket_size(self) -> int:
         """Number of bucket keys created so far."""
         return len(self._store)
-
-
-# Simhash and _popcount, read when called; imported last, so that either
-# module may be imported first.

@@ -37,8 +37,7 @@ from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
 
 
-# The header's hash-algorithm id for the canonical order of docs/fpset.md.
-HASH_FPSET_FMIX = 2
+HASH_FPSET_FMIX = _files.HASH_FPSET_FMIX
 
 
 class FingerprintSet(_files.Saved, FingerprintTable):
@@ -196,12 +195,7 @@ def _restore(digest_size: int, data: bytes) -> FingerprintSet:
 
 def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a header that is not of a fingerprint set crawldedup wrote."""
-    if header.kind != _files.KIND_FPSET:
-        name = _files.KIND_NAMES.get(header.kind, f"unknown kind {header.kind}")
-        raise CorruptFileError(path, f"holds a {name}, not a fingerprint set")
-    if header.hash_algorithm != HASH_FPSET_FMIX:
-        raise CorruptFileError(path, f"hash algorithm id {header.hash_algorithm}; fingerprint "
-                                     f"sets use {HASH_FPSET_FMIX}")
+    _files.check_kind(header, path, _files.KIND_FPSET)
     if not 1 <= header.capacity <= FP_MAX_DIGEST_SIZE:
         raise CorruptFileError(path, f"digest size {header.capacity} outside 1.."
                                      f"{FP_MAX_DIGEST_SIZE}")

@@ -45,12 +45,10 @@ class JournaledSet:
         self.path = path
         self.log_limit = log_limit
         if os.path.exists(path):
-            with open(path, "rb") as f:
-                head = f.read(_files.HEADER_SIZE)
-            header = _files.parse_header(head, os.path.getsize(path), path)
+            header = _files.read_header(path)
             if header.kind != _files.KIND_FPSET:
-                kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-                raise IncompatibleFilterError(f"{path!r} holds a {kind}, not a fingerprint set")
+                raise IncompatibleFilterError(
+                    f"{path!r} holds a {_files.kind_name(header.kind)}, not a fingerprint set")
             self.fps = FingerprintSet.load(path)
             if self.fps.digest_size != digest_size:
                 raise IncompatibleFilterError(

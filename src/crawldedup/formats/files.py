@@ -30,22 +30,48 @@ MAGIC = b"\x89CRDDUP\n"
 FORMAT_VERSION = 1
 HEADER_SIZE = 4096  # one page: the payload that follows can be memory-mapped
 
-KIND_BLOOM = 1
-KIND_SCALABLE = 2
-KIND_NAMES = {KIND_BLOOM: "Bloom filter", KIND_SCALABLE: "scalable Bloom filter"}
-KIND_ROTATING = 3
-KIND_NAMES[KIND_ROTATING] = "rotating Bloom filter"
-KIND_INDEX = 4  # SimhashIndex (docs/simhash-index.md)
-KIND_NAMES[KIND_INDEX] = "SimHash index"
-KIND_FPSET = 5
-KIND_NAMES[KIND_FPSET] = "fingerprint set"
-
 # Header flags.  DIRTY: the file is (or was, when its writer was killed)
 # mapped for writing, and its checksum is not up to date.
 FLAG_DIRTY = 1
 KNOWN_FLAGS = FLAG_DIRTY
 
 HASH_MURMUR3_EDH = 1  # MurmurHash3 x64 128 + enhanced double hashing + multiply-high
+HASH_FPSET_FMIX = 2  # a fingerprint set's canonical order (docs/fpset.md)
+
+KIND_BLOOM = 1
+KIND_SCALABLE = 2
+KIND_ROTATING = 3
+KIND_INDEX = 4  # SimhashIndex (docs/simhash-index.md)
+KIND_FPSET = 5
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of state file: its id in the header, its name in messages,
+    the hash algorithm id its header carries (0: none), and the flags it
+    may carry (DIRTY for the kinds used in place in a mapped file)."""
+
+    id: int
+    name: str
+    hash_algorithm: int
+    flags: int
+
+
+#: The kinds of state file, one row a kind; the capability that owns a kind
+#: checks the rest of its header (its parameters) and its payload.
+KINDS = {kind.id: kind for kind in (
+    Kind(KIND_BLOOM, "Bloom filter", HASH_MURMUR3_EDH, FLAG_DIRTY),
+    Kind(KIND_SCALABLE, "scalable Bloom filter", HASH_MURMUR3_EDH, 0),
+    Kind(KIND_ROTATING, "rotating Bloom filter", HASH_MURMUR3_EDH, FLAG_DIRTY),
+    Kind(KIND_INDEX, "SimHash index", 0, 0),
+    Kind(KIND_FPSET, "fingerprint set", HASH_FPSET_FMIX, 0),
+)}
+KIND_NAMES = {kind.id: kind.name for kind in KINDS.values()}
+
+
+def kind_name(kind: int) -> str:
+    """A kind's name, for messages ("kind 9" for one this code does not know)."""
+    return KIND_NAMES.get(kind, f"kind {kind}")
 # The layout field of the kinds that are not Bloom filters (the Bloom
 # layouts: crawldedup.bloom.layouts).
 LAYOUT_NONE = 0
@@ -160,6 +186,29 @@ def parse_header(raw: Union[bytes, bytearray, memoryview], total_size: int,
                   seed=seed, num_bits=num_bits, num_hashes=num_hashes, capacity=capacity,
                   error_rate=error_rate, insert_count=insert_count,
                   payload_size=payload_size, version=version, checksum=stored_checksum)
+
+
+def check_kind(header: Header, path: Optional[PathLike], kind: int) -> None:
+    """The check of a header's kind that every loader and the command line
+    make: the kind expected, its hash algorithm, and no flag it does not
+    carry.  CorruptFileError naming the file otherwise."""
+    if header.kind != kind:
+        raise CorruptFileError(path, f"holds a {kind_name(header.kind)}, not a "
+                                     f"{KINDS[kind].name}")
+    expected = KINDS[kind]
+    if header.hash_algorithm != expected.hash_algorithm:
+        raise CorruptFileError(path, f"unknown hash algorithm id {header.hash_algorithm} for a "
+                                     f"{expected.name} (expected {expected.hash_algorithm})")
+    if header.flags & ~expected.flags:
+        raise CorruptFileError(path, f"unknown flags {header.flags:#x}")
+
+
+def read_header(path: PathLike) -> Header:
+    """The checked header of the state file at path (its kind is known:
+    check_kind tells whether it is the one wanted)."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+    return parse_header(head, os.path.getsize(path), path)
 
 
 def zero_float(value: float) -> bool:

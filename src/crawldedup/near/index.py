@@ -94,9 +94,7 @@ def _fp_array(fps: object, name: str = "fps") -> np.ndarray:
 
 def _check_kind(header: _files.Header, path: Optional[PathLike]) -> None:
     """Refuse a state file that holds something other than an index."""
-    if header.kind != _files.KIND_INDEX:
-        kind = _files.KIND_NAMES.get(header.kind, f"kind {header.kind}")
-        raise CorruptFileError(path, f"holds a {kind}, not a SimHash index")
+    _files.check_kind(header, path, _files.KIND_INDEX)
 
 
 class SimhashIndex:

@@ -41,8 +41,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 #: The first byte of a stored record: links only, or links and a body.
 LINKS_FORMAT = 3
 BODY_FORMAT = 4
-#: The formats of records written before the digest was compressed with them
-#: (links only, links and a body): still read.
+#: Formats 1 and 2 (links only, links and a body), whose digest comes before
+#: the compressed stream instead of inside it: still read.
 _OLD_FORMATS = {1: LINKS_FORMAT, 2: BODY_FORMAT}
 DIGEST_SIZE = 16
 #: The most bytes a record's JSON may take once decompressed: a bound on what
@@ -117,7 +117,7 @@ def decode_links(blob: Any) -> PageLinks:
     if not isinstance(blob, (bytes, bytearray)):
         raise ValueError(f"a record is bytes, not {type(blob).__name__}")
     kind = _OLD_FORMATS.get(blob[0], blob[0]) if blob else 0
-    # (an old record's digest comes before its compressed stream)
+    # (a format 1 or 2 record's digest comes before its compressed stream)
     start = 1 + DIGEST_SIZE if blob and blob[0] in _OLD_FORMATS else 1
     if len(blob) < start + 1 or kind not in (LINKS_FORMAT, BODY_FORMAT):
         raise ValueError(f"not a record of format 1, 2, {LINKS_FORMAT} or {BODY_FORMAT} "

@@ -468,8 +468,8 @@ class RecrawlState:
                 if mu is not None:
                     settings["mu"] = mu
         # The window: the pages due earliest, a few more than asked for (many
-        # more with a per-host cap, which skips some).  Reading 4 x limit
-        # rows to rank them cost more than recording the batch.
+        # more with a per-host cap, which skips some).  Not more: reading
+        # 4 x limit rows to rank them costs more than recording the batch.
         wanted = limit * 8 + 64 if per_host is not None else 2 * limit + 64
         chosen: List[str] = []
         per: Dict[str, int] = {}

@@ -353,9 +353,9 @@ class RecrawlStore(Store):
 
     # The requests made from each page (crawldedup.recrawl.links records,
     # kept as bytes by URL): a capability a store declares with keeps_links
-    # (both stores here do).  Not abstract, so that a store made for an
-    # earlier crawldedup keeps working for everything else; the Scrapy
-    # middleware checks keeps_links when it is made.
+    # (both stores here do).  Not abstract, so that a store written against
+    # an interface without them keeps working for everything else; the
+    # Scrapy middleware checks keeps_links when it is made.
 
     #: Whether read_links and write_links keep the requests made from pages.
     keeps_links = False
@@ -573,9 +573,9 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     crash of the process as soon as it returns (``synchronous="FULL"`` makes
     it durable against power loss too, slower).  ``cache_mib``: SQLite's
     page cache of the connection, in MiB, taken only as the file grows (the
-    default holds the URL and due indexes of about a million pages; a
-    store's writes and reads of a re-crawl of 1,000,000 URLs took 15% less
-    CPU with it than with 64).
+    default holds the URL and due indexes of about a million pages, which
+    spares a re-crawl of that size about 15% of the store's CPU against a
+    cache of 64).
 
     Damage is found where it is read: every row holds a checksum of its
     values, verified on every read, and opening the file checks its header
@@ -589,10 +589,11 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
 
     keeps_links = True
 
-    # Pages of 8 KiB in a new file instead of SQLite's 4: a million pages
-    # recorded in batches of 10,000 went 9 to 12% faster over both crawls
-    # (the first crawl 13 to 24%: a batch's scattered URL-index inserts
-    # dirty fewer pages of the WAL), 16 KiB no better than 4.
+    # Pages of 8 KiB in a new file instead of SQLite's 4: a batch's
+    # scattered URL-index inserts then dirty fewer pages of the WAL, which
+    # makes recording about a tenth faster (most of all on a first crawl);
+    # 16 KiB gains nothing over 4 (docs/benchmarks/recrawl.md, "SQLite page
+    # size").
     _page_size = 8192
 
     def __init__(self, path: Any, *, timeout: float = 60.0, synchronous: str = "NORMAL",
@@ -637,13 +638,14 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
     def _prepare(self, conn: Any) -> None:
         conn.execute(f"PRAGMA cache_size=-{self.cache_mib * 1024}")
         # Checkpoint the WAL into the file every 64 MiB instead of SQLite's
-        # 4 MiB: a batch of 10,000 pages writes more than 4 MiB, so each
-        # one paid a checkpoint and its fsync, and pages that successive
-        # batches rewrite (the URL index, the hosts) were written each time.
+        # 4 MiB: a batch of 10,000 pages writes more than 4 MiB, so at 4 MiB
+        # every batch would pay a checkpoint and its fsync, and the pages
+        # that successive batches rewrite (the URL index, the hosts) would
+        # be written to the file each time.
         conn.execute("PRAGMA wal_autocheckpoint=16384")
         if self._current(conn):
             self._check_file(conn)
-            return  # no write lock taken: a file only read opens as before
+            return  # no write lock taken: opening a file of this format only reads it
         conn.execute("BEGIN IMMEDIATE")
         try:
             if self._current(conn):  # another process made or converted it meanwhile
@@ -705,8 +707,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
         # pages is appended at the end of the table, and a batch of due
         # pages (recorded together before) is rewritten in place on
         # neighbouring pages; only the small URL index takes random
-        # inserts.  (Keyed by URL without a rowid, every batch rewrote
-        # pages all over the table: about 2.5 times the bytes written.)
+        # inserts.  (A table keyed by URL without a rowid would have every
+        # batch rewrite pages all over it: about 2.5 times the bytes.)
         # A page's numbers are one BLOB (pages.pack): a batch binds 7
         # values a page instead of 19.  Every row ends with its checksum
         # (pages.row_sums).  The hosts are a rowid table with the host in
@@ -956,8 +958,8 @@ class SQLiteRecrawlStore(SQLiteFile, RecrawlStore):
             conn.execute("COMMIT")
         self._run(work)
 
-    # The links table is made by the first write_links: a file written
-    # before has none, and reads as holding no links.
+    # The links table is made by the first write_links: a file that never
+    # had links written has none, and reads as holding no links.
 
     def read_links(self, urls: Sequence[str]) -> Dict[str, bytes]:
         def work(conn: Any) -> Dict[str, bytes]:
