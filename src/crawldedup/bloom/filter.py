@@ -14,6 +14,7 @@ import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Type, TypeVar, Union
 
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
@@ -52,7 +53,7 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     __slots__ = ("_capacity", "_error_rate", "_mapping")
     _mapping: Optional[_mapped.MappedFile]
 
-    def __init__(self, capacity: int, error_rate: float = 0.01, *, seed: int = 0,
+    def __init__(self, capacity: int, error_rate: float = ERROR_RATE, *, seed: int = 0,
                  layout: str = "standard") -> None:
         capacity = _checks.check_capacity(capacity)
         error_rate = _checks.check_error_rate(error_rate)
@@ -386,7 +387,7 @@ class BloomFilter(BloomBits, _mapped.MappedHandle):
     @classmethod
     def _blank_header(cls, asked: Dict[str, Any]) -> _files.Header:
         capacity = asked["capacity"]
-        error_rate = asked.get("error_rate", 0.01)
+        error_rate = asked.get("error_rate", ERROR_RATE)
         layout = asked.get("layout", "standard")
         num_bits, num_hashes = optimal_parameters(capacity, error_rate, layout)
         return _files.Header(

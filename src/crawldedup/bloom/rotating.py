@@ -23,6 +23,7 @@ from typing import (Any, Iterable, List, Optional, Sequence,
 
 import numpy as np
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
 from crawldedup.formats import files as _files
 from crawldedup.bloom import rotating_file as _state
@@ -107,7 +108,7 @@ class RotatingBloomFilter(_files.Saved, Schedule, SharedRing):
                  "_mapping", "_words", "_slots", "_seq", "_drops")
     _gens: List[BloomFilter]  # the others are typed where they are used (_schedule.Ring)
 
-    def __init__(self, capacity: int, error_rate: float = 0.01, generations: int = 2,
+    def __init__(self, capacity: int, error_rate: float = ERROR_RATE, generations: int = 2,
                  rotate_every: Optional[float] = None, rotate_at_fill: Optional[float] = None,
                  *, seed: int = 0, layout: str = "standard",
                  clock: Clock = time.time) -> None:

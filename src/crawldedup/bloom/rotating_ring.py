@@ -17,6 +17,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Type, TypeVar, cast
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
@@ -103,7 +104,7 @@ class SharedRing(_mapped.MappedHandle):
     def _blank_file(cls, asked: Dict[str, Any], clock: Clock) -> Tuple[_files.Header, bytes]:
         """The header and state block of a new file (its slots are zero)."""
         capacity = asked["capacity"]
-        error_rate = asked.get("error_rate", 0.01)
+        error_rate = asked.get("error_rate", ERROR_RATE)
         generations = asked.get("generations", 2)
         layout = asked.get("layout", "standard")
         every, fill = asked.get("rotate_every"), asked.get("rotate_at_fill")

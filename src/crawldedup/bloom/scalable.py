@@ -17,6 +17,7 @@ from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup.formats import files as _files
 from crawldedup.bloom import members as _members
 from crawldedup import _checks
@@ -70,7 +71,7 @@ class ScalableBloomFilter(_files.Saved):
     __slots__ = ("_initial_capacity", "_error_rate", "_growth", "_tightening", "_seed",
                  "_filters")
 
-    def __init__(self, initial_capacity: int, error_rate: float = 0.01, growth: int = 2,
+    def __init__(self, initial_capacity: int, error_rate: float = ERROR_RATE, growth: int = 2,
                  tightening: float = 0.5, *, seed: int = 0) -> None:
         self._initial_capacity = _checks.check_initial_capacity(initial_capacity)
         self._error_rate = _checks.check_open_unit("error_rate", error_rate)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from crawldedup import _defaults
 from crawldedup.formats import files as _files
 
 
-DEFAULT_CAPACITY = 10_000_000
-
-
-DEFAULT_ERROR_RATE = 0.01
+DEFAULT_CAPACITY = _defaults.CAPACITY
+DEFAULT_ERROR_RATE = _defaults.ERROR_RATE
 
 
 class UsageError(Exception):

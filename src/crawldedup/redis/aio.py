@@ -36,6 +36,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set
 
 import numpy as np
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.near.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
@@ -425,7 +426,7 @@ class AsyncRedisBloomFilter(_AsyncBase):
 
     @classmethod
     async def open(cls, client_or_url: Any, name: Any, capacity: Optional[int] = None,
-                   error_rate: float = 0.01, *, shards: Optional[int] = None,
+                   error_rate: float = ERROR_RATE, *, shards: Optional[int] = None,
                    layout: str = "blocked", seed: int = 0) -> "AsyncRedisBloomFilter":
         self = cls()
         self._logic = BloomLogic(name, capacity, error_rate, shards, layout, seed)

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional, cast
 
 import numpy as np
 
+from crawldedup._defaults import ERROR_RATE
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.redis._bloom_logic import CREATION_POLL, CREATION_WAIT, BloomLogic, key_batch
 from crawldedup.redis._bloom_logic import RedisDataLostError as RedisDataLostError
@@ -53,7 +54,7 @@ class RedisBloomFilter(SyncHandle):
     _what = "filter"
 
     def __init__(self, client_or_url: Any, name: Any, capacity: Optional[int] = None,
-                 error_rate: float = 0.01, *, shards: Optional[int] = None,
+                 error_rate: float = ERROR_RATE, *, shards: Optional[int] = None,
                  layout: str = "blocked", seed: int = 0) -> None:
         self._logic = BloomLogic(name, capacity, error_rate, shards, layout, seed)
         client, is_cluster = self._attach(client_or_url)

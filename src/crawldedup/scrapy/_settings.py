@@ -7,13 +7,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from crawldedup import _defaults
 from crawldedup.errors import CrawldedupError
 
 BACKENDS = ("exact", "bloom", "redis", "redis-bloom")
 #: The close reason of a crawl stopped at start-up by a bad setting.
 CONFIG_ERROR_REASON = "crawldedup_config_error"
-DEFAULT_CAPACITY = 10_000_000
-DEFAULT_ERROR_RATE = 0.001
+DEFAULT_CAPACITY = _defaults.CAPACITY
+DEFAULT_ERROR_RATE = _defaults.SCRAPY_ERROR_RATE
 DIGEST_SIZE = 20  # Scrapy's fingerprints: SHA-1
 EXACT_FILE = "crawldedup-seen.fps"
 BLOOM_FILE = "crawldedup-seen.bloom"
