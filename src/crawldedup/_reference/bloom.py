@@ -1,6 +1,8 @@
-"""Twin of ``src/_core_bloom.pxi`` (with ``_core_keys.pxi`` and
-``_core_bloom_batch.pxi``): key access, MurmurHash3 x64 128, the Bloom
-filter's bit positions, and ``BloomBits``.
+"""Twin of ``src/_core_bloom.pxi`` (with ``_core_keys.pxi``,
+``_core_bloom_batch.pxi`` and ``_core_bloom_large.pxi``): key access,
+MurmurHash3 x64 128, the Bloom filter's bit positions, and ``BloomBits``;
+also the batch switches ``_set_prefetching`` (``src/_core.pyx``) and
+``_set_batch_threads`` (``src/_core_threads.pxi``).
 
 Every function and class here computes exactly what its compiled namesake
 computes, bit for bit, in short and obviously correct Python.

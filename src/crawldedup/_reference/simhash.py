@@ -17,7 +17,7 @@ TOKENIZER_CHARS = 2
 MAX_NGRAM = 16
 
 # Scripts written without spaces, cut into character n-grams by the "auto"
-# tokenizer (see sh_is_unspaced).
+# tokenizer (see sh_is_unspaced in src/_core_simhash_text.pxi).
 _UNSPACED = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3040, 0x30FF),
              (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
              (0x20000, 0x3FFFF))
@@ -155,7 +155,8 @@ def _check_f(f: int) -> None:
 def _leon_value(pairs: Iterable[Tuple[bytes, int]], total: int, f: int) -> int:
     """Bit j of the last f/8 bytes of md5 (big-endian) is set when the
     features having it carry more than half of total; a feature adds
-    max(weight, 0) to each of its bits (see sh_leon_features)."""
+    max(weight, 0) to each of its bits (see sh_leon_features in
+    src/_core_simhash_leon.pxi)."""
     sums = [0] * f
     for data, w in pairs:
         h = int.from_bytes(hashlib.md5(data).digest()[-(f // 8):], "big")

@@ -40,7 +40,7 @@ parts: signals, lock, journals, chunks, keys computed ahead, output),
 ``crawldedup info PATH`` describes any crawldedup state file.
 
 ``crawldedup near-dups FILE.jsonl`` prints the near-duplicate documents of a
-stream of JSON lines (see ``_near_dups``).
+stream of JSON lines (see ``near_dups``).
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error, 130/143 when
 stopped by SIGINT/SIGTERM, 141 (as a filter killed by SIGPIPE) when the reader
@@ -61,6 +61,7 @@ from crawldedup.bloom.layouts import NAMES as LAYOUTS
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
                                     file_kind, format_duration, generations,
                                     positive_int, probability)
+from crawldedup.cli import near_dups, recrawl
 from crawldedup.cli._inputs import reading_command
 from crawldedup.cli.info import run_info
 from crawldedup.cli.urls import run_urls
@@ -78,7 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    from crawldedup.cli import near_dups as _near_dups
     urls = reading_command(
         commands, "urls", help="print the URLs not seen before",
         description="Read URLs, one per line, from FILEs (or standard input) and print each "
@@ -119,10 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "--state then names the local journals (one a process); "
                            "crawlers sharing the database print each URL once")
 
-    _near_dups.add_parser(commands)
+    near_dups.add_parser(commands)
 
-    from crawldedup.cli import recrawl as recrawl_cli
-    recrawl_cli.add_parsers(commands)
+    recrawl.add_parsers(commands)
 
     info = commands.add_parser(
         "info", help="describe a state file",
@@ -210,13 +209,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "info":
             return run_info(args, sys.stdout)
         if args.command == "near-dups":
-            from crawldedup.cli import near_dups as _near_dups
             stdin = sys.stdin.buffer if sys.stdin is not None else None
-            return _near_dups.run(args, sys.stdout, err, stdin)
+            return near_dups.run(args, sys.stdout, err, stdin)
         if args.command in ("due", "record"):
-            from crawldedup.cli import recrawl as recrawl_cli
             stdin = sys.stdin.buffer if sys.stdin is not None else None
-            return recrawl_cli.run(args, sys.stdout, err, stdin)
+            return recrawl.run(args, sys.stdout, err, stdin)
         raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
     except UsageError as exc:
         if getattr(exc, "show_usage", True):

@@ -4,9 +4,11 @@ the argument types (durations, counts, probabilities) and file kinds."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from crawldedup import _defaults
+from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup.formats import files as _files
 
 
@@ -52,7 +54,6 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 def duration(text: str) -> float:
     """Seconds in '3600', '90s', '15m', '12h', '7d', '2w' or a sum like '1d12h'."""
-    import re
     spec = text.strip().lower()
     if spec.startswith("-"):
         raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
@@ -78,7 +79,6 @@ def format_duration(seconds: float) -> str:
 
 
 def generations(text: str) -> int:
-    from crawldedup.bloom.rotating import MAX_GENERATIONS, MIN_GENERATIONS
     value = integer(text)
     if not MIN_GENERATIONS <= value <= MAX_GENERATIONS:
         raise argparse.ArgumentTypeError(

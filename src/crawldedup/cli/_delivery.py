@@ -15,21 +15,27 @@ import signal
 import stat
 import struct
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain, compress
 from types import FrameType
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Set, Tuple, cast
 
 import numpy as np
 
+import crawldedup
+
 try:
     import fcntl
     import termios
 except ImportError:  # Windows: no pipe sizes (Output writes PIPE_BUF pieces)
     fcntl = termios = None  # type: ignore[assignment]
+if sys.platform == "win32":
+    import msvcrt
 
 from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
                                 span_hashes, split_lines, url_digests_packed)
-from crawldedup.cli._url_state import UrlState, reserve_room
+from crawldedup.cli._url_state import UrlState, fill_missing, reserve_room
+from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.errors import CrawldedupError
 
 
@@ -74,10 +80,8 @@ def _try_lock(fd: int) -> bool:
     process killed with kill -9 releases it."""
     try:
         if sys.platform == "win32":
-            import msvcrt
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         else:
-            import fcntl
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
@@ -654,9 +658,8 @@ class Canonical:
         """w3lib's canonical form as UTF-8, or the line itself when it has none."""
         found = self.slow.get(url)
         if found is None:
-            from crawldedup.fingerprint import canonicalize_url
             try:
-                found = (canonicalize_url(url).encode("utf-8"), False)
+                found = (crawldedup.canonicalize_url(url).encode("utf-8"), False)
             except ValueError:
                 found = (url, True)
             if len(self.slow) >= SLOW_CACHE:
@@ -667,7 +670,8 @@ class Canonical:
         return found[0]
 
     def fast(self) -> bool:
-        from crawldedup import fingerprint
+        # w3lib's version decides the fast path: loaded for --canonical only.
+        from crawldedup import fingerprint  # noqa: PLC0415
         return self.strip_params is None and fingerprint.FAST_PATH
 
     def __call__(self, urls: List[bytes]) -> List[bytes]:
@@ -681,8 +685,7 @@ class Canonical:
                     if key is None:
                         keys[i] = self._slow(urls[i])
             return keys
-        from crawldedup import fingerprint
-        keys = cast(List[Any], fingerprint.canonicalize_urls(
+        keys = cast(List[Any], crawldedup.canonicalize_urls(
             urls, strip_params=self.strip_params, errors="none"))
         for i, key in enumerate(keys):
             if key is None:
@@ -694,7 +697,6 @@ class Canonical:
 
     def digests(self, urls: List[bytes]) -> np.ndarray:
         """The MD5 digests of the keys (numpy ``S16``)."""
-        from crawldedup.cli._exact_state import fill_missing
         if self.fast():
             blob, missing = url_digests_packed(urls, True)
             if missing:
@@ -726,7 +728,6 @@ class Repeats:
     repeat, has a chance below 10**-24 in 10**7 lines."""
 
     def __init__(self) -> None:
-        from crawldedup.exact.fpset import FingerprintSet
         self.seen = FingerprintSet(16)
 
     def fresh(self, lines: List[bytes]) -> np.ndarray:
@@ -1012,7 +1013,6 @@ class KeysAhead:
     the chunk read ahead is delivered too: no line read is dropped."""
 
     def __init__(self, deliver: "Deliverer") -> None:
-        from concurrent.futures import ThreadPoolExecutor
         self.deliver = deliver
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-keys")
 
@@ -1027,7 +1027,6 @@ class KeysAhead:
             return lambda: False
         if sys.platform == "win32":
             return lambda: False
-        import select
 
         def ready() -> bool:
             try:

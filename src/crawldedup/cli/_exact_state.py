@@ -29,10 +29,13 @@ from typing import IO, Any, List, Optional
 
 import numpy as np
 
-from crawldedup.cli._url_state import SHARED_PIECE, UrlState, reserve_room
+import crawldedup
+from crawldedup.cli import _key_mode
+from crawldedup.exact.stores import open_store
+
+from crawldedup.cli._url_state import SHARED_PIECE, UrlState, fill_missing, reserve_room
 from crawldedup.errors import CrawldedupError, IncompatibleFilterError
 from crawldedup._kernel import span_digests, url_digests_packed
-from crawldedup.fingerprint import url_fingerprints
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
 
@@ -49,15 +52,6 @@ KNOWN_LIMIT = 8_000_000
 #: 16,777,216 digests, a table of about 320 MB; a larger input grows the set
 #: as it goes.
 RESERVE_LIMIT = 1 << 24
-
-
-def fill_missing(blob: bytes, missing: List[int], digests: Any) -> np.ndarray:
-    """The packed digests (``url_digests_packed``) with those of the indexes
-    it left to Python put in place."""
-    buf = bytearray(blob)
-    for i, digest in zip(missing, digests):
-        buf[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)] = digest
-    return np.frombuffer(bytes(buf), dtype=f"S{DIGEST_SIZE}")
 
 
 def flag_list(names: List[str]) -> str:
@@ -89,7 +83,6 @@ class ExactState(UrlState):
             err.write(f"crawldedup: note: {flag_list(ignored)} only {verb} to Bloom filter "
                       f"states; ignored with --exact/--db\n")
         if self.db:
-            from crawldedup.exact.stores import open_store
             try:
                 self.store = open_store(self.db, digest_size=DIGEST_SIZE)
             except ImportError as exc:
@@ -118,12 +111,12 @@ class ExactState(UrlState):
 
     def keys(self, lines: List[Any]) -> np.ndarray:
         """The MD5 digests of the lines (of their canonical forms with
-        --canonical), computed once per chunk: ``url_fingerprints(lines,
+        --canonical), computed once per chunk: ``crawldedup.url_fingerprints(lines,
         canonical=False)``, through its batch kernel (without the GIL, on
         several threads for big chunks), end to end in one buffer."""
         blob, missing = url_digests_packed(lines)
         if missing:  # not for lines read (bytes) nor canonical forms (str)
-            return fill_missing(blob, missing, url_fingerprints(
+            return fill_missing(blob, missing, crawldedup.url_fingerprints(
                 [lines[i] for i in missing], canonical=False))
         return np.frombuffer(blob, dtype=f"S{DIGEST_SIZE}")
 
@@ -136,7 +129,7 @@ class ExactState(UrlState):
             return np.frombuffer(blob, dtype=f"S{DIGEST_SIZE}")
         lines = [data[int(spans[i, 0]):int(spans[i, 1])] for i in missing]
         if canonical is None:  # a line as read always has its MD5: never here
-            return fill_missing(blob, missing, url_fingerprints(lines, canonical=False))
+            return fill_missing(blob, missing, crawldedup.url_fingerprints(lines, canonical=False))
         return fill_missing(blob, missing, canonical.slow_digests(lines))
 
     def canonical_keys(self, canonical: Any, lines: List[Any]) -> np.ndarray:
@@ -147,7 +140,6 @@ class ExactState(UrlState):
     def check_key_mode(self, mode: str, err: IO[str]) -> None:
         """--db: record the key mode in the database, or refuse another
         (cli._key_mode)."""
-        from crawldedup.cli import _key_mode
         assert self.db is not None
         if hasattr(self.store, "_transport"):  # a RedisStore
             record: Any = _key_mode.RedisRecord(self.store._transport.client, self.store.name,

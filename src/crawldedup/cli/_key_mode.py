@@ -35,6 +35,7 @@ from typing import IO, Any, BinaryIO, Callable, List, Optional
 from crawldedup.formats import files as _files
 from crawldedup.cli._common import StateModeError
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
+from crawldedup.exact.stores import open_store
 
 #: The modes, in the words a record keeps.
 AS_READ = "as-read"
@@ -104,7 +105,6 @@ class StoreRecord:
     new = False
 
     def __init__(self, db: str) -> None:
-        from crawldedup.exact.stores import open_store
         self.store = open_store(db, table=DB_TABLE, digest_size=16)
 
     def get(self) -> List[str]:

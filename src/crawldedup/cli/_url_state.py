@@ -190,3 +190,12 @@ class BloomState(UrlState):
 
     def close(self) -> None:
         self.bf.close()
+
+
+def fill_missing(blob: bytes, missing: List[int], digests: Any) -> np.ndarray:
+    """The packed 16-byte digests (``url_digests_packed``) with those of the
+    indexes it left to Python put in place."""
+    buf = bytearray(blob)
+    for i, digest in zip(missing, digests):
+        buf[16 * i:16 * (i + 1)] = digest
+    return np.frombuffer(bytes(buf), dtype="S16")

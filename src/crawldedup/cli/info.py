@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import time
 import urllib.parse
@@ -10,6 +11,11 @@ from typing import IO, Any, Dict, List, Optional
 
 from crawldedup.formats import files as _files
 from crawldedup.bloom.filter import BloomFilter
+from crawldedup.bloom.rotating import RotatingBloomFilter
+from crawldedup.bloom.scalable import ScalableBloomFilter
+from crawldedup.cli import redis_state as redis_cli
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.near.index import SimhashIndex
 from crawldedup.cli._common import format_duration
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup.recrawl.stores import SQLITE_FORMAT, check_wal
@@ -23,7 +29,6 @@ SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def run_info(args: argparse.Namespace, out: IO[str]) -> int:
-    from crawldedup.cli import redis_state as redis_cli
     if redis_cli.is_redis_url(args.path):
         out.write(redis_cli.describe(args.path))
         return 0
@@ -103,7 +108,6 @@ def _checksum_note(dirty: bool, still_dirty: bool, args: argparse.Namespace,
 
 
 def _when(seconds: Optional[float]) -> str:
-    import datetime
     if seconds is None:
         return "never"
     try:
@@ -115,7 +119,6 @@ def _when(seconds: Optional[float]) -> str:
 
 def _describe_rotating(path: str, header: _files.Header, size: int,
                        args: argparse.Namespace) -> List[str]:
-    from crawldedup.bloom.rotating import RotatingBloomFilter
     dirty = bool(header.flags & _files.FLAG_DIRTY)
     # Read-only: it shows the state its writers left, and rotates nothing.
     with RotatingBloomFilter.open(path, mode="c" if args.repair else "r",
@@ -149,16 +152,12 @@ def _describe_rotating(path: str, header: _files.Header, size: int,
 
 def _composite_loader(kind: int) -> Optional[Any]:
     if kind == _files.KIND_SCALABLE:
-        from crawldedup.bloom.scalable import ScalableBloomFilter
         return ScalableBloomFilter.load
     if kind == _files.KIND_ROTATING:
-        from crawldedup.bloom.rotating import RotatingBloomFilter
-        return RotatingBloomFilter.load
+            return RotatingBloomFilter.load
     if kind == _files.KIND_FPSET:
-        from crawldedup.exact.fpset import FingerprintSet
         return FingerprintSet.load
     if kind == _files.KIND_INDEX:
-        from crawldedup.near.index import SimhashIndex
         return SimhashIndex.load
     return None
 

@@ -47,6 +47,7 @@ from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
 from crawldedup.near.index import SimhashIndex
 from crawldedup.near.simhash import simhash_many
+from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
 
 BATCH = 4096
 # Inputs read as WARC/WET files by crawldedup.warc (as crawldedup.warc.WARC_SUFFIXES).
@@ -349,7 +350,6 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                     first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
                     documents = _documents(label, source, args, first)
                     if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
-                        from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
                         documents = near_dups_documents(name, err, counts)
                     for where, ident, text in documents:
                         if not isinstance(ident, BadLine) and (ident in order or (

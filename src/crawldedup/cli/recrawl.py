@@ -22,9 +22,11 @@ import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
+from crawldedup import recrawl
 from crawldedup.cli._common import UsageError, positive_int
 from crawldedup.cli._delivery import SignalGuard, Stopped
 from crawldedup.errors import CrawldedupError
+from crawldedup.recrawl.fetches import parse_fetch
 
 BATCH = 1000
 
@@ -34,12 +36,11 @@ class _BadLine(CrawldedupError):
 
 
 def _policy(args: argparse.Namespace) -> Any:
-    from crawldedup.recrawl import ChangeRatePolicy, NutchPolicy
     if args.policy == "nutch":
         if args.budget is not None:
             raise CrawldedupError("--budget applies to the change-rate policy, not to nutch")
-        return NutchPolicy()
-    return ChangeRatePolicy(budget_per_day=args.budget)
+        return recrawl.NutchPolicy()
+    return recrawl.ChangeRatePolicy(budget_per_day=args.budget)
 
 
 def _writable(path: str) -> bool:
@@ -76,7 +77,6 @@ def _check_sqlite_state(path: str, command: str) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from crawldedup.recrawl import RecrawlState
     options: Dict[str, Any] = {}
     if args.state.startswith(("redis://", "rediss://", "unix://")):
         options["prefix"] = args.prefix
@@ -85,7 +85,7 @@ def _open(args: argparse.Namespace) -> Any:
     else:
         _check_sqlite_state(args.state, args.command)
     try:
-        return RecrawlState(args.state, policy=_policy(args), **options)
+        return recrawl.RecrawlState(args.state, policy=_policy(args), **options)
     except (ValueError, TypeError, ImportError) as exc:
         raise CrawldedupError(f"cannot open the state {args.state!r}: {exc}") from None
 
@@ -129,8 +129,6 @@ def _fetch(line: bytes, where: str) -> Dict[str, Any]:
 
 def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
                stdin: Optional[BinaryIO]) -> int:
-    from crawldedup.recrawl.fetches import parse_fetch
-
     state = _open(args)
     counts: Dict[str, int] = {}
     skipped = 0

@@ -13,7 +13,11 @@ from typing import IO, Any, Callable, List, cast
 
 from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState
+from crawldedup.cli import _key_mode
 from crawldedup.errors import CrawldedupError
+from crawldedup.redis._conn import split_url
+from crawldedup.redis.bloom import RedisBloomFilter
+from crawldedup.redis.store import RedisStore
 
 #: The URL schemes redis-py connects with (``unix://`` a local socket).
 SCHEMES = ("redis://", "rediss://", "unix://")
@@ -48,7 +52,6 @@ def local_state_path(url: str) -> str:
 def _parts(url: str, flag: str = "", *, needs_name: bool = True) -> Any:
     """(the server's URL, the structure's name) of a Redis URL, or a
     UsageError naming what is wrong with it."""
-    from crawldedup.redis._conn import split_url
     where = f"{flag} " if flag else ""
     try:
         base, name = split_url(url)
@@ -92,7 +95,6 @@ class RedisState(UrlState):
         base, name = _parts(url)
         self.created = False  # whether this process made the filter
         try:
-            from crawldedup.redis.bloom import RedisBloomFilter
             try:
                 self.bf = RedisBloomFilter(base, name)
                 asked = []
@@ -124,7 +126,6 @@ class RedisState(UrlState):
 
     def check_key_mode(self, mode: str, err: IO[str]) -> None:
         """Record the key mode in Redis, or refuse another (cli._key_mode)."""
-        from crawldedup.cli import _key_mode
         record = _key_mode.RedisRecord(self.bf._transport.client, self.bf.name, self.created)
         _key_mode.check(record, mode, f"the Redis state {self.url}",
                         lambda: bool(self.bf._popcount()), err)
@@ -150,13 +151,11 @@ def describe(url: str) -> str:
     shards and fill (or the RedisStore / index found under that name)."""
     base, name = _parts(url)
     try:
-        from crawldedup.redis.bloom import RedisBloomFilter
         try:
             bf = RedisBloomFilter(base, name)
         except ValueError as exc:
             if "no crawldedup filter" not in str(exc):
                 raise
-            from crawldedup.redis.store import RedisStore
             with RedisStore(base, name) as store:
                 n = len(store)
             if n:

@@ -13,7 +13,11 @@ from typing import IO, Any, BinaryIO, List, Optional
 
 from crawldedup.formats import files as _files
 from crawldedup.cli._inputs import close_inputs
-from crawldedup.bloom.filter import BloomFilter
+from crawldedup._kernel import nbytes_for
+from crawldedup.bloom.filter import BloomFilter, format_size, optimal_parameters
+from crawldedup.bloom.rotating import RotatingBloomFilter
+from crawldedup.cli import redis_state as redis_cli
+from crawldedup.cli._exact_state import open_exact
 from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
                                     kind_name, show_value)
 from crawldedup.cli import _key_mode
@@ -60,8 +64,6 @@ def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:
 
 def _open_rotating(path: str, header: Optional[_files.Header], args: argparse.Namespace,
                    err: IO[str]) -> Any:
-    from crawldedup.bloom.rotating import RotatingBloomFilter
-
     if header is None:
         return RotatingBloomFilter.open(
             path, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
@@ -105,11 +107,9 @@ def _check_writable(path: str) -> None:
 
 def _open_urls_state(state: str, args: argparse.Namespace, err: IO[str]) -> Any:
     """The UrlState (see crawldedup.cli._url_state) that --state/--db/--exact ask for."""
-    from crawldedup.cli import redis_state as redis_cli
     if redis_cli.is_redis_url(args.state) and not (args.exact or args.db):
         return redis_cli.RedisState(args.state, args, err)
     if args.exact or args.db:
-        from crawldedup.cli._exact_state import open_exact
         return open_exact(state, args, err)
     return BloomState(_open_state(state, args, err))
 
@@ -138,7 +138,6 @@ def expected_lines(sources: List[BinaryIO]) -> int:
 
 def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
     _check_urls_args(args)
-    from crawldedup.cli import redis_state as redis_cli
     in_redis = redis_cli.is_redis_url(args.state)  # its journals stay local
     state_path = redis_cli.local_state_path(args.state) if in_redis else \
         os.path.abspath(args.state)
@@ -289,9 +288,6 @@ def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
     """Usage errors, before anything is created, for a new Bloom state that
     the options cannot size (too many hash functions or bits) or that would
     not fit on the file system that would hold it."""
-    from crawldedup._kernel import nbytes_for
-    from crawldedup.bloom.filter import format_size, optimal_parameters
-
     capacity = DEFAULT_CAPACITY if args.capacity is None else args.capacity
     error_rate = DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate
     rotating = args.rotate_every is not None
@@ -318,7 +314,6 @@ def _check_new_state_size(path: str, args: argparse.Namespace) -> None:
 
 def _check_urls_args(args: argparse.Namespace) -> None:
     """Usage errors that argparse cannot see (exit status 2)."""
-    from crawldedup.cli import redis_state as redis_cli
     redis_cli.check_args(args)
     if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
         raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "

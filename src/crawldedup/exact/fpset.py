@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Optional, Tuple, Union
 
+import hashlib
 import numpy as np
 
 from crawldedup.formats import files as _files
@@ -207,13 +208,11 @@ def _check_header(header: _files.Header, path: Optional[PathLike]) -> None:
 def url_digest(url: Union[str, bytes]) -> bytes:
     """The digest ``crawldedup urls --exact`` keeps for a URL: the MD5 of its
     UTF-8 bytes (the seeds' scheme), 16 bytes."""
-    import hashlib
     return hashlib.md5(url.encode("utf-8") if isinstance(url, str) else url).digest()
 
 
 def url_digests(urls: Iterable[Union[str, bytes]]) -> np.ndarray:
     """:func:`url_digest` of each URL, as a numpy ``S16`` array."""
-    import hashlib
     md5 = hashlib.md5
     return np.array([md5(u.encode("utf-8") if isinstance(u, str) else u).digest()
                      for u in urls], dtype="S16")

@@ -40,8 +40,8 @@ __all__ = ["simhash", "simhash_many", "simhash_features", "hamming", "hamming_ma
 TOKENIZERS = ("auto", "words", "chars")
 _MODES = {"auto": _kernel.TOKENIZER_AUTO, "words": _kernel.TOKENIZER_WORDS,
           "chars": _kernel.TOKENIZER_CHARS}
-# Default n-gram sizes (word n-gram, character n-gram): see docs/simhash.md
-# for the recall measurements that chose them.
+# Default n-gram sizes (word n-gram, character n-gram): docs/simhash.md says
+# why ("Why these defaults"), docs/benchmarks/simhash.md gives the recall.
 _DEFAULT_NGRAM = {"auto": (1, 2), "words": (1, 1), "chars": (4, 4)}
 _MASK64 = (1 << 64) - 1
 

@@ -29,6 +29,7 @@ while the call runs.)
 
 from __future__ import annotations
 
+import os
 import asyncio
 import time
 from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar,
@@ -37,6 +38,7 @@ from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set
 import numpy as np
 
 from crawldedup._defaults import ERROR_RATE
+from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.near.index import _check_fp, _fp_array
 from crawldedup.redis._conn import (
@@ -496,7 +498,6 @@ class AsyncRedisBloomFilter(_AsyncBase):
         await self.aclose()
 
     async def to_bloom_filter(self) -> Any:
-        from crawldedup.bloom.filter import BloomFilter
         data = await self._run(self._logic.read_bits_op(), None)  # the whole filter
         bf = BloomFilter._blank(self._logic.params(), 0)
         bf._bits_view()[:] = data
@@ -504,7 +505,6 @@ class AsyncRedisBloomFilter(_AsyncBase):
         return bf
 
     async def export(self, path: Any) -> None:
-        import os
         (await self.to_bloom_filter()).save(os.fspath(path))
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from crawldedup._defaults import ERROR_RATE
 from crawldedup.bloom.filter import BloomFilter
+from crawldedup.exact.stores.base import check_receipt
 from crawldedup.redis._bloom_logic import CREATION_POLL, CREATION_WAIT, BloomLogic, key_batch
 from crawldedup.redis._bloom_logic import RedisDataLostError as RedisDataLostError
 from crawldedup.redis import _resp
@@ -134,7 +135,6 @@ class RedisBloomFilter(SyncHandle):
         that the server runs late sets nothing.  ``crawldedup urls`` records
         each piece of a chunk this way (docs/cli.md); ``forget_receipt``
         drops the receipt; ``clear()`` every receipt."""
-        from crawldedup.exact.stores.base import check_receipt
         receipt = check_receipt(receipt)
         items = key_batch(keys)
         digest = hashlib.md5()
@@ -146,7 +146,6 @@ class RedisBloomFilter(SyncHandle):
 
     def forget_receipt(self, receipt: Any) -> None:
         """Drop what add_many_once recorded under receipt."""
-        from crawldedup.exact.stores.base import check_receipt
         self._run(self._logic.forget_op(check_receipt(receipt)))
 
     def contains_many(self, keys: Iterable[Any]) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 
 from crawldedup import _checks
 from crawldedup.redis import _resp
-from crawldedup.redis._conn import Op, Request, SyncHandle, split_url
+from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply, split_url
 from crawldedup.redis._keys import FORGET_SCRIPT, check_name, receipts_key
 from crawldedup.errors import CorruptStateError
 from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
@@ -155,7 +155,6 @@ class StoreLogic:
         key = self.live_keys()[0][0]
         receipts = self.receipts_key
         hexed = receipt.hex().encode("ascii")
-        from crawldedup.redis._conn import check_reply
         requests, sizes = [], []
         for call, (n, body) in enumerate(self._chunks(raw, count)):
             sizes.append(n)
@@ -230,7 +229,6 @@ class StoreLogic:
     def _flags(self, replies: List[List[Any]], requests: List[Request],
                count: Optional[int]) -> np.ndarray:
         """Checks every reply (errors raised); for add, the concatenated flags."""
-        from crawldedup.redis._conn import check_reply
         parts = []
         for req, reply in zip(requests, replies):
             value = check_reply(reply[0], req, self.address)

@@ -42,13 +42,15 @@ locally (its point is a small, fixed size): every request is one round trip.
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Any, Optional
 
 import logging
 
-from crawldedup._extras import install_hint
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.redis._conn import RedisKeyTypeError
+from crawldedup.redis.bloom import RedisBloomFilter
+from crawldedup.redis.store import RedisStore
 from crawldedup.scrapy._settings import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
@@ -117,12 +119,6 @@ class _Redis:
     def __init__(self, url: str, key: str, persist: bool = True,
                  flush_on_start: bool = False) -> None:
         try:
-            from crawldedup.redis import RedisStore
-        except ImportError as exc:
-            raise DupeFilterConfigError(
-                f"CRAWLDEDUP_DUPEFILTER = 'redis' needs redis-py: {install_hint('redis')} "
-                f"({exc})") from None
-        try:
             self.store = RedisStore(url, key, DIGEST_SIZE)
         except (ValueError, TypeError) as exc:
             raise DupeFilterConfigError(f"CRAWLDEDUP_REDIS_URL {url!r}: {exc}") from None
@@ -177,12 +173,6 @@ class _RedisBloom:
 
     def __init__(self, url: str, key: str, capacity: int, error_rate: float,
                  persist: bool = True, flush_on_start: bool = False) -> None:
-        try:
-            from crawldedup.redis import RedisBloomFilter, RedisKeyTypeError
-        except ImportError as exc:
-            raise DupeFilterConfigError(
-                f"CRAWLDEDUP_DUPEFILTER = 'redis-bloom' needs redis-py: {install_hint('redis')} "
-                f"({exc})") from None
         self.url, self.key, self.capacity = url, key, capacity
         try:
             self.bf = RedisBloomFilter(url, key, capacity=capacity, error_rate=error_rate)
@@ -211,7 +201,7 @@ class _RedisBloom:
         self.warned = False
 
     def __len__(self) -> int:
-        return cast(int, self.bf.estimated_count())
+        return self.bf.estimated_count()
 
     def seen(self, fp: bytes) -> bool:
         if len(fp) != DIGEST_SIZE:

@@ -50,6 +50,7 @@ from crawldedup._extras import install_hint
 from crawldedup.errors import CorruptFileError, StoreUnavailableError
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import _open_backend, read_requests_seen
+from crawldedup.scrapy.fingerprinter import RequestFingerprinter
 from crawldedup.scrapy._settings import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
                                          LOGGER_NAME, DupeFilterConfigError)
 
@@ -103,7 +104,6 @@ class DupeFilter(BaseDupeFilter):
                  debug: bool = False, fingerprinter: Any = None, settings: Any = None,
                  stats: Any = None, spider_name: Optional[str] = None) -> None:
         if fingerprinter is None:
-            from crawldedup.scrapy.fingerprinter import RequestFingerprinter
             fingerprinter = RequestFingerprinter()
         if settings is None:
             from scrapy.settings import Settings
@@ -116,8 +116,7 @@ class DupeFilter(BaseDupeFilter):
         # crawldedup's fingerprinter (not a subclass's own fingerprint()),
         # uncached: the scheduler asks about each request once, and caching
         # its fingerprint costs more than computing it.
-        from crawldedup.scrapy.fingerprinter import RequestFingerprinter as _Ours
-        ours = getattr(type(fingerprinter), "fingerprint", None) is _Ours.fingerprint
+        ours = getattr(type(fingerprinter), "fingerprint", None) is RequestFingerprinter.fingerprint
         self._fingerprint = (fingerprinter.uncached_fingerprint if ours
                              else fingerprinter.fingerprint)
         if jobdir is not None:

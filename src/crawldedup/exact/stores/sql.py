@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 import time
@@ -30,7 +31,6 @@ def _with_installed_driver(url: Any) -> Any:
     """``postgresql://`` and ``mysql://`` name SQLAlchemy's default drivers
     (psycopg2, mysqlclient); when that one is missing but the driver of the
     ``sql`` extra is installed (psycopg 3, PyMySQL), use it."""
-    import importlib.util
     if url.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
             and importlib.util.find_spec("psycopg") is not None:
         return url.set(drivername="postgresql+psycopg")
