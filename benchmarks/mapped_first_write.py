@@ -11,7 +11,7 @@ given capacity, in one run:
   adds the batch), against the first add_many of a process that checked the
   file at opening (``verify=True``): the difference is the check (both pay
   the page faults of a first touch);
-* ``close``: the last writer's seal (one CRC-32 pass, as before this change).
+* ``close``: the last writer's seal (one CRC-32 pass).
 
     python benchmarks/mapped_first_write.py [--capacity 100000000] [--batch 10000]
 """

@@ -49,8 +49,8 @@ hold: with ``u`` the unchanged share, ``c`` what a plain fetch of a page
 costs (request + answer) and ``a`` what asking about an unchanged page
 costs (the conditional request + the 304, or the HEAD and its answer), the
 saving is at most ``u * (1 - a / c)``, below ``u`` whenever asking costs
-anything; the changed pages cost what they cost before (a HEAD then GET a
-little more).  The output prints that bound beside the measured saving.
+anything; the changed pages cost what a plain fetch costs (a HEAD then GET
+a little more).  The output prints that bound beside the measured saving.
 
 Run:  PYTHONPATH=src python benchmarks/recrawl_bytes.py [--pages 200] [--changed 0.2]
       [--page-bytes 18000]

@@ -4,10 +4,12 @@ N URLs (default 1,000,000) recorded, then re-recorded in batches of 10,000
 (the batches of benchmarks/recrawl_throughput.py), with plain sqlite3 and the
 same pragmas as SQLiteRecrawlStore (WAL, synchronous NORMAL, 256 MiB cache):
 
-* "17 columns": the layout of today, one column a field.
+* "17 columns": one column a field (the layout of format 0 and 1 files,
+  which the store converts when it opens them).
 * "packed BLOB": url, host, etag, last_modified and due_at as columns, the 12
   numeric fields in one BLOB of fixed layout, packed and unpacked a batch at
-  a time with a numpy structured array.
+  a time with a numpy structured array (the layout the store writes, without
+  its checksum column).
 
 The re-crawl reads the due URLs by the due index, their rows by URL, and
 rewrites them by row id, as the store does.  No verdicts, rates or

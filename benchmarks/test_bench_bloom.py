@@ -117,7 +117,7 @@ def test_contains(benchmark, name, which, urls, fresh):
 @pytest.mark.benchmark(group="add_many: 100k URLs in one call")
 @pytest.mark.parametrize("name", SINGLE_PEERS)
 def test_add_many(benchmark, name, urls, fresh):
-    # crawldedup.add_many; rbloom.update and set.update are the peers' batch adds.
+    # BloomFilter.add_many; rbloom.update and set.update are the peers' batch adds.
     peer = get_peer(name)
     present, _ = urls
 
