@@ -295,6 +295,7 @@ def test_clusters_of_identical_documents_without_n_squared_pairs(tmp_path, monke
     import io
     from crawldedup import cli
     from crawldedup.cli import near_dups as _near_dups
+    from crawldedup.near import stream
     base = corpus(n_base=12)
     same = [(f"same{i}", base[0][1]) for i in range(600)]  # near copies of base[0] too
     docs = base + same + featureless_docs(50)
@@ -302,12 +303,12 @@ def test_clusters_of_identical_documents_without_n_squared_pairs(tmp_path, monke
     path = tmp_path / "docs.jsonl"
     write_jsonl(path, docs)
     unions = []
-    real_union = _near_dups._Clusters.union
+    real_union = stream._Clusters.union
 
     def counting_union(self, a, b):
         unions.append((a, b))
         return real_union(self, a, b)
-    monkeypatch.setattr(_near_dups._Clusters, "union", counting_union)
+    monkeypatch.setattr(stream._Clusters, "union", counting_union)
     for flags, expected_docs in ((["--include-featureless"], docs),
                                  ([], [d for d in docs if not d[0].startswith("blank")])):
         unions.clear()

@@ -42,6 +42,7 @@ _HOMES: Dict[str, str] = {
     "url_fingerprints": "crawldedup.fingerprint",
     "FingerprintSet": "crawldedup.exact.fpset",
     "SimhashIndex": "crawldedup.near.index",
+    "NearDuplicates": "crawldedup.near.stream",
     "RotatingBloomFilter": "crawldedup.bloom.rotating",
     "ScalableBloomFilter": "crawldedup.bloom.scalable",
     "SQLiteStore": "crawldedup.exact.stores",
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
                                         url_fingerprint, url_fingerprints)
     from crawldedup.exact.fpset import FingerprintSet
     from crawldedup.near.index import SimhashIndex
+    from crawldedup.near.stream import NearDuplicates
     from crawldedup.bloom.rotating import RotatingBloomFilter
     from crawldedup.bloom.scalable import ScalableBloomFilter
     from crawldedup.exact.stores import SQLiteStore, SQLStore
@@ -84,6 +86,7 @@ __all__ = [
     "url_fingerprint",
     "url_fingerprints",
     # near duplicates
+    "NearDuplicates",
     "SimhashIndex",
     "hamming",
     "hamming_many",

@@ -2,9 +2,11 @@
 
 Each document is fingerprinted with :func:`crawldedup.simhash_many` (the
 default ``"auto"`` tokenizer) in batches, on a worker thread while the next
-batch is read and parsed (the kernel runs without the GIL), added to a
-:class:`crawldedup.SimhashIndex`, and looked up in it: every pair of documents
-within Hamming distance k is found exactly once, as (earlier, later).  With
+batch is read and parsed (the kernel runs without the GIL), and given to a
+:class:`crawldedup.NearDuplicates` over a :class:`crawldedup.SimhashIndex`:
+every pair of documents within Hamming distance k is found exactly once, as
+(earlier, later).  The command parses the arguments, reads the documents
+and prints what NearDuplicates finds.  With
 ``--index PATH`` the index is loaded first (documents of earlier runs count as
 earlier than every document of this run) and saved at the end, atomically.
 
@@ -36,16 +38,16 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 import os
 import tempfile
-from typing import (IO, Any, BinaryIO, Callable, Dict, Hashable, Iterator, List,
+from typing import (IO, Any, BinaryIO, Callable, Dict, Iterator, List,
                     Optional, Tuple)
 
-import numpy as np
 
 from crawldedup.cli._common import file_kind
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
 from crawldedup.near.index import SimhashIndex
+from crawldedup.near.stream import NearDuplicates
 from crawldedup.near.simhash import simhash_many
 from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
 
@@ -182,36 +184,6 @@ def _json_type(value: Any) -> str:
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-class _Clusters:
-    """Union-find over document ids, remembering the order documents came in."""
-
-    def __init__(self) -> None:
-        self.parent: Dict[Hashable, Hashable] = {}
-
-    def find(self, x: Hashable) -> Hashable:
-        parent = self.parent
-        parent.setdefault(x, x)
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    def union(self, a: Hashable, b: Hashable) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
-
-    def groups(self, rank: Dict[Hashable, Tuple[int, str]]) -> List[List[Hashable]]:
-        members: Dict[Hashable, List[Hashable]] = {}
-        for x in self.parent:
-            members.setdefault(self.find(x), []).append(x)
-        out = [sorted(group, key=rank.__getitem__) for group in members.values()]
-        out.sort(key=lambda group: rank[group[0]])
-        return out
-
-
 def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
 
     index_path = os.path.abspath(args.index) if args.index else None
@@ -230,18 +202,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     if index_path:
         _check_writable(args.index, index_path)
     index_before = _identity(index_path)
-    earlier = len(index)
-    # The order documents arrived in, for "earlier": documents of earlier runs
-    # (in the loaded index) come before all of this run's.
-    order: Dict[Hashable, int] = {}
-    clusters = _Clusters() if args.format == "clusters" else None
+    near = NearDuplicates(index, clusters=args.format == "clusters",
+                          include_featureless=args.include_featureless)
+    earlier = near.earlier
     counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0, "compared": 0}
-    # --format clusters: the first document of this run with each fingerprint
-    # (the others of its group join the cluster through it).
-    first_with: Dict[int, Hashable] = {}
-    distinct = SimhashIndex(index.k)  # this run's distinct fingerprints (ids = themselves)
-    run_ids: List[Any] = []
-    run_fps: List[Any] = []
     bar = progress_bar(err)
 
     def bad(problem: BadLine) -> None:
@@ -254,89 +218,33 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     # the GIL) while the next one is read and parsed; its results are taken
     # in order, by the next flush or by drain.
     pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-simhash")
-    pending: List[Tuple[List[Tuple[str, Any, str]], List[str], Any]] = []
+    pending: List[Tuple[List[Tuple[str, Any, str]], Any]] = []
 
     def flush(batch: List[Tuple[str, Any, str]]) -> None:
         drain()
         if batch:
             texts = [text for _, _, text in batch]
-            pending.append((batch, texts, pool.submit(simhash_many, texts)))
+            pending.append((batch, pool.submit(simhash_many, texts)))
 
     def drain() -> None:
         while pending:
-            batch, texts, future = pending.pop()
-            take(batch, texts, future.result())
+            batch, future = pending.pop()
+            take(batch, future.result())
 
-    def take(batch: List[Tuple[str, Any, str]], texts: List[str], fps: Any) -> None:
-        ids = [ident for _, ident, _ in batch]
+    def take(batch: List[Tuple[str, Any, str]], fps: Any) -> None:
         if bar is not None:
             bar.update(len(batch))
-        if not args.include_featureless and not fps.all():
-            # fingerprint 0: the rule of crawldedup.spark.near_duplicates (module docstring)
-            keep = fps != 0
-            counts["featureless"] += int(keep.size - np.count_nonzero(keep))
-            ids = [ident for ident, kept in zip(ids, keep.tolist()) if kept]
-            fps = fps[keep]
-            if not ids:
-                counts["compared"] += len(batch)
-                return
-        if clusters is not None:
-            cluster(ids, fps)  # added to the index at the end
-            counts["compared"] += len(batch)
-            return
-        index.add_many(ids, fps)
-        offsets, found, distances = index.query_many(fps)
-        found_list, dist_list = found.tolist(), distances.tolist()
-        for i, ident in enumerate(ids):
-            mine = order[ident]
-            for j in range(int(offsets[i]), int(offsets[i + 1])):
-                other = found_list[j]
-                if other == ident or order.get(other, -1) > mine:
-                    continue  # itself, or a later document (its own query finds this pair)
-                line = json.dumps({"a": other, "b": ident, "distance": dist_list[j]},
-                                  ensure_ascii=False) + "\n"
-                try:
-                    out.write(line)
-                finally:
-                    # counted once written, even when Ctrl-C lands as the
-                    # write returns (the pair is in the output: it is flushed)
-                    counts["pairs"] += 1
+        for a, b, distance in near.add([ident for _, ident, _ in batch], fps):
+            line = json.dumps({"a": a, "b": b, "distance": distance}, ensure_ascii=False) + "\n"
+            try:
+                out.write(line)
+            finally:
+                # counted once written, even when Ctrl-C lands as the
+                # write returns (the pair is in the output: it is flushed)
+                counts["pairs"] += 1
+        counts["featureless"] = near.featureless
         # Every pair among the documents compared so far is written.
         counts["compared"] += len(batch)
-
-    def cluster(ids: List[Any], fps: Any) -> None:
-        """Join the documents to the clusters of their near duplicates.  A
-        document whose fingerprint an earlier one of this run had joins that
-        one; the first with each fingerprint is looked up among the distinct
-        fingerprints of this run (so a big group of identical documents is
-        one entry there) and in the index of earlier runs."""
-        assert clusters is not None
-        run_ids.extend(ids)
-        run_fps.append(fps)
-        asked_ids, asked_fps = [], []
-        for ident, fp in zip(ids, fps.tolist()):
-            if fp in first_with:
-                clusters.union(first_with[fp], ident)
-            else:
-                first_with[fp] = ident
-                asked_ids.append(ident)
-                asked_fps.append(fp)
-        if not asked_ids:
-            return
-        asked = np.array(asked_fps, dtype=np.uint64)
-        distinct.add_many(asked, asked)  # id = fingerprint
-        offsets, found, _ = distinct.query_many(asked)
-        found_list = found.tolist()
-        for i, ident in enumerate(asked_ids):
-            for j in range(int(offsets[i]), int(offsets[i + 1])):
-                if found_list[j] != asked_fps[i]:
-                    clusters.union(first_with[found_list[j]], ident)
-        if earlier:
-            offsets, found, _ = index.query_many(asked)
-            found_list = found.tolist()
-            for i, ident in enumerate(asked_ids):
-                for j in range(int(offsets[i]), int(offsets[i + 1])):
-                    clusters.union(found_list[j], ident)
 
     sources = args.files or ["-"]
     # How far the run got, for the message of an interruption (Ctrl-C).
@@ -352,10 +260,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                     if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
                         documents = near_dups_documents(name, err, counts)
                     for where, ident, text in documents:
-                        if not isinstance(ident, BadLine) and (ident in order or (
-                                earlier and _stored(index, ident))):
-                            ident = BadLine(f"{where}: id {_json(ident)} was already given"
-                                            + ("" if ident in order else " (in the index)"))
+                        if not isinstance(ident, BadLine):
+                            given = near.given(ident)
+                            if given is not None:
+                                ident = BadLine(f"{where}: id {_json(ident)} was already given"
+                                                + (" (in the index)" if given == "index" else ""))
                         if isinstance(ident, BadLine):
                             if not args.skip_bad:
                                 flush(batch)  # the documents before the bad line count
@@ -363,7 +272,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                                 batch = []
                             bad(ident)
                             continue
-                        order[ident] = len(order)
+                        near.arrive(ident)
                         batch.append((where, ident, text))
                         counts["documents"] += 1
                         if len(batch) >= BATCH:
@@ -383,9 +292,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         if bar is not None:
             bar.close()
         progress["phase"] = "output"
-        if clusters is not None:
-            rank = {ident: (order.get(ident, -1), str(ident)) for ident in clusters.parent}
-            groups = clusters.groups(rank)
+        if args.format == "clusters":
+            groups = near.clusters()
             progress["groups"] = len(groups)
             for group in groups:
                 line = json.dumps({"representative": group[0], "members": group,
@@ -397,15 +305,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         out.flush()
         progress["phase"] = "saving"
         if index_path:  # without --index, the index is not kept: no need to fill it
-            if run_ids:
-                index.add_many(run_ids, np.concatenate(run_fps))
+            near.finish()
             try:
                 index.save(index_path)
             except OSError as exc:
                 raise CrawldedupError(f"cannot save the index {args.index!r}: "
                                       f"{exc.strerror or exc}") from None
         progress["phase"] = "done"
-        if clusters is not None:
+        if args.format == "clusters":
             summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
                        f"{_count(sum(len(g) for g in groups), 'near duplicate')} within distance "
                        f"{index.k} in {_count(len(groups), 'cluster')}")
@@ -485,13 +392,6 @@ def _report_interruption(args: argparse.Namespace, out: IO[str], err: IO[str],
         else:
             what += f"; the index {args.index} was not saved (it is as it was before this run)"
     err.write(f"crawldedup: {what}\n")
-
-
-def _stored(index: Any, ident: Any) -> bool:
-    try:
-        return ident in index
-    except TypeError:
-        return False
 
 
 def add_parser(commands: Any) -> None:

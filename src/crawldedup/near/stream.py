@@ -1,0 +1,184 @@
+"""Near-duplicate documents in a stream, as ``crawldedup near-dups`` finds
+them: each pair within Hamming distance k once, as (earlier, later), or the
+clusters the pairs join, against a SimhashIndex of earlier documents.
+
+>>> from crawldedup import SimhashIndex, simhash_many
+>>> page = ("crawldedup tells a crawler whether it has seen a url a request or a page "
+...         "before exactly or approximately in one process or shared by a fleet of "
+...         "crawlers through redis or over a crawl archive on spark")
+>>> texts = [page, page.replace("a crawler", "the crawler"), "rice and beans, slowly cooked"]
+>>> near = NearDuplicates(SimhashIndex(k=3))
+>>> for ident in ("a", "b", "c"):
+...     near.arrive(ident)
+>>> [(a, b) for a, b, distance in near.add(["a", "b", "c"], simhash_many(texts))]
+[('a', 'b')]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from crawldedup.near.index import SimhashIndex
+
+
+class _Clusters:
+    """Union-find over document ids."""
+
+    def __init__(self) -> None:
+        self.parent: Dict[Hashable, Hashable] = {}
+
+    def find(self, x: Hashable) -> Hashable:
+        parent = self.parent
+        parent.setdefault(x, x)
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(self, a: Hashable, b: Hashable) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+    def groups(self, rank: Dict[Hashable, Tuple[int, str]]) -> List[List[Hashable]]:
+        members: Dict[Hashable, List[Hashable]] = {}
+        for x in self.parent:
+            members.setdefault(self.find(x), []).append(x)
+        out = [sorted(group, key=rank.__getitem__) for group in members.values()]
+        out.sort(key=lambda group: rank[group[0]])
+        return out
+
+
+class NearDuplicates:
+    """The near duplicates of documents given in order, batch after batch.
+
+    ``index`` holds the documents of earlier runs (they count as earlier
+    than every document given here) and takes this run's: after
+    :meth:`finish` it can be saved and given to the next run.  With
+    ``clusters``, :meth:`add` yields nothing and :meth:`clusters` gives the
+    connected components of the pairs, each earliest document first.
+    Documents whose fingerprint is 0 (no features: empty, or no word
+    character) are left out and counted in ``featureless``, unless
+    ``include_featureless``.
+    """
+
+    def __init__(self, index: SimhashIndex, *, clusters: bool = False,
+                 include_featureless: bool = False) -> None:
+        self.index = index
+        self.earlier = len(index)
+        self.include_featureless = include_featureless
+        self.featureless = 0
+        # The order documents arrived in, for "earlier".
+        self._order: Dict[Hashable, int] = {}
+        self._clusters = _Clusters() if clusters else None
+        # Clusters: the first document of this run with each fingerprint
+        # (the others of its group join the cluster through it), this run's
+        # distinct fingerprints (ids = themselves), and the run's documents,
+        # added to the index by finish().
+        self._first_with: Dict[int, Hashable] = {}
+        self._distinct = SimhashIndex(index.k)
+        self._run_ids: List[Any] = []
+        self._run_fps: List[np.ndarray] = []
+
+    @property
+    def k(self) -> int:
+        return self.index.k
+
+    def given(self, ident: Any) -> Optional[str]:
+        """Where an id was given before: "run", "index", or None."""
+        if ident in self._order:
+            return "run"
+        if self.earlier:
+            try:
+                if ident in self.index:
+                    return "index"
+            except TypeError:  # an id the index cannot hold
+                return None
+        return None
+
+    def arrive(self, ident: Any) -> None:
+        """Note the next document's id (its place in the order)."""
+        self._order[ident] = len(self._order)
+
+    def add(self, ids: Sequence[Any], fps: np.ndarray) -> Iterator[Tuple[Any, Any, int]]:
+        """Add a batch (ids that arrived, their fingerprints) and yield each
+        new pair (earlier, later, distance): the pairs whose later document
+        is in the batch, by the later one's place, then by distance."""
+        ids = list(ids)
+        if not self.include_featureless and not fps.all():
+            keep = fps != 0
+            self.featureless += int(keep.size - np.count_nonzero(keep))
+            ids = [ident for ident, kept in zip(ids, keep.tolist()) if kept]
+            fps = fps[keep]
+            if not ids:
+                return
+        if self._clusters is not None:
+            self._cluster(ids, fps)  # added to the index by finish()
+            return
+        index, order = self.index, self._order
+        index.add_many(ids, fps)
+        offsets, found, distances = index.query_many(fps)
+        found_list, dist_list = found.tolist(), distances.tolist()
+        for i, ident in enumerate(ids):
+            mine = order[ident]
+            for j in range(int(offsets[i]), int(offsets[i + 1])):
+                other = found_list[j]
+                if other == ident or order.get(other, -1) > mine:
+                    continue  # itself, or a later document (its own query finds this pair)
+                yield other, ident, dist_list[j]
+
+    def _cluster(self, ids: List[Any], fps: np.ndarray) -> None:
+        """Join the documents to the clusters of their near duplicates.  A
+        document whose fingerprint an earlier one of this run had joins that
+        one; the first with each fingerprint is looked up among the distinct
+        fingerprints of this run (so a big group of identical documents is
+        one entry there) and in the index of earlier runs."""
+        clusters, first_with = self._clusters, self._first_with
+        assert clusters is not None
+        self._run_ids.extend(ids)
+        self._run_fps.append(fps)
+        asked_ids, asked_fps = [], []
+        for ident, fp in zip(ids, fps.tolist()):
+            if fp in first_with:
+                clusters.union(first_with[fp], ident)
+            else:
+                first_with[fp] = ident
+                asked_ids.append(ident)
+                asked_fps.append(fp)
+        if not asked_ids:
+            return
+        asked = np.array(asked_fps, dtype=np.uint64)
+        self._distinct.add_many(asked, asked)
+        offsets, found, _ = self._distinct.query_many(asked)
+        found_list = found.tolist()
+        for i, ident in enumerate(asked_ids):
+            for j in range(int(offsets[i]), int(offsets[i + 1])):
+                if found_list[j] != asked_fps[i]:
+                    clusters.union(first_with[found_list[j]], ident)
+        if self.earlier:
+            offsets, found, _ = self.index.query_many(asked)
+            found_list = found.tolist()
+            for i, ident in enumerate(asked_ids):
+                for j in range(int(offsets[i]), int(offsets[i + 1])):
+                    clusters.union(found_list[j], ident)
+
+    def clusters(self) -> List[List[Any]]:
+        """The clusters, each earliest document first (its representative),
+        in the order of their representatives (documents of the index
+        first)."""
+        if self._clusters is None:
+            raise ValueError("clusters() needs NearDuplicates(..., clusters=True)")
+        order = self._order
+        rank = {ident: (order.get(ident, -1), str(ident)) for ident in self._clusters.parent}
+        return self._clusters.groups(rank)
+
+    def finish(self) -> None:
+        """Put this run's documents into the index (clusters mode adds them
+        only now), so that it can be saved for the next run."""
+        if self._run_ids:
+            self.index.add_many(self._run_ids, np.concatenate(self._run_fps))
+            self._run_ids, self._run_fps = [], []
