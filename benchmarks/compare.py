@@ -822,6 +822,7 @@ def mapped_files(out: Path) -> List[str]:
     with and without reading it whole to check its checksum; and the memory
     of the blocked layout against the standard one for the same error rate."""
     import tempfile
+
     import crawldedup
     lines = ["", "## State files and layouts", ""]
     capacity = 900_000_000  # 1.0 GiB of bits at 1%

@@ -52,9 +52,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import simhash_corpus  # noqa: E402
-
 import crawldedup  # noqa: E402
+import simhash_corpus  # noqa: E402
 from crawldedup.compat import simhash as compat  # noqa: E402
 
 K = 3

@@ -118,10 +118,17 @@ def timed_batch(fn: Callable[[List[str]], Any], urls: List[str], reps: int) -> f
 
 
 def run_corpus(name: str, urls: List[str], reps: int) -> Dict[str, Any]:
-    import crawldedup
-    from crawldedup import (canonicalize_url, canonicalize_urls, request_fingerprint,
-                            request_fingerprints, url_fingerprint, url_fingerprints)
     from w3lib.url import canonicalize_url as w3_canonicalize_url
+
+    import crawldedup
+    from crawldedup import (
+        canonicalize_url,
+        canonicalize_urls,
+        request_fingerprint,
+        request_fingerprints,
+        url_fingerprint,
+        url_fingerprints,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from scrapy import Request
@@ -249,9 +256,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"), help="output directory")
     args = ap.parse_args(argv)
 
-    import crawldedup
     import scrapy
     import w3lib
+
+    import crawldedup
 
     corpus = _load(HERE / "url_corpus.py", "url_corpus")
     results = [run_corpus("realistic", corpus.realistic_urls(args.n), args.reps)]

@@ -77,7 +77,6 @@ sys.path.insert(0, TESTS)
 
 from recrawl_site import Site  # noqa: E402
 
-
 PAGE_BYTES = 18_000  # --page-bytes changes it
 
 

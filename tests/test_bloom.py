@@ -8,13 +8,17 @@ import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
+from conftest import examples, platform_lacks
 from crawldedup import IncompatibleFilterError, optimal_parameters
-from conftest import platform_lacks, examples
 from implementations import subclass
-
 
 # ---------------------------------------------------------------- sizing
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from crawldedup import BloomFilter
 from conftest import platform_lacks
+from crawldedup import BloomFilter
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 

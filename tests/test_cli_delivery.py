@@ -15,10 +15,9 @@ import time
 
 import pytest
 
-from crawldedup import SQLiteStore
-
 from cli_states import ENV, KINDS, Run, states, urls
 from conftest import require_module
+from crawldedup import SQLiteStore
 
 
 @pytest.fixture
@@ -408,8 +407,8 @@ def test_the_receipt_of_a_cut_piece_tells_its_answer(kind, state_of, tmp_path):
         structure = SQLiteStore(db)
         keys = [hashlib.md5(u.encode()).digest() for u in lines]
     else:
-        from crawldedup.redis import RedisBloomFilter
         from crawldedup.cli.redis_state import _parts, local_state_path
+        from crawldedup.redis import RedisBloomFilter
         url = args[args.index("--state") + 1]
         base = local_state_path(url).replace(tempfile.gettempdir(), str(tmp_path), 1)
         structure = RedisBloomFilter(*_parts(url))

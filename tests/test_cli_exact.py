@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from crawldedup import BloomFilter, FingerprintSet, SQLiteStore, SQLStore
-
 from conftest import require_service
+from crawldedup import BloomFilter, FingerprintSet, SQLiteStore, SQLStore
 
 
 def crawldedup(*args, stdin=None, timeout=120):

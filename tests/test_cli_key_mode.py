@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from crawldedup import SQLiteStore
-
 from cli_states import ENV, states
+from crawldedup import SQLiteStore
 
 MODE_KINDS = ["bloom", "rotating", "exact", "sqlite", "postgresql", "mariadb", "redis",
               "redis-db"]

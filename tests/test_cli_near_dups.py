@@ -293,6 +293,7 @@ def test_clusters_of_identical_documents_without_n_squared_pairs(tmp_path, monke
     """A group of n identical documents is joined in about n steps, and the
     clusters are still exactly the connected components."""
     import io
+
     from crawldedup import cli
     from crawldedup.cli import near_dups as _near_dups
     from crawldedup.near import stream

@@ -18,10 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import (BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError,
-                        hash_indices)
+from conftest import examples, platform_lacks
+from crawldedup import (
+    BloomFilter,
+    CorruptFileError,
+    CrawldedupError,
+    IncompatibleFilterError,
+    hash_indices,
+)
 from crawldedup.formats import files as _files
-from conftest import platform_lacks, examples
 
 HEADER = 4096
 

@@ -7,9 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawldedup import (canonicalize_url, request_fingerprint, request_fingerprints,
-                        url_fingerprint, url_fingerprints)
-
+from crawldedup import (
+    canonicalize_url,
+    request_fingerprint,
+    request_fingerprints,
+    url_fingerprint,
+    url_fingerprints,
+)
 from test_url_canonical import fast_urls, load_corpus, urls
 
 with warnings.catch_warnings():

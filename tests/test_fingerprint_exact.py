@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crawldedup import request_fingerprint, request_fingerprints
-
 from test_url_canonical import fast_urls
 
 with warnings.catch_warnings():

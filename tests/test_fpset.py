@@ -10,12 +10,17 @@ import struct
 import numpy as np
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from crawldedup import CorruptFileError, FingerprintSet, IncompatibleFilterError
-from crawldedup.formats import files as _files
 from crawldedup.exact.fpset import url_digest, url_digests
+from crawldedup.formats import files as _files
 
 
 def md5(text):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import examples
 
+from conftest import examples
 from crawldedup._reference.bloom import _fmix64
 
 MASK = (1 << 64) - 1

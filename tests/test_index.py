@@ -9,11 +9,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from conftest import examples
 from crawldedup import CorruptFileError, CrawldedupError, SimhashIndex
 from crawldedup.formats import files as _files
-
 from test_index_kernel import brute_query, planted, popcount, queries_for
-from conftest import examples
 
 U64 = (1 << 64) - 1
 

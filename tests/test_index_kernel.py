@@ -5,10 +5,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, invariant,
-                                 precondition, rule)
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    precondition,
+    rule,
+)
 
-from conftest import load_impl, examples, sized
+from conftest import examples, load_impl, sized
 
 U64 = (1 << 64) - 1
 KS = list(range(9))

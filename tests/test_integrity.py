@@ -18,13 +18,14 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import crawldedup
+from conftest import platform_lacks
 from crawldedup import BloomFilter, CorruptFileError, RotatingBloomFilter, ScalableBloomFilter
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
-
-from conftest import platform_lacks
 
 posix_only = platform_lacks(not _mapped.supports_locking(), "needs POSIX flock")
 
@@ -470,7 +471,6 @@ def test_the_package_still_exports_what_it_did():
 
 # ------------------------------------------- check_keys: core against twin
 
-from hypothesis import given, strategies as st  # noqa: E402
 
 _any_key = st.one_of(
     st.text(max_size=20), st.binary(max_size=20),

@@ -26,8 +26,15 @@ import numpy as np
 import pytest
 
 from conftest import require_module
-from crawldedup import (BloomFilter, CrawldedupError, FingerprintSet, RotatingBloomFilter,
-                        ScalableBloomFilter, SimhashIndex, SQLiteStore)
+from crawldedup import (
+    BloomFilter,
+    CrawldedupError,
+    FingerprintSet,
+    RotatingBloomFilter,
+    ScalableBloomFilter,
+    SimhashIndex,
+    SQLiteStore,
+)
 
 LEGACY = pathlib.Path(__file__).resolve().parent / "fixtures" / "legacy"
 EXPECTED = json.loads((LEGACY / "expected.json").read_text())

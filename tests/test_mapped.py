@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from crawldedup import BloomFilter, CorruptFileError, IncompatibleFilterError
 from conftest import platform_lacks
+from crawldedup import BloomFilter, CorruptFileError, IncompatibleFilterError
 
 POSIX = sys.platform != "win32"
 FLAGS_AT, COUNT_AT, CHECKSUM_AT = 20, 64, 88

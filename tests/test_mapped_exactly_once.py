@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import implementations
-from crawldedup import BloomFilter, RotatingBloomFilter
 from conftest import platform_lacks
+from crawldedup import BloomFilter, RotatingBloomFilter
 
 POSIX = sys.platform != "win32"
 

@@ -6,7 +6,6 @@ import random
 import sqlite3
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 

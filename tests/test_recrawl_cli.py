@@ -7,8 +7,8 @@ import sys
 import uuid
 
 import pytest
-from conftest import platform_lacks
 
+from conftest import platform_lacks
 from crawldedup.recrawl import RecrawlState
 
 T0 = 1_700_000_000

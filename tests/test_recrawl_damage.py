@@ -14,12 +14,16 @@ import uuid
 import numpy as np
 import pytest
 
-from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
-                               StoreUnavailableError)
+from crawldedup.errors import (
+    CorruptDatabaseError,
+    CorruptFileError,
+    CorruptStateError,
+    StoreUnavailableError,
+)
 from crawldedup.recrawl import RecrawlState, SQLiteRecrawlStore
-from crawldedup.redis import RedisKeyTypeError
 from crawldedup.recrawl.pages import Pages, pack, page_sums, unpack
 from crawldedup.recrawl.stores import HOST_FIELDS, SQLITE_FORMAT, _hist_sums
+from crawldedup.redis import RedisKeyTypeError
 
 T0 = 1_700_000_000.0
 DAY = 86400.0

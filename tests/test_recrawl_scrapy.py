@@ -9,9 +9,8 @@ import uuid
 
 import pytest
 
-from conftest import require_module
-
 import crawldedup
+from conftest import require_module
 from crawldedup.recrawl import RecrawlState
 
 require_module("scrapy")

@@ -10,13 +10,11 @@ import textwrap
 import uuid
 
 import pytest
-
-from conftest import require_module
-
-import crawldedup
 from hypothesis import given
 from hypothesis import strategies as st
 
+import crawldedup
+from conftest import require_module
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.recrawl import (
     ChangeRatePolicy,

@@ -8,13 +8,11 @@ import uuid
 import pytest
 
 from conftest import require_module
-
 from crawldedup import BloomFilter, StoreUnavailableError
 
 redis = require_module("redis")
 
 from conftest import require_service  # noqa: E402
-
 from crawldedup.redis import (  # noqa: E402
     AsyncRedisBloomFilter,
     AsyncRedisSimhashIndex,

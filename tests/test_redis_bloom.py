@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 
 from conftest import require_module
-
 from crawldedup import BloomFilter, IncompatibleFilterError, StoreUnavailableError
 
 redis = require_module("redis")
 
-from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisKeyTypeError  # noqa: E402
-from crawldedup.redis import AsyncRedisBloomFilter  # noqa: E402
+from crawldedup.redis import (  # noqa: E402
+    AsyncRedisBloomFilter,  # noqa: E402
+    RedisBloomFilter,
+    RedisDataLostError,
+    RedisKeyTypeError,
+)
 from crawldedup.redis._bloom_logic import CREATION_WAIT  # noqa: E402
 
 
@@ -284,6 +287,7 @@ def test_lost_data_refused_before_any_bit_is_set(redis_url, name, client):
         "error_rate-tiny"])
 def test_hand_edited_metadata_is_named(redis_url, name, client, edit, field):
     import json
+
     from crawldedup import CorruptStateError
     with RedisBloomFilter(redis_url, name, 5000, 0.01, shards=2):
         pass

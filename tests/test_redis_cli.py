@@ -119,8 +119,8 @@ def test_bad_redis_urls_are_one_line_usage_errors(tmp_path, url, words):
 
 
 def test_bad_ports_raise_a_value_error_naming_the_url():
-    from crawldedup.redis import RedisBloomFilter, RedisStore
     from crawldedup.exact.stores import open_store
+    from crawldedup.redis import RedisBloomFilter, RedisStore
     for url in ("redis://127.0.0.1:abc/0", "redis://127.0.0.1:70000/0"):
         for make in (lambda: RedisStore(url, "x"), lambda: RedisBloomFilter(url, "x", 100),
                      lambda: open_store(url + "/x")):

@@ -14,7 +14,6 @@ import time
 import numpy as np
 
 from conftest import require_module
-
 from crawldedup import StoreUnavailableError
 
 redis = require_module("redis")
@@ -24,8 +23,7 @@ from redis.crc import key_slot  # noqa: E402
 from crawldedup.recrawl import RecrawlState  # noqa: E402
 from crawldedup.recrawl.redis_store import RedisRecrawlStore  # noqa: E402
 from crawldedup.redis import RedisBloomFilter, RedisSimhashIndex, RedisStore  # noqa: E402
-from crawldedup.redis.aio import (AsyncRedisBloomFilter, AsyncRedisSimhashIndex,  # noqa: E402
-                                  AsyncRedisStore)
+from crawldedup.redis.aio import AsyncRedisBloomFilter, AsyncRedisSimhashIndex, AsyncRedisStore  # noqa: E402
 
 #: How long after the promotion every object must answer again.  A call
 #: that meets the dead master fails at once (connection refused), and the

@@ -17,13 +17,11 @@ import numpy as np
 import pytest
 
 from conftest import require_module
-
 from crawldedup import StoreUnavailableError
 
 redis = require_module("redis")
 
-from crawldedup.redis import (RedisBloomFilter, RedisDataLostError,  # noqa: E402
-                              RedisSimhashIndex, RedisStore)
+from crawldedup.redis import RedisBloomFilter, RedisDataLostError, RedisSimhashIndex, RedisStore  # noqa: E402
 
 
 def urls(lo, hi):

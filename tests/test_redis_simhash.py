@@ -6,18 +6,20 @@ import uuid
 
 import numpy as np
 import pytest
-
-from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawldedup import (CorruptStateError, IncompatibleFilterError, SimhashIndex,
-                        StoreUnavailableError)
+from conftest import require_module
+from crawldedup import (
+    CorruptStateError,
+    IncompatibleFilterError,
+    SimhashIndex,
+    StoreUnavailableError,
+)
 
 redis = require_module("redis")
 
 from conftest import require_service  # noqa: E402
-
 from crawldedup.redis import RedisKeyTypeError, RedisSimhashIndex  # noqa: E402
 from crawldedup.redis.simhash import id_batch  # noqa: E402
 

@@ -11,10 +11,10 @@ import uuid
 
 import numpy as np
 import pytest
-from conftest import require_service, require_module
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import require_module, require_service
 from crawldedup import StoreUnavailableError
 from crawldedup.errors import CrawldedupError
 from crawldedup.exact.stores import open_store

@@ -13,12 +13,11 @@ import zlib
 
 import pytest
 
+from conftest import platform_lacks
 from crawldedup import CorruptFileError, IncompatibleFilterError
 from crawldedup.bloom import layouts
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
-
-from conftest import platform_lacks
 
 posix_only = platform_lacks(not _mapped.supports_locking(), "needs POSIX flock")
 

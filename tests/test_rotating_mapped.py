@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CorruptFileError, IncompatibleFilterError
-from crawldedup.formats import files as _files
-from crawldedup.bloom.rotating import RotatingBloomFilter
 from conftest import examples, platform_lacks
+from crawldedup import CorruptFileError, IncompatibleFilterError
+from crawldedup.bloom.rotating import RotatingBloomFilter
+from crawldedup.formats import files as _files
 
 pytestmark = platform_lacks(sys.platform == "win32", "POSIX file locks")
 

@@ -10,17 +10,21 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from conftest import examples
-
-from crawldedup.formats import files as _files
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, rule,
-                                 run_state_machine_as_test)
-from implementations import subclass
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 import crawldedup
+from conftest import examples
 from crawldedup import BloomFilter, CorruptFileError, CrawldedupError, IncompatibleFilterError
+from crawldedup.formats import files as _files
+from implementations import subclass
 
 
 def pure(api):

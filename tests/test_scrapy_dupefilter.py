@@ -6,10 +6,10 @@ import logging
 import os
 
 import pytest
-
-from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
+
+from conftest import require_module
 
 require_module("scrapy")
 
@@ -20,8 +20,12 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 from crawldedup import CorruptFileError, FingerprintSet  # noqa: E402
 from crawldedup.scrapy import DupeFilter  # noqa: E402
 from crawldedup.scrapy import dupefilter as dfmod  # noqa: E402
-from crawldedup.scrapy.dupefilter import (BLOOM_FILE, EXACT_FILE, DupeFilterConfigError,  # noqa: E402
-                                          read_requests_seen)
+from crawldedup.scrapy.dupefilter import (  # noqa: E402
+    BLOOM_FILE,
+    EXACT_FILE,
+    DupeFilterConfigError,
+    read_requests_seen,
+)
 
 FINGERPRINTER = "crawldedup.scrapy.RequestFingerprinter"
 

@@ -4,10 +4,10 @@ byte for byte, and hands what it cannot reproduce to Scrapy's own code."""
 import gc
 
 import pytest
-
-from conftest import require_module
 from hypothesis import given
 from hypothesis import strategies as st
+
+from conftest import require_module
 
 scrapy = require_module("scrapy")
 

@@ -7,9 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import crawldedup
-from crawldedup import hash64, simhash, simhash_features
-
 from conftest import sized
+from crawldedup import hash64, simhash, simhash_features
 
 EN = ("Search engines crawl the web every day and most of the pages they fetch have been seen "
       "before, sometimes under another address, sometimes with a changed counter or a new "

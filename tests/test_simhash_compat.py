@@ -6,14 +6,13 @@ import re
 
 import numpy as np
 import pytest
+import simhash as leonsim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import simhash as leonsim
-from crawldedup.compat import simhash as compat
-
 from conftest import examples
+from crawldedup.compat import simhash as compat
 from test_simhash_kernel import texts
 
 F_VALUES = st.sampled_from([8, 16, 24, 32, 56, 64, 72, 96, 128])

@@ -5,10 +5,9 @@ import hashlib
 
 import numpy as np
 import pytest
+import simhash as leonsim
 from hypothesis import given
 from hypothesis import strategies as st
-
-import simhash as leonsim
 
 # Text built from pieces that sit on the tokenizers' edges: ASCII words and
 # case, punctuation and whitespace, Latin-1 and other cased scripts, the two

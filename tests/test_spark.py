@@ -10,12 +10,10 @@ import random
 import numpy as np
 import pytest
 
-from spark_fixtures import spark  # noqa: F401  (the session fixture)
-
 import crawldedup
 from crawldedup import BloomFilter, SimhashIndex, simhash
 from crawldedup.cli import main as cli_main
-
+from spark_fixtures import spark  # noqa: F401  (the session fixture)
 
 # pyspark 4.x warns that it does not fully support pandas 3 (the API used here works).
 pytestmark = pytest.mark.filterwarnings(
@@ -112,8 +110,13 @@ def test_a_worker_python_without_the_modules_is_refused_before_any_job(spark, tm
     import subprocess
     import sys
 
-    from crawldedup.spark import WorkerPythonError, check_workers, simhash_column, simhash_jsonl
-    from crawldedup.spark import _common
+    from crawldedup.spark import (
+        WorkerPythonError,
+        _common,
+        check_workers,
+        simhash_column,
+        simhash_jsonl,
+    )
     sc = spark.sparkContext
     check_workers(spark)  # the normal configuration passes
     assert _common._checked[(sc.applicationId, sc.pythonExec)] is None
@@ -603,10 +606,9 @@ def test_build_bloom_canonical_keys(spark):  # noqa: F811
 # ---------------------------------------------------------------- WARC
 
 def test_read_warc_gives_the_local_documents(spark, tmp_path):  # noqa: F811
-    from test_warc import damaged_archives
-
     from crawldedup.spark import read_warc
     from crawldedup.warc import WarcProblem, iter_warc
+    from test_warc import damaged_archives
     paths = damaged_archives(tmp_path)
     local_docs, local_problems = set(), set()
     for p in paths:

@@ -11,7 +11,6 @@ import pytest
 
 from crawldedup import SQLiteStore, SQLStore
 from crawldedup.errors import CorruptDatabaseError, CorruptStateError
-
 from test_stores import KINDS, make, md5, store_spec
 
 RECEIPTS = "crawldedup_receipts"

@@ -14,11 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples, require_service
 from crawldedup import SQLiteStore, SQLStore, StoreUnavailableError
 from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup.exact.stores import open_store
-
-from conftest import examples, require_service
 
 KINDS = ["sqlite", "sqlalchemy-sqlite", "postgresql", "mariadb"]
 

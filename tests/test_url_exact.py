@@ -14,12 +14,26 @@ from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 from w3lib.url import parse_url
 
 import crawldedup
-from crawldedup import (canonicalize_url, canonicalize_urls, fingerprint, request_fingerprint,
-                        request_fingerprints, set_threads, url_fingerprint, url_fingerprints)
-
 from conftest import load_impl
-from test_url_canonical import (NFKC_SEPARATORS, W3LIB_25, fast_urls, load_corpus,
-                                our_outcome, urls, w3lib_outcome)
+from crawldedup import (
+    canonicalize_url,
+    canonicalize_urls,
+    fingerprint,
+    request_fingerprint,
+    request_fingerprints,
+    set_threads,
+    url_fingerprint,
+    url_fingerprints,
+)
+from test_url_canonical import (
+    NFKC_SEPARATORS,
+    W3LIB_25,
+    fast_urls,
+    load_corpus,
+    our_outcome,
+    urls,
+    w3lib_outcome,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # scrapy's own import-time deprecations

@@ -7,9 +7,7 @@ from hypothesis import strategies as st
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
 from crawldedup import DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule, UrlRules, canonicalize_url
-
 from test_url_canonical import fast_urls, urls
-
 
 # ------------------------------------------------------------------ tracking parameters
 

@@ -13,8 +13,14 @@ require_module("resiliparse")
 from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 from warcio.warcwriter import WARCWriter  # noqa: E402
 
-from crawldedup.warc import (WarcDocument, WarcProblem, html_to_text, is_warc_path,  # noqa: E402
-                             iter_warc, read_documents)
+from crawldedup.warc import (  # noqa: E402
+    WarcDocument,
+    WarcProblem,
+    html_to_text,
+    is_warc_path,
+    iter_warc,
+    read_documents,
+)
 
 PAGE = ("<html><head><title>T</title><style>p {{color: red}}</style>"
         "<script>var x = '{n}';</script></head><body><p>Page {n}: hello <b>w</b>orld</p>"

@@ -17,9 +17,14 @@ from crawldedup import _moved
 from crawldedup._kernel import IMPLEMENTATION, hash64, hash128, hash_indices, set_threads
 from crawldedup._lazy import lazy_names
 from crawldedup._version import __version__
-from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
-                               CrawldedupError, IncompatibleFilterError,
-                               StoreUnavailableError)
+from crawldedup.errors import (
+    CorruptDatabaseError,
+    CorruptFileError,
+    CorruptStateError,
+    CrawldedupError,
+    IncompatibleFilterError,
+    StoreUnavailableError,
+)
 from crawldedup.near.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
 
 _moved.install()  # the module paths of earlier releases (pickles name them)
@@ -51,16 +56,24 @@ _HOMES: Dict[str, str] = {
 
 if TYPE_CHECKING:
     from crawldedup.bloom.filter import BloomFilter, optimal_parameters
-    from crawldedup.fingerprint import (DEFAULT_TRACKING_PARAMS, CanonicalUrl, UrlRule,
-                                        UrlRules, canonicalize_url, canonicalize_urls,
-                                        request_fingerprint, request_fingerprints,
-                                        url_fingerprint, url_fingerprints)
-    from crawldedup.exact.fpset import FingerprintSet
-    from crawldedup.near.index import SimhashIndex
-    from crawldedup.near.stream import NearDuplicates
     from crawldedup.bloom.rotating import RotatingBloomFilter
     from crawldedup.bloom.scalable import ScalableBloomFilter
+    from crawldedup.exact.fpset import FingerprintSet
     from crawldedup.exact.stores import SQLiteStore, SQLStore
+    from crawldedup.fingerprint import (
+        DEFAULT_TRACKING_PARAMS,
+        CanonicalUrl,
+        UrlRule,
+        UrlRules,
+        canonicalize_url,
+        canonicalize_urls,
+        request_fingerprint,
+        request_fingerprints,
+        url_fingerprint,
+        url_fingerprints,
+    )
+    from crawldedup.near.index import SimhashIndex
+    from crawldedup.near.stream import NearDuplicates
 
 
 __all__ = [

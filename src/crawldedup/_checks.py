@@ -18,7 +18,6 @@ import numpy as np
 from crawldedup._kernel import MAX_SEED
 from crawldedup._types import Clock
 
-
 MIN_GENERATIONS = 2
 MAX_GENERATIONS = 64
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 from crawldedup._extras import install_hint
+from crawldedup.errors import CrawldedupError
 
 __all__ = ["WARC_SUFFIXES", "WarcDocument", "WarcProblem", "html_to_text", "is_warc_path",
            "iter_warc", "near_dups_documents", "read_documents"]
@@ -267,8 +268,6 @@ def near_dups_documents(path: str, err: IO[str],
     record is written to err, counted in ``counts["skipped"]`` and skipped;
     it never stops the command.  CrawldedupError (not a traceback) when
     warcio or Resiliparse is missing."""
-    from crawldedup.errors import CrawldedupError
-
     try:
         for item in iter_warc(path):
             if isinstance(item, WarcProblem):

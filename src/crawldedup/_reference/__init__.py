@@ -25,23 +25,56 @@ names ``crawldedup._kernel`` takes, and the two that users of
 ``_kernel.impl`` reach (``bloom_resp``, ``_set_prefetching``).
 """
 
-from crawldedup._reference.bloom import (MAX_NUM_HASHES, MAX_SEED, BloomBits,
-                                         _set_batch_threads, _set_prefetching, check_keys,
-                                         hash64, hash128, hash_indices, holds_objects,
-                                         nbytes_for, objects_error)
+from crawldedup._reference.bloom import (
+                                         MAX_NUM_HASHES,
+                                         MAX_SEED,
+                                         BloomBits,
+                                         _set_batch_threads,
+                                         _set_prefetching,
+                                         check_keys,
+                                         hash64,
+                                         hash128,
+                                         hash_indices,
+                                         holds_objects,
+                                         nbytes_for,
+                                         objects_error,
+)
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex, hamming_blocks
-from crawldedup._reference.lines import (gather_spans, line_hashes, line_spans, span_digests,
-                                         span_hashes, span_key_hashes, split_lines)
+from crawldedup._reference.lines import (
+                                         gather_spans,
+                                         line_hashes,
+                                         line_spans,
+                                         span_digests,
+                                         span_hashes,
+                                         span_key_hashes,
+                                         split_lines,
+)
 from crawldedup._reference.resp import bloom_resp
-from crawldedup._reference.simhash import (MAX_NGRAM, TOKENIZER_AUTO, TOKENIZER_CHARS,
-                                           TOKENIZER_WORDS, hamming_many, leonsim_features,
-                                           leonsim_text, lower_text, md5_digest,
-                                           simhash_hashes, simhash_text, simhash_texts)
-from crawldedup._reference.url import (canonicalize_url_fast, canonicalize_urls_fast,
-                                       request_fingerprint_fast, request_fingerprints_fast,
-                                       url_digests_fast, url_digests_packed,
-                                       url_fingerprint_fast, url_fingerprints_fast)
+from crawldedup._reference.simhash import (
+                                         MAX_NGRAM,
+                                         TOKENIZER_AUTO,
+                                         TOKENIZER_CHARS,
+                                         TOKENIZER_WORDS,
+                                         hamming_many,
+                                         leonsim_features,
+                                         leonsim_text,
+                                         lower_text,
+                                         md5_digest,
+                                         simhash_hashes,
+                                         simhash_text,
+                                         simhash_texts,
+)
+from crawldedup._reference.url import (
+                                         canonicalize_url_fast,
+                                         canonicalize_urls_fast,
+                                         request_fingerprint_fast,
+                                         request_fingerprints_fast,
+                                         url_digests_fast,
+                                         url_digests_packed,
+                                         url_fingerprint_fast,
+                                         url_fingerprints_fast,
+)
 
 IMPLEMENTATION = "reference"
 

@@ -13,6 +13,7 @@
 from typing import TYPE_CHECKING
 
 from crawldedup._lazy import lazy_names
+
 # Pickles of a BloomFilter made by releases before 0.1.0 restore through
 # crawldedup.bloom._restore, the file format's restore.
 from crawldedup.formats.files import restore as _restore  # noqa: F401

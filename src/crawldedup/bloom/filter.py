@@ -13,18 +13,17 @@ import math
 import os
 from typing import Any, BinaryIO, Dict, Iterable, Optional, Tuple, Type, TypeVar, Union
 
-
-from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
-from crawldedup.formats import files as _files
-from crawldedup.formats import mapped as _mapped
+from crawldedup._defaults import ERROR_RATE
 from crawldedup._kernel import MAX_NUM_HASHES, MAX_SEED, BloomBits, nbytes_for
-from crawldedup.errors import CorruptFileError, IncompatibleFilterError
 from crawldedup._types import Key, PathLike
 from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
 from crawldedup.bloom.sizing import MAX_NUM_BITS, check_memory, max_insert_count
 from crawldedup.bloom.sizing import format_size as format_size
 from crawldedup.bloom.sizing import optimal_parameters as optimal_parameters
+from crawldedup.errors import CorruptFileError, IncompatibleFilterError
+from crawldedup.formats import files as _files
+from crawldedup.formats import mapped as _mapped
 
 
 class BloomFilter(BloomBits, _mapped.MappedHandle):

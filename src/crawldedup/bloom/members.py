@@ -10,12 +10,11 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
-from crawldedup.formats import files as _files
 from crawldedup._kernel import MAX_SEED, check_keys
+from crawldedup._types import Key, PathLike
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import CorruptFileError, IncompatibleFilterError
-from crawldedup._types import Key, PathLike
-
+from crawldedup.formats import files as _files
 
 LENGTH = struct.Struct("<Q")
 # The smallest member: a length field and a BloomFilter file of one word.

@@ -18,24 +18,22 @@ the saved state, so a restarted crawler rotates exactly as if it had stayed up.
 from __future__ import annotations
 
 import time
-from typing import (Any, Iterable, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
-from crawldedup.formats import files as _files
-from crawldedup.bloom import rotating_file as _state
+from crawldedup._defaults import ERROR_RATE
 from crawldedup._kernel import BloomBits
+from crawldedup._types import Clock, Key, PathLike
+from crawldedup.bloom import rotating_file as _state
+from crawldedup.bloom.filter import BloomFilter, optimal_parameters
+from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
 from crawldedup.bloom.members import add_in_windows, any_holds, key_list, pick
 from crawldedup.bloom.rotating_ring import SharedRing
 from crawldedup.bloom.schedule import Schedule
-from crawldedup.bloom.filter import BloomFilter, optimal_parameters
-from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
 from crawldedup.errors import CorruptFileError
-from crawldedup._types import Clock, Key, PathLike
-
+from crawldedup.formats import files as _files
 
 MIN_GENERATIONS = _checks.MIN_GENERATIONS
 MAX_GENERATIONS = _checks.MAX_GENERATIONS

@@ -17,16 +17,15 @@ import math
 import struct
 from typing import Callable, List, NamedTuple, Optional, Sequence
 
-from crawldedup.formats import files as _files
-from crawldedup.bloom import members as _members
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup._kernel import nbytes_for
-from crawldedup.bloom.sizing import max_insert_count
-from crawldedup.bloom.layouts import layout_of
-from crawldedup.bloom.filter import BloomFilter, check_padding, optimal_parameters
-from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
-
+from crawldedup.bloom import members as _members
+from crawldedup.bloom.filter import BloomFilter, check_padding, optimal_parameters
+from crawldedup.bloom.layouts import layout_of
+from crawldedup.bloom.sizing import max_insert_count
+from crawldedup.errors import CorruptFileError
+from crawldedup.formats import files as _files
 
 STATE_BYTES = 4096
 STATE = struct.Struct("<QdddQQQQdQQQQ")

@@ -17,16 +17,16 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Type, TypeVar, cast
 
-from crawldedup._defaults import ERROR_RATE
 from crawldedup import _checks
+from crawldedup._defaults import ERROR_RATE
+from crawldedup._kernel import nbytes_for
+from crawldedup._types import Clock, PathLike
+from crawldedup.bloom import rotating_file as _state
+from crawldedup.bloom.filter import BloomFilter, check_padding, mapped_member, optimal_parameters
+from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
+from crawldedup.errors import CorruptFileError, CrawldedupError
 from crawldedup.formats import files as _files
 from crawldedup.formats import mapped as _mapped
-from crawldedup.bloom import rotating_file as _state
-from crawldedup._kernel import nbytes_for
-from crawldedup.bloom.layouts import check_layout, layout_id, layout_of
-from crawldedup.bloom.filter import BloomFilter, check_padding, mapped_member, optimal_parameters
-from crawldedup.errors import CorruptFileError, CrawldedupError
-from crawldedup._types import Clock, PathLike
 
 if TYPE_CHECKING:
     from crawldedup.bloom.schedule import Ring

@@ -17,17 +17,16 @@ from typing import Any, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
-from crawldedup._defaults import ERROR_RATE
-from crawldedup.formats import files as _files
-from crawldedup.bloom import members as _members
 from crawldedup import _checks
+from crawldedup._defaults import ERROR_RATE
 from crawldedup._kernel import BloomBits
-from crawldedup.bloom.members import add_in_windows, any_holds, key_list
+from crawldedup._types import Key, PathLike
+from crawldedup.bloom import members as _members
 from crawldedup.bloom.filter import BloomFilter, optimal_parameters
 from crawldedup.bloom.layouts import STANDARD
+from crawldedup.bloom.members import add_in_windows, any_holds, key_list
 from crawldedup.errors import CorruptFileError
-from crawldedup._types import Key, PathLike
-
+from crawldedup.formats import files as _files
 
 # The payload's parameter block: growth (u64), tightening (f64), number of
 # filters (u64).  Each member filter follows as a u64 length and its bytes.

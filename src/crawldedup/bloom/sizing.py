@@ -13,7 +13,6 @@ from crawldedup import _checks
 from crawldedup._kernel import MAX_NUM_HASHES, nbytes_for
 from crawldedup.bloom.layouts import BY_NAME, check_layout
 
-
 _LN2 = math.log(2.0)
 MAX_NUM_BITS = 1 << 62
 

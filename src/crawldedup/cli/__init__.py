@@ -58,10 +58,18 @@ from typing import List, Optional, Sequence
 from crawldedup._extras import install_hint
 from crawldedup._version import __version__
 from crawldedup.bloom.layouts import NAMES as LAYOUTS
-from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, duration,
-                                    file_kind, format_duration, generations,
-                                    positive_int, probability)
 from crawldedup.cli import near_dups, recrawl
+from crawldedup.cli._common import (
+    DEFAULT_CAPACITY,
+    DEFAULT_ERROR_RATE,
+    UsageError,
+    duration,
+    file_kind,
+    format_duration,
+    generations,
+    positive_int,
+    probability,
+)
 from crawldedup.cli._inputs import reading_command
 from crawldedup.cli.info import run_info
 from crawldedup.cli.urls import run_urls

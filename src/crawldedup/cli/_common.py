@@ -11,7 +11,6 @@ from crawldedup import _defaults
 from crawldedup._checks import MAX_GENERATIONS, MIN_GENERATIONS
 from crawldedup.formats import files as _files
 
-
 DEFAULT_CAPACITY = _defaults.CAPACITY
 DEFAULT_ERROR_RATE = _defaults.ERROR_RATE
 

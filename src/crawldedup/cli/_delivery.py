@@ -32,11 +32,18 @@ except ImportError:  # Windows: no pipe sizes (Output writes PIPE_BUF pieces)
 if sys.platform == "win32":
     import msvcrt
 
-from crawldedup._kernel import (canonicalize_urls_fast, gather_spans, line_hashes, line_spans,
-                                span_hashes, split_lines, url_digests_packed)
+from crawldedup._kernel import (
+    canonicalize_urls_fast,
+    gather_spans,
+    line_hashes,
+    line_spans,
+    span_hashes,
+    split_lines,
+    url_digests_packed,
+)
 from crawldedup.cli._url_state import UrlState, fill_missing, reserve_room
-from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.errors import CrawldedupError
+from crawldedup.exact.fpset import FingerprintSet
 
 
 class Stopped(Exception):

@@ -30,14 +30,13 @@ from typing import IO, Any, List, Optional
 import numpy as np
 
 import crawldedup
+from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.cli import _key_mode
-from crawldedup.exact.stores import open_store
-
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState, fill_missing, reserve_room
 from crawldedup.errors import CrawldedupError, IncompatibleFilterError
-from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
+from crawldedup.exact.stores import open_store
 
 DIGEST_SIZE = 16
 # Digests are random: each insert transaction touches pages all over the

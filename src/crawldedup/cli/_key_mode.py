@@ -32,10 +32,10 @@ import hashlib
 import os
 from typing import IO, Any, BinaryIO, Callable, List, Optional
 
-from crawldedup.formats import files as _files
 from crawldedup.cli._common import StateModeError
 from crawldedup.errors import CrawldedupError, StoreUnavailableError
 from crawldedup.exact.stores import open_store
+from crawldedup.formats import files as _files
 
 #: The modes, in the words a record keeps.
 AS_READ = "as-read"

@@ -9,15 +9,15 @@ import time
 import urllib.parse
 from typing import IO, Any, Dict, List, Optional
 
-from crawldedup.formats import files as _files
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.bloom.rotating import RotatingBloomFilter
 from crawldedup.bloom.scalable import ScalableBloomFilter
 from crawldedup.cli import redis_state as redis_cli
-from crawldedup.exact.fpset import FingerprintSet
-from crawldedup.near.index import SimhashIndex
 from crawldedup.cli._common import format_duration
 from crawldedup.errors import CorruptFileError, CrawldedupError
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.formats import files as _files
+from crawldedup.near.index import SimhashIndex
 from crawldedup.recrawl.stores import SQLITE_FORMAT, check_wal
 
 try:  # some Pythons are built without it; only the re-crawl description needs it

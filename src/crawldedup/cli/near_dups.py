@@ -35,20 +35,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from concurrent.futures import ThreadPoolExecutor
 import os
 import tempfile
-from typing import (IO, Any, BinaryIO, Callable, Dict, Iterator, List,
-                    Optional, Tuple)
-
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from crawldedup.cli._common import file_kind
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
 from crawldedup.near.index import SimhashIndex
-from crawldedup.near.stream import NearDuplicates
 from crawldedup.near.simhash import simhash_many
+from crawldedup.near.stream import NearDuplicates
 from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
 
 BATCH = 4096

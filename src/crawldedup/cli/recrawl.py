@@ -21,10 +21,10 @@ import sys
 import time
 from typing import IO, Any, BinaryIO, Dict, List, Optional, Tuple
 
-from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup import recrawl
 from crawldedup.cli._common import UsageError, positive_int
 from crawldedup.cli._delivery import SignalGuard, Stopped
+from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.recrawl.fetches import parse_fetch
 

@@ -11,9 +11,9 @@ import os
 import tempfile
 from typing import IO, Any, Callable, List, cast
 
+from crawldedup.cli import _key_mode
 from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState
-from crawldedup.cli import _key_mode
 from crawldedup.errors import CrawldedupError
 from crawldedup.redis._conn import split_url
 from crawldedup.redis.bloom import RedisBloomFilter

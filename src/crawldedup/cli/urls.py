@@ -11,21 +11,39 @@ import shutil
 import stat
 from typing import IO, Any, BinaryIO, List, Optional
 
-from crawldedup.formats import files as _files
-from crawldedup.cli._inputs import close_inputs
 from crawldedup._kernel import nbytes_for
 from crawldedup.bloom.filter import BloomFilter, format_size, optimal_parameters
 from crawldedup.bloom.rotating import RotatingBloomFilter
-from crawldedup.cli import redis_state as redis_cli
-from crawldedup.cli._exact_state import open_exact
-from crawldedup.cli._common import (DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError, counted,
-                                    kind_name, show_value)
 from crawldedup.cli import _key_mode
-from crawldedup.cli._delivery import (AHEAD_READ_SIZE, Canonical, Deliverer, Journal, KeysAhead,
-                                      OutputFailed, SignalGuard, StateLock, Stopped, orphans,
-                                      own_journal, read_blocks, read_lines)
+from crawldedup.cli import redis_state as redis_cli
+from crawldedup.cli._common import (
+    DEFAULT_CAPACITY,
+    DEFAULT_ERROR_RATE,
+    UsageError,
+    counted,
+    kind_name,
+    show_value,
+)
+from crawldedup.cli._delivery import (
+    AHEAD_READ_SIZE,
+    Canonical,
+    Deliverer,
+    Journal,
+    KeysAhead,
+    OutputFailed,
+    SignalGuard,
+    StateLock,
+    Stopped,
+    orphans,
+    own_journal,
+    read_blocks,
+    read_lines,
+)
+from crawldedup.cli._exact_state import open_exact
+from crawldedup.cli._inputs import close_inputs
 from crawldedup.cli._url_state import BloomState
 from crawldedup.errors import CrawldedupError
+from crawldedup.formats import files as _files
 
 
 def _open_state(path: str, args: argparse.Namespace, err: IO[str]) -> Any:

@@ -27,16 +27,15 @@ same digests write identical files.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Iterable, Iterator, Optional, Tuple, Union
 
-import hashlib
 import numpy as np
 
-from crawldedup.formats import files as _files
 from crawldedup._kernel import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
-from crawldedup.errors import CorruptFileError
 from crawldedup._types import PathLike
-
+from crawldedup.errors import CorruptFileError
+from crawldedup.formats import files as _files
 
 HASH_FPSET_FMIX = _files.HASH_FPSET_FMIX
 

@@ -21,10 +21,9 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, Optional, Union
 
+from crawldedup._types import PathLike as PathLike  # re-exported
 from crawldedup.errors import CorruptFileError as CorruptFileError  # re-exported
 from crawldedup.errors import IncompatibleFilterError
-from crawldedup._types import PathLike as PathLike  # re-exported
-
 
 MAGIC = b"\x89CRDDUP\n"
 FORMAT_VERSION = 1

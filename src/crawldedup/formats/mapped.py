@@ -33,8 +33,8 @@ import sys
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from crawldedup.formats import files as _files
 from crawldedup.errors import IncompatibleFilterError
+from crawldedup.formats import files as _files
 
 try:  # POSIX
     import fcntl

@@ -19,15 +19,26 @@ from __future__ import annotations
 
 import operator
 import struct
-from typing import (Any, BinaryIO, Dict, Hashable, Iterable, Iterator, List, Optional, Tuple,
-                    Union, cast)
+from typing import (
+    Any,
+    BinaryIO,
+    Dict,
+    Hashable,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+    cast,
+)
 
 import numpy as np
 
-from crawldedup.formats import files as _files
-from crawldedup.formats.files import PathLike
 from crawldedup._kernel import MAX_HAMMING_K, HammingIndex
 from crawldedup.errors import CorruptFileError
+from crawldedup.formats import files as _files
+from crawldedup.formats.files import PathLike
 
 __all__ = ["SimhashIndex"]
 

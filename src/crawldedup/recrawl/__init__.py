@@ -36,9 +36,9 @@ _HOMES: Dict[str, str] = {
 
 if TYPE_CHECKING:
     from crawldedup.recrawl.links import PageLinks
+    from crawldedup.recrawl.redis_store import RedisRecrawlStore
     from crawldedup.recrawl.schedule import ChangeRatePolicy, NutchPolicy
     from crawldedup.recrawl.state import PageState, RecrawlState, Verdict, parse_http_date
-    from crawldedup.recrawl.redis_store import RedisRecrawlStore
     from crawldedup.recrawl.stores import RecrawlStore, SQLiteRecrawlStore, open_recrawl_store
 
 

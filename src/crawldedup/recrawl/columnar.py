@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
+from crawldedup.near.simhash import hamming_many, simhash_many
 from crawldedup.recrawl.columns import Columns
 from crawldedup.recrawl.pages import HAS_DIGEST, HAS_LENGTH, HAS_SIMHASH, PAGE_NUM, Pages
 from crawldedup.recrawl.stores import HOST_FIELDS
@@ -37,7 +38,6 @@ from crawldedup.recrawl.verdicts import (
     Verdict,
     compare,
 )
-from crawldedup.near.simhash import hamming_many, simhash_many
 
 _ZERO16 = bytes(16)
 

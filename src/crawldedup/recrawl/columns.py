@@ -24,8 +24,14 @@ from itertools import repeat
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from crawldedup._kernel import hash128
-from crawldedup.recrawl.fetches import (MAX_LENGTH, NETLOC, Fetch, hostname, parse_fetch,
-                                        parse_http_date)
+from crawldedup.recrawl.fetches import (
+    MAX_LENGTH,
+    NETLOC,
+    Fetch,
+    hostname,
+    parse_fetch,
+    parse_http_date,
+)
 
 _NONE = type(None)
 _GET: Any = dict.get  # a column of a batch of dicts: map(_GET, items, repeat(name))

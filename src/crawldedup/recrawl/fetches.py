@@ -7,6 +7,7 @@ fetch before it records any.
 
 from __future__ import annotations
 
+import calendar
 import functools
 import math
 import re
@@ -135,7 +136,6 @@ def parse_http_date(value: str) -> Optional[float]:
     """
     m = _IMF_FIXDATE.fullmatch(value)
     if m is not None:
-        import calendar
         day, month, year, hh, mm, ss = m.groups()
         try:
             return float(calendar.timegm((int(year), _MONTHS[month], int(day), int(hh),

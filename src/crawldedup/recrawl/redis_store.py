@@ -17,11 +17,23 @@ import numpy as np
 
 from crawldedup._extras import install_hint
 from crawldedup.errors import StoreUnavailableError
-from crawldedup.redis._conn import RedisKeyTypeError, connect, describe
 from crawldedup.recrawl.pages import Pages
-from crawldedup.recrawl.stores import (_INT, _TEXT, CANDIDATE_FIELDS, HOST_FIELDS, PAGE_FIELDS,
-                                       PageRow, RecrawlStore, _check_prefix, _host_fields,
-                                       check_hist, check_hosts, check_meta, check_pages)
+from crawldedup.recrawl.stores import (
+    _INT,
+    _TEXT,
+    CANDIDATE_FIELDS,
+    HOST_FIELDS,
+    PAGE_FIELDS,
+    PageRow,
+    RecrawlStore,
+    _check_prefix,
+    _host_fields,
+    check_hist,
+    check_hosts,
+    check_meta,
+    check_pages,
+)
+from crawldedup.redis._conn import RedisKeyTypeError, connect, describe
 
 _INT64 = (-(1 << 63), 1 << 63)
 #: The fields of a page that may be absent.

@@ -36,6 +36,8 @@ from crawldedup.fingerprint import canonicalize_url
 from crawldedup.recrawl.columnar import compare_columns, compare_rows, paused_gc, simhashes_of
 from crawldedup.recrawl.columns import parse_columns
 from crawldedup.recrawl.fetches import NETLOC, hostname, parse_http_date, validators
+from crawldedup.recrawl.links import PageLinks, decode_links, encode_links
+from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.schedule import (
     HIST_BINS,
     PRIOR_WEIGHT,
@@ -48,25 +50,22 @@ from crawldedup.recrawl.schedule import (
     marginal,
     solve_mu,
 )
-from crawldedup.recrawl.verdicts import (
-    H,
-    H_RATE,
-    P_CONTENT_LENGTH,
-    P_ETAG,
-    P_HOST,
-    P_LAST_MODIFIED,
-    P_SIMHASH,
-    Verdict,
-)
-from crawldedup.recrawl.links import PageLinks, decode_links, encode_links
-from crawldedup.recrawl.pages import Pages
 from crawldedup.recrawl.stores import (
     HOST_FIELDS,
     HOST_RATE_FIELDS,
     RecrawlStore,
     open_recrawl_store,
 )
-
+from crawldedup.recrawl.verdicts import (
+    H_RATE,
+    P_CONTENT_LENGTH,
+    P_ETAG,
+    P_HOST,
+    P_LAST_MODIFIED,
+    P_SIMHASH,
+    H,
+    Verdict,
+)
 
 #: A host's validator is ignored once it lied at least LIE_MIN times and in at
 #: least LIE_SHARE of the fetches that could check it.

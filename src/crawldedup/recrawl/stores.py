@@ -22,13 +22,28 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 import numpy as np
 
 from crawldedup import schemes
-from crawldedup.errors import (CorruptDatabaseError, CorruptFileError, CorruptStateError,
-                               CrawldedupError, StoreUnavailableError)
-from crawldedup.recrawl.pages import (PACKED_SIZE, PAGE_FIELDS, PAGE_NUM, Pages, bad_blob,
-                                      damaged, pack, page_sums, row_sums, unpack)
-from crawldedup.recrawl.schedule import HIST_BINS
+from crawldedup.errors import (
+    CorruptDatabaseError,
+    CorruptFileError,
+    CorruptStateError,
+    CrawldedupError,
+    StoreUnavailableError,
+)
 from crawldedup.exact.stores.base import Store
 from crawldedup.exact.stores.sqlite import SQLiteFile
+from crawldedup.recrawl.pages import (
+    PACKED_SIZE,
+    PAGE_FIELDS,
+    PAGE_NUM,
+    Pages,
+    bad_blob,
+    damaged,
+    pack,
+    page_sums,
+    row_sums,
+    unpack,
+)
+from crawldedup.recrawl.schedule import HIST_BINS
 
 try:
     import sqlite3

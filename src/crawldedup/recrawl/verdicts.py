@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from crawldedup.near.simhash import hamming
 from crawldedup.recrawl.fetches import signed64
 from crawldedup.recrawl.stores import HOST_FIELDS, HOST_RATE_FIELDS, PAGE_FIELDS
-from crawldedup.near.simhash import hamming
 
 # Column indexes of a host's sums (HOST_FIELDS) and of a page row (PAGE_FIELDS).
 H = {name: i for i, name in enumerate(HOST_FIELDS)}

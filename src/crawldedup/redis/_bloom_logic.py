@@ -11,8 +11,8 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from crawldedup._kernel import check_keys, impl, nbytes_for
 from crawldedup import _checks
+from crawldedup._kernel import check_keys, impl, nbytes_for
 from crawldedup.bloom.filter import optimal_parameters
 from crawldedup.bloom.layouts import check_layout
 from crawldedup.errors import CorruptStateError, IncompatibleFilterError, StoreUnavailableError

@@ -13,8 +13,7 @@ having every node's commands in flight at once, turning driver errors into
 from __future__ import annotations
 
 import threading
-from typing import (Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, TypeVar,
-                    Union)
+from typing import Any, Dict, Generator, Iterable, List, Optional, Tuple, Type, TypeVar, Union
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from crawldedup._extras import install_hint

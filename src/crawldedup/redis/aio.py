@@ -29,18 +29,37 @@ while the call runs.)
 
 from __future__ import annotations
 
-import os
 import asyncio
+import os
 import time
-from typing import (Any, Callable, Dict, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar,
-                    cast)
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Hashable,
+    Iterable,
+    List,
+    Optional,
+    Set,
+    Tuple,
+    TypeVar,
+    cast,
+)
 
 import numpy as np
 
 from crawldedup._defaults import ERROR_RATE
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import StoreUnavailableError
+from crawldedup.exact.stores.base import FingerprintStore
 from crawldedup.near.index import _check_fp, _fp_array
+from crawldedup.redis._bloom_logic import (
+    CREATION_POLL,
+    CREATION_WAIT,
+    BloomLogic,
+    RedisDataLostError,
+    key_batch,
+)
 from crawldedup.redis._conn import (
     WINDOW,
     Op,
@@ -54,12 +73,8 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
-from crawldedup.redis._bloom_logic import (CREATION_POLL, CREATION_WAIT, BloomLogic,
-                                           RedisDataLostError, key_batch)
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
-from crawldedup.exact.stores.base import FingerprintStore
-
 
 #: Batches of at least this many keys are prepared in a worker thread
 #: (checking, packing and decoding cost about 1 to 7 us a key: a few ms here).

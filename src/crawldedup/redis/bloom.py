@@ -5,7 +5,6 @@ Cluster), with an atomic test-and-set per key.  See docs/redis.md."""
 from __future__ import annotations
 
 import hashlib
-
 import os
 import time
 from typing import Any, Iterable, Optional, cast
@@ -15,9 +14,9 @@ import numpy as np
 from crawldedup._defaults import ERROR_RATE
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.exact.stores.base import check_receipt
+from crawldedup.redis import _resp
 from crawldedup.redis._bloom_logic import CREATION_POLL, CREATION_WAIT, BloomLogic, key_batch
 from crawldedup.redis._bloom_logic import RedisDataLostError as RedisDataLostError
-from crawldedup.redis import _resp
 from crawldedup.redis._conn import Request, SyncHandle
 
 

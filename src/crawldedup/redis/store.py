@@ -10,11 +10,11 @@ from typing import Any, Callable, Iterator, List, Optional, Set, Tuple, cast
 import numpy as np
 
 from crawldedup import _checks
+from crawldedup.errors import CorruptStateError
+from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
 from crawldedup.redis import _resp
 from crawldedup.redis._conn import Op, Request, SyncHandle, check_reply, split_url
 from crawldedup.redis._keys import FORGET_SCRIPT, check_name, receipts_key
-from crawldedup.errors import CorruptStateError
-from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
 
 #: Digests per script call / SMISMEMBER: a call runs alone on the server, so
 #: it stays short (about 4 ms); a batch sends all its calls in one round trip.

@@ -18,10 +18,20 @@ from crawldedup.errors import IncompatibleFilterError
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
 from crawldedup.scrapy._redis_backend import open_redis_backend
-from crawldedup.scrapy._settings import (BACKENDS, BLOOM_FILE, DEFAULT_CAPACITY,
-                                         DEFAULT_ERROR_RATE, DIGEST_SIZE, EXACT_FILE, LOGGER_NAME,
-                                         SCRAPY_FILE, DupeFilterConfigError, _digest,
-                                         _setting_int, _setting_rate)
+from crawldedup.scrapy._settings import (
+    BACKENDS,
+    BLOOM_FILE,
+    DEFAULT_CAPACITY,
+    DEFAULT_ERROR_RATE,
+    DIGEST_SIZE,
+    EXACT_FILE,
+    LOGGER_NAME,
+    SCRAPY_FILE,
+    DupeFilterConfigError,
+    _digest,
+    _setting_int,
+    _setting_rate,
+)
 
 logger = logging.getLogger(LOGGER_NAME)
 

@@ -42,9 +42,8 @@ locally (its point is a small, fixed size): every request is one round trip.
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import logging
+from typing import Any, Optional
 
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
 from crawldedup.exact.fpset import FingerprintSet

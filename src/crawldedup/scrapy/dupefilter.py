@@ -48,11 +48,18 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 from crawldedup._extras import install_hint
 from crawldedup.errors import CorruptFileError, StoreUnavailableError
+
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import _open_backend, read_requests_seen
+from crawldedup.scrapy._settings import (
+    BACKENDS,
+    BLOOM_FILE,
+    CONFIG_ERROR_REASON,
+    EXACT_FILE,
+    LOGGER_NAME,
+    DupeFilterConfigError,
+)
 from crawldedup.scrapy.fingerprinter import RequestFingerprinter
-from crawldedup.scrapy._settings import (BACKENDS, BLOOM_FILE, CONFIG_ERROR_REASON, EXACT_FILE,
-                                         LOGGER_NAME, DupeFilterConfigError)
 
 try:
     from scrapy import signals

@@ -80,8 +80,18 @@ import json
 import logging
 import math
 import time
-from typing import (Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, NamedTuple,
-                    Optional, Set)
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Set,
+)
 
 from crawldedup._extras import install_hint
 

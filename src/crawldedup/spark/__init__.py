@@ -37,8 +37,7 @@ if any(importlib.util.find_spec(name) is None for name in ("pyspark", "pyarrow",
 from crawldedup.spark._common import WorkerPythonError, check_workers
 from crawldedup.spark._components import clusters
 from crawldedup.spark._jsonl import simhash_jsonl
-from crawldedup.spark._near import (near_duplicates, simhash_column, to_signed,
-                                    to_unsigned)
+from crawldedup.spark._near import near_duplicates, simhash_column, to_signed, to_unsigned
 from crawldedup.spark._urls import build_bloom, dedup_urls
 from crawldedup.spark._warc import read_warc
 

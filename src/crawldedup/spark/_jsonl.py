@@ -17,9 +17,11 @@ import os
 import sys
 from typing import Any, Iterable, Iterator, List, Optional, Tuple, Union
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from crawldedup.near.simhash import simhash_many
 from crawldedup.spark._common import check_workers
 
 __all__ = ["simhash_jsonl"]
@@ -93,10 +95,7 @@ def _document(line: bytes, id_field: str, text_field: str, string_ids: bool) -> 
 def _task(splits: List[Tuple[str, int, int]], id_field: str, text_field: str,
           string_ids: bool, tokenizer: Any, ngram: Any) -> Any:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import numpy as np
         import pyarrow as pa
-
-        from crawldedup.near.simhash import simhash_many
 
         id_type = pa.string() if string_ids else pa.int64()
 
@@ -158,8 +157,6 @@ def simhash_jsonl(spark: Any, paths: Union[str, Iterable[str]], *, id_field: str
     driver for a path that does not exist here.
     """
     from pyspark.sql import SparkSession
-
-    from crawldedup.near.simhash import simhash_many
 
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")

@@ -30,10 +30,10 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from crawldedup._kernel import hamming_blocks
+from crawldedup._kernel import HammingIndex, hamming_blocks
 from crawldedup.near.index import _check_k  # the same k SimhashIndex takes
-from crawldedup.spark._common import (check_df, check_id_type, check_partitions,
-                                      column_type)
+from crawldedup.near.simhash import simhash_many
+from crawldedup.spark._common import check_df, check_id_type, check_partitions, column_type
 
 if TYPE_CHECKING:  # the workers of near_duplicates never import pandas (a second a worker)
     import pandas as pd
@@ -80,8 +80,6 @@ blocks = hamming_blocks
 def _simhash_udf(tokenizer: Any, ngram: Any) -> Callable[[pd.Series], pd.Series]:
     import pandas as pd
 
-    from crawldedup.near.simhash import simhash_many
-
     def fingerprints(texts: pd.Series) -> pd.Series:
         missing = texts.isna().to_numpy()
         values = texts.tolist()
@@ -112,8 +110,6 @@ def simhash_column(df: DataFrame, text_col: str, out_col: str = "simhash", *,
     # pyspark's stubs leave out this public re-export of pyspark.sql.pandas.functions.
     from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 
-    from crawldedup.near.simhash import simhash_many
-
     check_df(df)
     dtype = column_type(df, text_col, "text_col")
     if not isinstance(dtype, T.StringType):
@@ -137,8 +133,6 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-
-        from crawldedup._kernel import HammingIndex
 
         full = [b for b in batches if b.num_rows]
         if not full:  # an empty partition: more partitions than block keys

@@ -9,6 +9,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from crawldedup.bloom.filter import BloomFilter
+from crawldedup.fingerprint import canonicalize_url, url_fingerprints
 from crawldedup.spark._common import check_df, column_type
 
 if TYPE_CHECKING:
@@ -34,8 +36,6 @@ def url_keys(urls: List[str], canonical: bool, strip_tracking: bool) -> List[byt
     ``strip_tracking``); a URL that cannot be canonicalized is its own key."""
     if not canonical:
         return [u.encode("utf-8", "surrogatepass") for u in urls]
-    from crawldedup.fingerprint import canonicalize_url
-
     out = []
     for u in urls:
         try:
@@ -48,7 +48,6 @@ def url_keys(urls: List[str], canonical: bool, strip_tracking: bool) -> List[byt
 def _fingerprints(urls: List[str], canonical: bool, strip_tracking: bool) -> List[bytes]:
     """16-byte MD5 of each URL's key: url_fingerprint for canonical URLs."""
     if canonical and not strip_tracking:
-        from crawldedup.fingerprint import url_fingerprints
         try:
             return url_fingerprints(urls)
         except ValueError:
@@ -128,7 +127,6 @@ def _partition_filter(params: Tuple[Any, ...], canonical: bool,
     capacity, error_rate, layout, seed = params
 
     def build(rows: Iterable[Any]) -> Iterator[bytes]:
-        from crawldedup.bloom.filter import BloomFilter
 
         bf = BloomFilter(capacity, error_rate, layout=layout, seed=seed)
         chunk: List[str] = []
@@ -147,7 +145,6 @@ def _partition_filter(params: Tuple[Any, ...], canonical: bool,
 
 
 def _merge(a: bytes, b: bytes) -> bytes:
-    from crawldedup.bloom.filter import BloomFilter
 
     left = BloomFilter.from_bytes(a)
     left |= BloomFilter.from_bytes(b)
@@ -171,7 +168,6 @@ def build_bloom(df: DataFrame, url_col: str, capacity: int, error_rate: float = 
     ``--state`` file for ``crawldedup urls`` with the same options.  Null
     URLs are skipped.
     """
-    from crawldedup.bloom.filter import BloomFilter
 
     check_df(df)
     dtype = column_type(df, url_col, "url_col")

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from crawldedup.spark._common import check_workers
+from crawldedup.warc import WarcProblem, iter_warc
 
 __all__ = ["read_warc"]
 
@@ -22,8 +23,6 @@ _ALL = T.StructType(_DOCS.fields + [T.StructField("path", T.StringType(), False)
 
 def _rows(include_errors: bool) -> Any:
     def rows(path: str) -> Iterator[Tuple[Any, ...]]:
-        from crawldedup.warc import WarcProblem, iter_warc
-
         try:
             items = iter_warc(path)
             for item in items:

@@ -11,10 +11,22 @@ from urllib.parse import ParseResult
 from crawldedup._checks import check_flag
 from crawldedup._kernel import canonicalize_url_fast as _fast
 from crawldedup._kernel import canonicalize_urls_fast as _fast_many
-from crawldedup.urls.form import (FAST_PATH, UTF8_NAMES, as_list, at_index, canonical_form,
-                                  check_url_types)
-from crawldedup.urls.params import (ParamFilter, check_strip_params,
-                                    drop_default_port, drop_params, host_port, split)
+from crawldedup.urls.form import (
+    FAST_PATH,
+    UTF8_NAMES,
+    as_list,
+    at_index,
+    canonical_form,
+    check_url_types,
+)
+from crawldedup.urls.params import (
+    ParamFilter,
+    check_strip_params,
+    drop_default_port,
+    drop_params,
+    host_port,
+    split,
+)
 
 __all__ = ["CanonicalUrl", "UrlRule", "UrlRules", "canonicalize_url", "canonicalize_urls"]
 

@@ -11,8 +11,13 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from crawldedup._checks import check_flag
 from crawldedup._extras import install_hint
 from crawldedup.errors import CorruptStateError, StoreUnavailableError
-from crawldedup.exact.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
-                                    recorded_answer)
+from crawldedup.exact.stores.base import (
+    FingerprintStore,
+    check_digest_size,
+    check_table,
+    chunks,
+    recorded_answer,
+)
 
 _DEADLOCK_RETRIES = 8
 #: The table of add_many_once's receipts, beside the stores' tables.

@@ -14,8 +14,13 @@ try:
     import sqlite3
 except ImportError:  # a Python built without SQLite: the package still imports
     sqlite3 = None  # type: ignore[assignment]
-from crawldedup.exact.stores.base import (FingerprintStore, check_digest_size, check_table, chunks,
-                                    recorded_answer)
+from crawldedup.exact.stores.base import (
+    FingerprintStore,
+    check_digest_size,
+    check_table,
+    chunks,
+    recorded_answer,
+)
 
 # Rows per INSERT/SELECT statement (SQLite allows 32,766 variables since 3.32,
 # 999 before) and per write transaction: a batch of a million fingerprints
