@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import importlib.machinery
 import importlib.util
+import inspect
 import math
 import random
 import statistics
@@ -88,9 +90,20 @@ def bloom_rows(mod: Any, present: List[str], absent: List[str]) -> Dict[str, flo
     return out
 
 
+def _ids_first(mod: Any) -> bool:
+    """Whether the build's HammingIndex.add_many takes (ids, fps), as the
+    builds of this tree do, or (fps, ids), as older ones: the two builds
+    compared may differ."""
+    return list(inspect.signature(mod.HammingIndex.add_many).parameters)[1] == "ids"
+
+
 def index_rows(mod: Any, fps: np.ndarray, queries: np.ndarray) -> Dict[str, float]:
     ix = mod.HammingIndex(3)
-    ix.add_many(fps, np.arange(len(fps), dtype=np.uint64))
+    ids = np.arange(len(fps), dtype=np.uint64)
+    if _ids_first(mod):
+        ix.add_many(ids, fps)
+    else:
+        ix.add_many(fps, ids)
     out = {}
     t = time.perf_counter()
     ix.query_many(queries, threads=1)

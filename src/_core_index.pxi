@@ -145,7 +145,7 @@ cdef class HammingIndex:
             raise MemoryError()
         return r == 1
 
-    def add(self, fp, id):
+    def add(self, id, fp):
         cdef uint64_t f = _ix_u64(fp, "fp")
         cdef uint64_t i = _ix_u64(id, "id")
         cdef uint64_t bad = 0
@@ -158,9 +158,10 @@ cdef class HammingIndex:
         if r != 0:
             raise MemoryError()
 
-    def add_many(self, fps, ids):
-        """Add fps[i] under ids[i]; all or nothing (a repeated or present id
-        raises ValueError and adds none)."""
+    def add_many(self, ids, fps):
+        """Add fps[i] under ids[i] (ids first, as every public add takes
+        them); all or nothing (a repeated or present id raises ValueError and
+        adds none)."""
         cdef const uint64_t[::1] f = _ix_u64_array(fps, "fps")
         cdef const uint64_t[::1] i = _ix_u64_array(ids, "ids")
         cdef uint64_t bad = 0

@@ -107,9 +107,9 @@ def test_query_and_pairs_match_brute_force(impl, k):
     ids = rng.permutation(10 * n).astype(np.uint64)[:n]
     ix = impl.HammingIndex(k)
     half = n // 2
-    ix.add_many(fps[:half], ids[:half])              # a bulk segment
+    ix.add_many(ids[:half], fps[:half])              # a bulk segment
     for f, i in zip(fps[half:].tolist(), ids[half:].tolist()):
-        ix.add(f, i)                                 # segments + pending buffer
+        ix.add(i, f)                                 # segments + pending buffer
     assert len(ix) == n
     qs = queries_for(rng, fps, k, 150)
     got = csr_lists(ix.query_many(qs))
@@ -143,7 +143,7 @@ def test_many_single_adds_make_several_segments_and_stay_exact(core):
     fps = planted(rng, 6000, k)
     ix = core.HammingIndex(k)
     for i, f in enumerate(fps.tolist()):
-        ix.add(f, i)
+        ix.add(i, f)
     assert ix.segments > 1       # the log-structured merge is exercised
     qs = queries_for(rng, fps, k, 300)
     ids = np.arange(len(fps), dtype=np.uint64)
@@ -167,7 +167,7 @@ def test_skewed_data(impl, k):
     fps = np.array(fps, dtype=np.uint64)
     ids = np.arange(len(fps), dtype=np.uint64) * np.uint64(3)
     ix = impl.HammingIndex(k)
-    ix.add_many(fps, ids)
+    ix.add_many(ids, fps)
     for q in [base, base ^ 3, top, top | 1, base ^ (1 << 63)]:
         assert ix.query(q) == brute_query(fps, ids, q, k)
     assert got_pairs(ix) == brute_pairs(fps, ids, k)
@@ -206,9 +206,9 @@ def test_hypothesis_against_brute_force_and_twin(core, reference, k, data):
     indexes = []
     for impl in (core, reference):
         ix = impl.HammingIndex(k)
-        ix.add_many(np.array(fps[:split], dtype=np.uint64), np.array(ids[:split], dtype=np.uint64))
+        ix.add_many(np.array(ids[:split], dtype=np.uint64), np.array(fps[:split], dtype=np.uint64))
         for f, i in zip(fps[split:], ids[split:]):
-            ix.add(f, i)
+            ix.add(i, f)
         for i in removed:
             assert ix.remove(i)
         indexes.append(ix)
@@ -257,7 +257,7 @@ class IndexMachine(RuleBasedStateMachine):
         f = self._fp(fp, near, bits)
         i = self.next_id * 7919 % (1 << 64)
         self.next_id += 1
-        self.ix.add(f, i)
+        self.ix.add(i, f)
         self.model.append((f, i))
         return i
 
@@ -267,14 +267,14 @@ class IndexMachine(RuleBasedStateMachine):
         fps = planted(rng, n, self.k)
         ids = [(self.next_id + j) * 7919 % (1 << 64) for j in range(n)]
         self.next_id += n
-        self.ix.add_many(fps, np.array(ids, dtype=np.uint64))
+        self.ix.add_many(np.array(ids, dtype=np.uint64), fps)
         self.model.extend(zip(fps.tolist(), ids))
 
     @rule(i=ids, fp=fp_st)
     def add_present_is_refused(self, i, fp):
         if any(m[1] == i for m in self.model):
             with pytest.raises(ValueError, match="already in the index"):
-                self.ix.add(fp, i)
+                self.ix.add(i, fp)
 
     @rule(i=consumes(ids))
     def remove(self, i):
@@ -340,45 +340,45 @@ def test_bad_arguments(impl):
     ix = H(2)
     assert ix.k == 2 and len(ix) == 0
     with pytest.raises(ValueError, match="fp must be in"):
-        ix.add(-1, 0)
+        ix.add(0, -1)
     with pytest.raises(ValueError, match="fp must be in"):
-        ix.add(1 << 64, 0)
+        ix.add(0, 1 << 64)
     with pytest.raises(ValueError, match="id must be in"):
-        ix.add(0, -5)
+        ix.add(-5, 0)
     with pytest.raises(TypeError, match="fp must be an int"):
-        ix.add("x", 0)
+        ix.add(0, "x")
     with pytest.raises(TypeError, match="id must be an int"):
-        ix.add(1, 2.5)
+        ix.add(2.5, 1)
     with pytest.raises(TypeError, match="fp must be an int, not bool"):
-        ix.add(True, 1)
+        ix.add(1, True)
     with pytest.raises(TypeError, match="fp must be an int, not bool"):
         ix.query(False)
     with pytest.raises(TypeError, match="unsigned 64-bit"):
-        ix.add_many(np.array([1.0]), np.array([1], dtype=np.uint64))
+        ix.add_many(np.array([1], dtype=np.uint64), np.array([1.0]))
     with pytest.raises(ValueError, match="differ in length"):
-        ix.add_many(np.array([1, 2], dtype=np.uint64), np.array([1], dtype=np.uint64))
+        ix.add_many(np.array([1], dtype=np.uint64), np.array([1, 2], dtype=np.uint64))
     with pytest.raises(ValueError, match="one-dimensional"):
-        ix.add_many(np.zeros((2, 2), dtype=np.uint64), np.zeros(4, dtype=np.uint64))
+        ix.add_many(np.zeros(4, dtype=np.uint64), np.zeros((2, 2), dtype=np.uint64))
     with pytest.raises(TypeError, match="fps"):
         ix.query_many(np.array([-1.5]))
-    ix.add_many(np.array([5, 6, 7], dtype=np.uint64), np.array([1, 2, 3], dtype=np.uint64))
+    ix.add_many(np.array([1, 2, 3], dtype=np.uint64), np.array([5, 6, 7], dtype=np.uint64))
     # all or nothing: a repeat (or present id) adds none and names the smallest
     with pytest.raises(ValueError, match="id 3 is already"):
-        ix.add_many(np.array([1, 2, 3], dtype=np.uint64), np.array([9, 3, 8], dtype=np.uint64))
+        ix.add_many(np.array([9, 3, 8], dtype=np.uint64), np.array([1, 2, 3], dtype=np.uint64))
     with pytest.raises(ValueError, match="id 4 is already"):
-        ix.add_many(np.array([1, 2, 3], dtype=np.uint64), np.array([9, 4, 4], dtype=np.uint64))
+        ix.add_many(np.array([9, 4, 4], dtype=np.uint64), np.array([1, 2, 3], dtype=np.uint64))
     assert len(ix) == 3 and 9 not in ix
     with pytest.raises(ValueError, match="id 2 is already"):
-        ix.add(0, 2)
+        ix.add(2, 0)
     assert ix.remove("2") is False and ix.remove(-1) is False and ix.remove(1 << 70) is False
     assert "1" not in ix and 1 in ix and -1 not in ix
     ix.add_many(np.array([], dtype=np.uint64), np.array([], dtype=np.uint64))
     offsets, ids, dists = ix.query_many(np.array([], dtype=np.uint64))
     assert offsets.tolist() == [0] and len(ids) == 0 and len(dists) == 0
     # numpy scalars and signed arrays of non-negative values are accepted
-    ix.add(np.uint64(U64), np.int64(10))
+    ix.add(np.int64(10), np.uint64(U64))
     assert ix.query(U64) == [(10, 0)]
-    ix.add_many(np.array([8], dtype=np.int64), np.array([11], dtype=np.int64))
+    ix.add_many(np.array([11], dtype=np.int64), np.array([8], dtype=np.int64))
     assert ix.query(np.uint64(8)) == [(11, 0)]
 
 
@@ -386,8 +386,8 @@ def test_extreme_values(impl):
     for k in KS:
         ix = impl.HammingIndex(k)
         vals = [0, U64, 1 << 63, (1 << 63) - 1, 1, U64 - 1]
-        ix.add_many(np.array(vals, dtype=np.uint64),
-                    np.array([U64, 0, 1, 2, 3, 4], dtype=np.uint64))
+        ix.add_many(np.array([U64, 0, 1, 2, 3, 4], dtype=np.uint64),
+                    np.array(vals, dtype=np.uint64))
         for q in vals:
             assert ix.query(q) == brute_query(vals, [U64, 0, 1, 2, 3, 4], q, k)
         assert got_pairs(ix) == brute_pairs(vals, [U64, 0, 1, 2, 3, 4], k)
@@ -411,7 +411,7 @@ def test_query_many_releases_the_gil(core):
     rng = np.random.default_rng(3)
     fps = planted(rng, 20000, 3)
     ix = core.HammingIndex(3)
-    ix.add_many(fps, np.arange(len(fps), dtype=np.uint64))
+    ix.add_many(np.arange(len(fps), dtype=np.uint64), fps)
     qs = queries_for(rng, fps, 3, 20000)
     expect = ix.query_many(qs)
     results = []
@@ -436,9 +436,9 @@ def test_query_many_on_threads_equals_one_thread(core, k):
     rng = np.random.default_rng(70 + k)
     fps = planted(rng, 12000, k)
     ix = core.HammingIndex(k)
-    ix.add_many(fps[:10000], np.arange(10000, dtype=np.uint64))
+    ix.add_many(np.arange(10000, dtype=np.uint64), fps[:10000])
     for f, i in zip(fps[10000:].tolist(), range(10000, 12000)):
-        ix.add(f, i)
+        ix.add(i, f)
     for i in range(0, 12000, 7):
         ix.remove(i)
     qs = queries_for(rng, fps, k, sized(9000, 1500))
@@ -457,7 +457,7 @@ def test_query_many_on_threads_equals_one_thread(core, k):
 
 def test_query_many_threads_argument(impl):
     ix = impl.HammingIndex(3)
-    ix.add(5, 1)
+    ix.add(1, 5)
     qs = np.array([5, 4], dtype=np.uint64)
     for good in (None, 1, 2, 100):
         assert csr_lists(ix.query_many(qs, threads=good)) == [[(1, 0)], [(1, 1)]]
@@ -488,7 +488,7 @@ def test_big_shared_block_buckets_join_recursively(core, k, shared):
               % np.uint64(1 << 40))
     ids = spread if k % 2 else np.arange(n, dtype=np.uint64)   # 64-bit and 32-bit id storage
     ix = core.HammingIndex(k)
-    ix.add_many(fps, ids)
+    ix.add_many(ids, fps)
     assert got_pairs(ix) == brute_pairs(fps, ids, k)
     # queries landing in the big bucket go through its nested segment
     qs = np.concatenate([fps[:40], queries_for(rng, fps, k, 60),

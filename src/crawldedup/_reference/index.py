@@ -113,16 +113,17 @@ class HammingIndex:
         for t in range(len(self._blocks)):
             self._tables[t].setdefault(self._block(fp, t), set()).add(id)
 
-    def add(self, fp: object, id: object) -> None:
+    def add(self, id: object, fp: object) -> None:
         f = _ix_u64(fp, "fp")
         i = _ix_u64(id, "id")
         if i in self._fp:
             raise ValueError(f"id {i} is already in the index")
         self._insert(f, i)
 
-    def add_many(self, fps: object, ids: object) -> None:
-        """Add fps[i] under ids[i]; all or nothing (a repeated or present id
-        raises ValueError and adds none)."""
+    def add_many(self, ids: object, fps: object) -> None:
+        """Add fps[i] under ids[i] (ids first, as every public add takes
+        them); all or nothing (a repeated or present id raises ValueError and
+        adds none)."""
         f = _ix_u64_array(fps, "fps")
         i = _ix_u64_array(ids, "ids")
         if f.shape[0] != i.shape[0]:

@@ -369,7 +369,7 @@ class _CoreBuckets:
             return
         cid = self.next_id
         self.next_id += 1
-        self.core.add(value, cid)
+        self.core.add(cid, value)
         self.entries[entry] = (cid, value)
         self.names[cid] = entry.split(",", 1)[1]
         for key in keys:

@@ -163,7 +163,7 @@ class SimhashIndex:
         fps, ids = fps[order], ids[order]
         core = HammingIndex(self._k)
         n = len(ids)
-        core.add_many(fps, np.arange(n, dtype=np.uint64))
+        core.add_many(np.arange(n, dtype=np.uint64), fps)
         names = ids.tolist()
         self._ids = {name: i for i, name in enumerate(names)}
         self._names = dict(enumerate(names))
@@ -182,7 +182,7 @@ class SimhashIndex:
         if c is not None:
             if c in self._core:
                 raise ValueError(f"id {id!r} is already in the index")
-            self._core.add(f, c)
+            self._core.add(c, f)
             return
         hash(id)  # TypeError for an unhashable id, before anything changes
         if self._ids is None:
@@ -193,7 +193,7 @@ class SimhashIndex:
         if id in self._ids:
             raise ValueError(f"id {id!r} is already in the index")
         c = self._next
-        self._core.add(f, c)
+        self._core.add(c, f)
         self._ids[id] = c
         self._names[c] = id
         self._next += 1
@@ -226,7 +226,7 @@ class SimhashIndex:
             raise ValueError(f"ids and fps differ in length: {n} and {len(f)}")
         if int_ids is not None and self._ids is None:
             try:
-                self._core.add_many(f, int_ids)
+                self._core.add_many(int_ids, f)
             except ValueError as exc:
                 raise ValueError(str(exc).replace("is already in the index",
                                                   "is repeated or already in the index")) from None
@@ -251,7 +251,7 @@ class SimhashIndex:
             if v in self._ids:
                 raise ValueError(f"id {v!r} is already in the index")
         start = self._next
-        self._core.add_many(f, np.arange(start, start + n, dtype=np.uint64))
+        self._core.add_many(np.arange(start, start + n, dtype=np.uint64), f)
         for i, v in enumerate(keys):
             self._ids[v] = start + i
             self._names[start + i] = v
@@ -422,7 +422,7 @@ class SimhashIndex:
                 if (same & (ids[1:] <= ids[:-1])).any():
                     raise bad("entries are not in (fingerprint, id) order")
             try:
-                self._core.add_many(fps, ids)
+                self._core.add_many(ids, fps)
             except ValueError:
                 raise bad("an id appears twice") from None
             return self
@@ -461,7 +461,7 @@ class SimhashIndex:
         ids_map = {key: i for i, key in enumerate(keys)}
         if len(ids_map) != n:
             raise bad("an id appears twice")
-        self._core.add_many(fps, np.arange(n, dtype=np.uint64))
+        self._core.add_many(np.arange(n, dtype=np.uint64), fps)
         self._ids = ids_map
         self._names = dict(enumerate(keys))
         self._next = n

@@ -149,7 +149,7 @@ def _bucket_pairs(k: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
                 continue
             f = np.ascontiguousarray(fps[sel])
             index = HammingIndex(k)
-            index.add_many(f, np.arange(len(f), dtype=np.uint64))
+            index.add_many(np.arange(len(f), dtype=np.uint64), f)
             a, b, d = index.pairs()
             if not len(a):
                 continue
