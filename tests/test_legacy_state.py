@@ -364,15 +364,15 @@ def test_pickles_of_0_1_0_values_unpickle():
 # ---- Scrapy JOBDIRs
 
 def scrapy_filter(jobdir, backend):
-    from scrapy import Spider
-    from scrapy.utils.test import get_crawler
+    """The filter a crawl with these settings and JOBDIR builds, made with
+    its own constructor (no crawler: a crawler needs an installed reactor
+    in some Scrapy versions)."""
+    from scrapy.settings import Settings
 
     from crawldedup.scrapy import DupeFilter
-    crawler = get_crawler(Spider, settings_dict={
-        "REQUEST_FINGERPRINTER_CLASS": "crawldedup.scrapy.RequestFingerprinter",
-        "CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_CAPACITY": 1000,
-        "CRAWLDEDUP_ERROR_RATE": 0.0001, "JOBDIR": str(jobdir)})
-    df = DupeFilter.from_crawler(crawler)
+    settings = Settings({"CRAWLDEDUP_DUPEFILTER": backend, "CRAWLDEDUP_CAPACITY": 1000,
+                         "CRAWLDEDUP_ERROR_RATE": 0.0001, "JOBDIR": str(jobdir)})
+    df = DupeFilter(backend, jobdir=str(jobdir), settings=settings)
     # A state the filter refuses gives back a filter that stops the crawl.
     assert df.backend == backend, getattr(df, "_error", None)
     return df
