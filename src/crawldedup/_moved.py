@@ -10,7 +10,6 @@ found through either path is the same object.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
@@ -39,10 +38,16 @@ def new_path(name: str) -> Optional[str]:
     return None
 
 
-class _Forward(importlib.abc.Loader):
+class _Forward:
+    """The loader of an old path (importlib's loader protocol; not derived
+    from importlib.abc, whose import costs every ``import crawldedup``)."""
+
     def __init__(self, target: str, package: bool) -> None:
         self.target = target
         self.package = package
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module
 
     def exec_module(self, module: types.ModuleType) -> None:
         real = importlib.import_module(self.target)
@@ -55,7 +60,7 @@ class _Forward(importlib.abc.Loader):
             module.__path__ = []  # its submodules come through this finder too
 
 
-class MovedModules(importlib.abc.MetaPathFinder):
+class MovedModules:
     """Finds the old paths (asked last, after the package's own files)."""
 
     def find_spec(self, name: str, path: Optional[Sequence[str]] = None,
@@ -64,8 +69,8 @@ class MovedModules(importlib.abc.MetaPathFinder):
         if new is None:
             return None
         package = name in PACKAGES
-        return importlib.machinery.ModuleSpec(name, _Forward(new, package),
-                                              is_package=package)
+        loader: Any = _Forward(new, package)  # a Loader by protocol
+        return importlib.machinery.ModuleSpec(name, loader, is_package=package)
 
 
 def install() -> None:

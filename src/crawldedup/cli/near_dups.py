@@ -40,13 +40,12 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
+import crawldedup
 from crawldedup.cli._common import file_kind
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
-from crawldedup.near.index import SimhashIndex
 from crawldedup.near.simhash import simhash_many
-from crawldedup.near.stream import NearDuplicates
 from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
 
 BATCH = 4096
@@ -191,17 +190,17 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             name = _files.kind_name(kind)
             raise CrawldedupError(f"the index {args.index!r} holds a {name}, not a SimHash "
                                   f"index; give another --index path")
-        index = SimhashIndex.load(index_path)
+        index = crawldedup.SimhashIndex.load(index_path)
         if args.k is not None and args.k != index.k:
             raise CrawldedupError(f"the index {args.index!r} was built for k={index.k}; "
                                   f"omit --k or give --k {index.k}")
     else:
-        index = SimhashIndex(3 if args.k is None else args.k)
+        index = crawldedup.SimhashIndex(3 if args.k is None else args.k)
     if index_path:
         _check_writable(args.index, index_path)
     index_before = _identity(index_path)
-    near = NearDuplicates(index, clusters=args.format == "clusters",
-                          include_featureless=args.include_featureless)
+    near = crawldedup.NearDuplicates(index, clusters=args.format == "clusters",
+                                     include_featureless=args.include_featureless)
     earlier = near.earlier
     counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0, "compared": 0}
     bar = progress_bar(err)

@@ -26,7 +26,6 @@ from crawldedup.cli._common import UsageError, positive_int
 from crawldedup.cli._delivery import SignalGuard, Stopped
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
-from crawldedup.recrawl.fetches import parse_fetch
 
 BATCH = 1000
 
@@ -129,6 +128,9 @@ def _fetch(line: bytes, where: str) -> Dict[str, Any]:
 
 def run_record(args: argparse.Namespace, out: IO[str], err: IO[str],
                stdin: Optional[BinaryIO]) -> int:
+    # Loaded for `record` only: its HTTP dates need email.utils, which the
+    # other commands would otherwise load at every start.
+    from crawldedup.recrawl.fetches import parse_fetch  # noqa: PLC0415
     state = _open(args)
     counts: Dict[str, int] = {}
     skipped = 0

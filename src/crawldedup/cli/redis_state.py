@@ -11,13 +11,12 @@ import os
 import tempfile
 from typing import IO, Any, Callable, List, cast
 
+import crawldedup.redis
 from crawldedup.cli import _key_mode
 from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState
 from crawldedup.errors import CrawldedupError
 from crawldedup.redis._conn import split_url
-from crawldedup.redis.bloom import RedisBloomFilter
-from crawldedup.redis.store import RedisStore
 
 #: The URL schemes redis-py connects with (``unix://`` a local socket).
 SCHEMES = ("redis://", "rediss://", "unix://")
@@ -96,7 +95,7 @@ class RedisState(UrlState):
         self.created = False  # whether this process made the filter
         try:
             try:
-                self.bf = RedisBloomFilter(base, name)
+                self.bf = crawldedup.redis.RedisBloomFilter(base, name)
                 asked = []
                 if args.capacity is not None and args.capacity != self.bf.capacity:
                     asked.append(f"--capacity {args.capacity}")
@@ -111,7 +110,7 @@ class RedisState(UrlState):
             except ValueError as exc:
                 if "no crawldedup filter" not in str(exc):
                     raise
-                self.bf = RedisBloomFilter(
+                self.bf = crawldedup.redis.RedisBloomFilter(
                     base, name, DEFAULT_CAPACITY if args.capacity is None else args.capacity,
                     DEFAULT_ERROR_RATE if args.error_rate is None else args.error_rate,
                     layout=args.layout or "blocked")
@@ -152,11 +151,11 @@ def describe(url: str) -> str:
     base, name = _parts(url)
     try:
         try:
-            bf = RedisBloomFilter(base, name)
+            bf = crawldedup.redis.RedisBloomFilter(base, name)
         except ValueError as exc:
             if "no crawldedup filter" not in str(exc):
                 raise
-            with RedisStore(base, name) as store:
+            with crawldedup.redis.RedisStore(base, name) as store:
                 n = len(store)
             if n:
                 return (f"redis: {url}\nkind: exact fingerprint store (a Redis set)\n"
