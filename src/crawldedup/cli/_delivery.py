@@ -760,7 +760,7 @@ class Deliverer:
     then, released from the journal last.  Killed anywhere, no URL is lost,
     and none printed as new is forgotten."""
 
-    def __init__(self, state: Any, journal: Journal, canonical: Optional[Canonical],
+    def __init__(self, state: UrlState, journal: Journal, canonical: Optional[Canonical],
                  out: BinaryIO) -> None:
         self.state = state
         self.journal = journal
@@ -771,7 +771,7 @@ class Deliverer:
         # the keys it meets again, nor in the block mode of a state that says
         # the skip costs more than it saves there: see UrlState.block_repeats).
         self.repeats = Repeats() if (canonical is not None and not state.refresh and (
-            getattr(state, "block_repeats", True) or not self.uses_blocks())) else None
+            state.block_repeats or not self.uses_blocks())) else None
 
     def expect(self, lines: int) -> None:
         """About this many lines of input are coming: the state and the
@@ -788,8 +788,7 @@ class Deliverer:
     def computes_keys(self) -> bool:
         """Whether the keys cost a pass of their own (not the lines as read,
         or hashes of the lines of a block)."""
-        return (self.canonical is not None or type(self.state).keys is not UrlState.keys
-                or self.uses_blocks())
+        return self.canonical is not None or not self.state.keys_are_lines or self.uses_blocks()
 
     def chunk_keys(self, lines: List[bytes]) -> Tuple[List[bytes], Any]:
         """(the lines of a chunk of input that may be new, their keys): with
@@ -839,7 +838,7 @@ class Deliverer:
         filter that does not rotate: the lines' hashes; with --canonical, in
         the compiled canonicalization's pass, which --strip-tracking leaves
         to Python)."""
-        return (hasattr(self.state, "span_keys") and not self.state.refresh
+        return (self.state.takes_spans and not self.state.refresh
                 and (self.canonical is None or self.canonical.fast()))
 
     def chunk_counted(self, lines: List[bytes],
@@ -878,7 +877,7 @@ class Deliverer:
         otherwise."""
         if self.canonical is not None or not self.state.lookup_ahead or not len(keys):
             return None
-        return self.state.contains_many(keys)  # type: ignore[no-any-return]
+        return self.state.contains_many(keys)
 
     def block(self, block: Tuple[bytes, bool],
               prepared: Tuple[int, np.ndarray, np.ndarray, Optional[np.ndarray]]
@@ -983,13 +982,13 @@ class Deliverer:
         keeps receipts (its answer recorded with the adds, so that a kill
         loses it not: the run that finishes the journal asks again under
         the same receipt), else add_many."""
-        if self._receipted(journal):
-            return self.state.add_many_once(keys, journal.receipt)  # type: ignore[no-any-return]
-        return self.state.add_many(keys)  # type: ignore[no-any-return]
+        if self.state.receipts and journal.receipt is not None:
+            return self.state.add_many_once(keys, journal.receipt)
+        return self.state.add_many(keys)
 
     def forget_receipt(self, journal: Journal) -> None:
         """The journal is empty: its receipt is not needed any more."""
-        if self._receipted(journal):
+        if self.state.receipts and journal.receipt is not None:
             self.state.forget_receipt(journal.receipt)
 
     def _deliver(self, lines: List[bytes], keys: Any) -> int:
@@ -1081,3 +1080,63 @@ class KeysAhead:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+
+
+class Reader:
+    """The command's read loop, chosen once for the run from the state's
+    declared capabilities (``UrlState.takes_spans``, ``keys_are_lines``,
+    ``refresh``) and the options:
+
+    * blocks: the input read as blocks of bytes whose lines' keys are
+      computed from their spans on a worker thread (``Deliverer.uses_blocks``);
+    * chunks ahead: chunks of lines whose keys cost a pass of their own,
+      computed on a worker thread (:class:`KeysAhead`);
+    * chunks: chunks of lines whose keys are the lines, delivered as read.
+
+    ``run(source, guard)`` reads one source to its end or to a signal and
+    says (lines read, lines printed)."""
+
+    def __init__(self, deliver: Deliverer) -> None:
+        self.deliver = deliver
+        self.ahead = KeysAhead(deliver) if deliver.computes_keys() else None
+        self.read_size = deliver.state.read_size
+        if deliver.canonical is not None or self.ahead is not None:
+            self.read_size = max(self.read_size, AHEAD_READ_SIZE)
+        self.run: Callable[[BinaryIO, SignalGuard], Tuple[int, int]]
+        if self.ahead is None:
+            self.run = self._chunks
+        elif deliver.uses_blocks():
+            self.run = self._blocks
+        else:
+            self.run = self._chunks_ahead
+
+    def _blocks(self, source: BinaryIO, guard: SignalGuard) -> Tuple[int, int]:
+        assert self.ahead is not None
+        return self.ahead.run(source, read_blocks(source, self.read_size), guard,
+                              self.deliver.block_keys, self.deliver.block)
+
+    def _chunks_ahead(self, source: BinaryIO, guard: SignalGuard) -> Tuple[int, int]:
+        assert self.ahead is not None
+        return self.ahead.run(source, read_lines(source, self.read_size), guard,
+                              self.deliver.chunk_keys, self.deliver.chunk_counted)
+
+    def _chunks(self, source: BinaryIO, guard: SignalGuard) -> Tuple[int, int]:
+        chunks = read_lines(source, self.read_size)
+        read = printed = 0
+        while guard.signum is None:
+            guard.reading = True
+            try:
+                chunk = next(chunks, None)
+            except Stopped:
+                break
+            finally:
+                guard.reading = False
+            if chunk is None:
+                break
+            read += len(chunk)
+            printed += self.deliver.chunk(chunk)
+        return read, printed
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()

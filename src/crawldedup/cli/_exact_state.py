@@ -37,6 +37,7 @@ from crawldedup.errors import CrawldedupError, IncompatibleFilterError
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
 from crawldedup.exact.stores import open_store
+from crawldedup.schemes import is_redis
 
 DIGEST_SIZE = 16
 # Digests are random: each insert transaction touches pages all over the
@@ -61,12 +62,13 @@ def flag_list(names: List[str]) -> str:
 class ExactState(UrlState):
     """Exact URL state for the command line (see the module docstring)."""
 
-    # In block mode, the compiled canonical form and MD5 of a line (on two
-    # threads) cost about what remembering the line does (a 128-bit hash and
-    # an insert in a set of millions): 3,000,000 lines, 35% repeats,
-    # --canonical --exact, 4 alternated runs: 2.37-2.70 s without the skip,
-    # 2.49-2.87 s with it, and 57 MB less memory.  The output and the state
-    # are the same.
+    keys_are_lines = False  # MD5 digests, a pass of their own
+    takes_spans = True
+    # In block mode the compiled canonical form and MD5 of a line cost
+    # about what remembering the line would (a 128-bit hash and an insert
+    # into a set of millions), and skipping repeats takes memory: the block
+    # mode computes every line's key.  The output and the state are the same
+    # either way.
     block_repeats = False
 
     def __init__(self, path: str, args: argparse.Namespace, err: IO[str]) -> None:
@@ -96,7 +98,7 @@ class ExactState(UrlState):
             # batches.
             self.read_size = DB_READ_SIZE
             self.record_piece = SHARED_PIECE
-            self.receipts = bool(getattr(self.store, "supports_receipts", False))
+            self.receipts = bool(self.store.supports_receipts)
             self.known = FingerprintSet(DIGEST_SIZE)
             self.contains_many = self._db_contains_many
             return
@@ -140,7 +142,7 @@ class ExactState(UrlState):
         """--db: record the key mode in the database, or refuse another
         (cli._key_mode)."""
         assert self.db is not None
-        if hasattr(self.store, "_transport"):  # a RedisStore
+        if is_redis(self.db):  # a RedisStore
             record: Any = _key_mode.RedisRecord(self.store._transport.client, self.store.name,
                                                 False)
         else:

@@ -13,11 +13,14 @@ The command's loop (``crawldedup.cli``) only talks to a :class:`UrlState`:
   ``add_many`` is the store's atomic insert-if-absent, which alone decides
   what is new, and ``contains_many`` may answer from what this process knows
   the store holds (a local cache that saves the round trips for repeats);
-* optionally ``span_keys(canonical, data, spans)``: the keys of the lines
-  ``data[a:b]`` of a block, one row (a, b) of spans a line, as a numpy array
-  that ``contains_many`` / ``add_many`` take too (the command's block mode,
-  no object per line; see ``Deliverer.uses_blocks``), and ``block_repeats``
-  (whether that mode skips the lines met before with --canonical);
+* where ``takes_spans`` is True, ``span_keys(canonical, data, spans)``: the
+  keys of the lines ``data[a:b]`` of a block, one row (a, b) of spans a
+  line, as a numpy array that ``contains_many`` / ``add_many`` take too (the
+  command's block mode, no object per line; see ``Deliverer.uses_blocks``),
+  and ``block_repeats`` (whether that mode skips the lines met before with
+  --canonical);
+* ``keys_are_lines``: whether ``keys`` gives the lines as they are (no
+  pass of its own, so the command computes no keys ahead);
 * ``record_piece``: for a state shared with other processes, the most keys
   one ``add_many`` takes (the journal records each one's answer);
 * ``refresh``: True when keys met again are added again so that they stay
@@ -40,6 +43,7 @@ from typing import Any, Callable, List
 import numpy as np
 
 from crawldedup._kernel import hash128, span_key_hashes
+from crawldedup.bloom.rotating import RotatingBloomFilter
 
 LOCAL_READ_SIZE = 1 << 16
 #: ``UrlState.record_piece`` of the states shared with other processes: a
@@ -55,6 +59,10 @@ class UrlState:
 
     refresh = False
     read_size = LOCAL_READ_SIZE
+    #: Whether ``keys`` gives the lines themselves (see the module docstring).
+    keys_are_lines = True
+    #: Whether ``span_keys`` gives the keys of a block's lines (block mode).
+    takes_spans = False
     #: With --canonical in block mode (``span_keys``), whether the command
     #: skips the lines met before in the run before computing keys: a
     #: 128-bit hash and a set insert per line, worth it when a key costs more.
@@ -82,6 +90,18 @@ class UrlState:
 
     def keys(self, lines: List[bytes]) -> Any:
         return lines
+
+    def span_keys(self, canonical: Any, data: bytes, spans: np.ndarray) -> np.ndarray:
+        """The keys of the lines ``data[a:b]`` of a block (``takes_spans``)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no block of spans")
+
+    def add_many_once(self, keys: Any, receipt: bytes) -> np.ndarray:
+        """add_many, its answer recorded under ``receipt`` (``receipts``)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no receipts")
+
+    def forget_receipt(self, receipt: bytes) -> None:
+        """Drop the answers recorded under ``receipt`` (``receipts``)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no receipts")
 
     def canonical_keys(self, canonical: Any, lines: List[bytes]) -> Any:
         """The keys with --canonical (``canonical``: the command's
@@ -128,18 +148,17 @@ class BloomState(UrlState):
     and ``add_many`` hand to the filter's ``contains_hashed`` and
     ``add_hashed``: the same bits as the lines themselves as keys."""
 
-    # The compiled canonicalization and hash of a line (about 0.85 us on
-    # 2 threads) cost less than remembering it (a 128-bit hash and an
-    # insert into a set of millions, about 0.4 us, on the worker thread
-    # alone): 3,000,000 lines, 35% repeats, --canonical: 3.17-3.44 s of CPU
-    # without the skip, 3.32-3.80 s with it, and the worker thread is the
-    # one the command waits for.  The output and the state are the same.
+    # The compiled canonicalization and hash of a line cost less than
+    # remembering it (a 128-bit hash and an insert into a set of millions,
+    # on the worker thread the command waits for): the block mode computes
+    # every line's key.  The output and the state are the same either way.
     block_repeats = False
 
     def __init__(self, bf: Any) -> None:
         self.bf = bf
-        self.rotating = hasattr(bf, "generations")
+        self.rotating = isinstance(bf, RotatingBloomFilter)
         self.refresh = self.rotating
+        self.takes_spans = not self.rotating
         self.lookup_ahead = not self.rotating  # bits are only ever set
         if self.rotating:
             self.contains_many = bf.contains_many

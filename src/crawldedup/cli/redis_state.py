@@ -11,6 +11,8 @@ import os
 import tempfile
 from typing import IO, Any, Callable, List, cast
 
+import numpy as np
+
 import crawldedup.redis
 from crawldedup.cli import _key_mode
 from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
@@ -120,8 +122,12 @@ class RedisState(UrlState):
         self.url = url
         self.contains_many = self.bf.contains_many
         self.add_many = self.bf.add_many
-        self.add_many_once = self.bf.add_many_once
-        self.forget_receipt = self.bf.forget_receipt
+
+    def add_many_once(self, keys: Any, receipt: bytes) -> np.ndarray:
+        return self.bf.add_many_once(keys, receipt)  # type: ignore[no-any-return]
+
+    def forget_receipt(self, receipt: bytes) -> None:
+        self.bf.forget_receipt(receipt)
 
     def check_key_mode(self, mode: str, err: IO[str]) -> None:
         """Record the key mode in Redis, or refuse another (cli._key_mode)."""

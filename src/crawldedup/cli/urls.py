@@ -25,19 +25,15 @@ from crawldedup.cli._common import (
     show_value,
 )
 from crawldedup.cli._delivery import (
-    AHEAD_READ_SIZE,
     Canonical,
     Deliverer,
     Journal,
-    KeysAhead,
     OutputFailed,
+    Reader,
     SignalGuard,
     StateLock,
-    Stopped,
     orphans,
     own_journal,
-    read_blocks,
-    read_lines,
 )
 from crawldedup.cli._exact_state import open_exact
 from crawldedup.cli._inputs import close_inputs
@@ -192,7 +188,7 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
         journal = own_journal(state_path) if shared else Journal(state_path + ".pending")
         deliver = Deliverer(state, journal, canonical, out)
         deliver.expect(expected_lines(sources))
-        ahead: Optional[KeysAhead] = None
+        reader: Optional[Reader] = None
         try:
             if record is not None:
                 _key_mode.check(record, mode, f"the state {args.state}", lambda: True, err)
@@ -207,39 +203,11 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
                         orphan.close()
             else:
                 replayed += _replay(deliver, journal, err)
-            if deliver.computes_keys():
-                ahead = KeysAhead(deliver)
+            reader = Reader(deliver)  # the read loop, chosen once
             for source in sources:
-                read_size = state.read_size
-                if canonical is not None or ahead is not None:
-                    read_size = max(read_size, AHEAD_READ_SIZE)
-                if ahead is not None and deliver.uses_blocks():
-                    done, printed = ahead.run(source, read_blocks(source, read_size), guard,
-                                              deliver.block_keys, deliver.block)
-                    read += done
-                    new += printed
-                    if guard.signum is not None:
-                        break
-                    continue
-                chunks = read_lines(source, read_size)
-                if ahead is None:
-                    while guard.signum is None:
-                        guard.reading = True
-                        try:
-                            chunk = next(chunks, None)
-                        except Stopped:
-                            break
-                        finally:
-                            guard.reading = False
-                        if chunk is None:
-                            break
-                        read += len(chunk)
-                        new += deliver.chunk(chunk)
-                else:
-                    done, printed = ahead.run(source, chunks, guard, deliver.chunk_keys,
-                                              deliver.chunk_counted)
-                    read += done
-                    new += printed
+                done, printed = reader.run(source, guard)
+                read += done
+                new += printed
                 if guard.signum is not None:
                     break
         except OutputFailed as exc:
@@ -255,8 +223,8 @@ def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: Binar
                       f"delivered are kept, and the next run prints them\n")
             return 1
         finally:
-            if ahead is not None:
-                ahead.close()
+            if reader is not None:
+                reader.close()
             close_inputs(sources, stdin)
             try:
                 detail = state.describe()
