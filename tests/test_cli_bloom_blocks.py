@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import examples
-from crawldedup.cli import _attach_values, build_parser
+from crawldedup.cli import _attach_values, _delivery, build_parser
 from crawldedup.cli import urls as _urls
 from crawldedup.cli._delivery import Deliverer
 from crawldedup.cli._url_state import BloomState
@@ -36,7 +36,7 @@ def run(tmp_path, name, data, state, flags, blocks, monkeypatch):
     source = tmp_path / name
     source.write_bytes(data)
     with monkeypatch.context() as patch:
-        patch.setattr(_urls, "AHEAD_READ_SIZE", 37)
+        patch.setattr(_delivery, "AHEAD_READ_SIZE", 37)
         patch.setattr(BloomState, "read_size", 37)
         if not blocks:
             patch.setattr(Deliverer, "uses_blocks", lambda self: False)

@@ -29,13 +29,14 @@ Guarantees:
 The loop reads chunks, computes each chunk's keys once, and talks to its state
 through the small interface of ``crawldedup.cli._url_state`` (docs/cli.md).
 
-The package: ``_common`` (defaults, argument types, file kinds), ``_urls``
-(``crawldedup urls``: opening its state, the run), ``_delivery`` (its loop's
-parts: signals, lock, journals, chunks, keys computed ahead, output),
-``_key_mode`` (the key mode a state records),
-``_url_state`` and ``_exact_state`` (the states it talks to), ``_info``
-(``crawldedup info``); ``crawldedup near-dups`` lives in
-``crawldedup.cli.near_dups``, ``due`` and ``record`` in ``crawldedup.cli.recrawl``.
+The package: one module a subcommand, found through ``COMMANDS`` and
+imported when its command runs (``urls``, ``info``, ``near_dups``,
+``recrawl`` for ``due`` and ``record``); ``redis_state`` (a Redis state of
+``urls``, and its description by ``info``); the parts of ``urls``:
+``_delivery`` (signals, lock, journals, the read loop, output),
+``_url_state`` and ``_exact_state`` (the states it talks to), ``_key_mode``
+(the key mode a state records); and what the commands share: ``_common``
+(defaults, argument types, file kinds) and ``_inputs`` (input files).
 
 ``crawldedup info PATH`` describes any crawldedup state file.
 
@@ -50,15 +51,13 @@ of the output went away (``| head``), which is not reported.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from crawldedup._extras import install_hint
 from crawldedup._version import __version__
-from crawldedup.bloom.layouts import NAMES as LAYOUTS
-from crawldedup.cli import near_dups, recrawl
 from crawldedup.cli._common import (
     DEFAULT_CAPACITY,
     DEFAULT_ERROR_RATE,
@@ -66,88 +65,44 @@ from crawldedup.cli._common import (
     duration,
     file_kind,
     format_duration,
-    generations,
-    positive_int,
-    probability,
 )
-from crawldedup.cli._inputs import reading_command
-from crawldedup.cli.info import run_info
-from crawldedup.cli.urls import run_urls
 from crawldedup.errors import CrawldedupError
+
+#: The subcommands, in the order ``crawldedup --help`` lists them: each
+#: one's module, which defines ``add_parsers(commands)`` (its argument
+#: parser, and that of the commands it shares a module with) and
+#: ``main(args)`` (the run, on the process's standard streams).  A module is
+#: imported when its command runs or the whole parser is built.
+COMMANDS: Dict[str, str] = {
+    "urls": "crawldedup.cli.urls",
+    "near-dups": "crawldedup.cli.near_dups",
+    "due": "crawldedup.cli.recrawl",
+    "record": "crawldedup.cli.recrawl",
+    "info": "crawldedup.cli.info",
+}
 
 __all__ = ["main", "build_parser", "file_kind", "UsageError", "DEFAULT_CAPACITY",
            "DEFAULT_ERROR_RATE", "duration", "format_duration"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of the command line: every subcommand's, or only that of
+    ``command`` (what a run needs: the other subcommands' modules, and what
+    they import, stay unloaded)."""
     parser = argparse.ArgumentParser(
         prog="crawldedup",
         description="Have I seen this before? Deduplicate URLs against persistent state.")
     parser.add_argument("--version", action="version", version=f"crawldedup {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-
-    urls = reading_command(
-        commands, "urls", help="print the URLs not seen before",
-        description="Read URLs, one per line, from FILEs (or standard input) and print each "
-                    "one not seen before in this run or in earlier runs with the same state "
-                    "file. Blank lines and surrounding whitespace are ignored.")
-    urls.add_argument("--state", required=True, metavar="PATH",
-                      help="state file (a Bloom filter), created when missing; or "
-                           "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
-                           f"crawlers on several machines ({install_hint('redis')})")
-    urls.add_argument("--capacity", type=positive_int, metavar="N",
-                      help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
-    urls.add_argument("--error-rate", type=probability, metavar="P",
-                      help=f"false-positive rate at capacity (default {DEFAULT_ERROR_RATE})")
-    urls.add_argument("--layout", choices=LAYOUTS,
-                      help="bit layout of a new state: 'blocked' keeps each URL's bits in one "
-                           "cache line (faster for big states, a few %% more memory)")
-    urls.add_argument("--rotate-every", type=duration, metavar="DURATION",
-                      help="a rotating state: forget a URL not met for about GENERATIONS x "
-                           "DURATION (e.g. 1d, 12h, 3600), so it is printed again; the "
-                           "capacity is per DURATION")
-    urls.add_argument("--generations", type=generations, metavar="N",
-                      help="generations of a new rotating state (default 2): a URL is "
-                           "remembered for N-1 to N rotation periods after it was last met")
-    urls.add_argument("--canonical", action="store_true",
-                      help="compare URLs by their canonical form (w3lib's canonicalize_url: "
-                           "sorted query, normalized escapes, no fragment); the URL as read "
-                           "is printed")
-    urls.add_argument("--strip-tracking", action="store_true",
-                      help="with --canonical, also drop tracking parameters (utm_*, gclid, "
-                           "fbclid, spm, ...: crawldedup.DEFAULT_TRACKING_PARAMS)")
-    urls.add_argument("--exact", action="store_true",
-                      help="no false positives: keep each URL's MD5 (16 bytes) in a "
-                           "fingerprint set saved in the state file (or in --db)")
-    urls.add_argument("--db", metavar="URL",
-                      help="keep the MD5s in a database instead (implies --exact): "
-                           "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
-                           f"(PostgreSQL, MySQL/MariaDB; {install_hint('sql')}); "
-                           "--state then names the local journals (one a process); "
-                           "crawlers sharing the database print each URL once")
-
-    near_dups.add_parser(commands)
-
-    recrawl.add_parsers(commands)
-
-    info = commands.add_parser(
-        "info", help="describe a state file",
-        description="Print the parameters, layout, fill ratio, estimated count and current "
-                    "estimated false-positive rate of a crawldedup state file.")
-    info.add_argument("path", metavar="PATH")
-    info.add_argument("--verify", action="store_true", default=None,
-                      help="check the checksum even of a large file (reads it whole)")
-    info.add_argument("--repair", action="store_true",
-                      help="seal the checksum of a file left open by a killed writer")
-    for command in commands.choices.values():
-        # A usage error found after parsing shows the usage of its command.
-        command.set_defaults(command_parser=command)
+    homes = COMMANDS.values() if command is None else [COMMANDS[command]]
+    for home in dict.fromkeys(homes):  # each module once, in the table's order
+        importlib.import_module(home).add_parsers(commands)
+    for sub in commands.choices.values():
+        sub.set_defaults(command_parser=sub)
     return parser
 
 
-# Options whose value may start with "-" ("--rotate-every -1d"): argparse
-# would take such a value for an option and say "expected one argument".
 _VALUE_OPTIONS = ("--capacity", "--error-rate", "--rotate-every", "--generations", "--k")
 
 
@@ -184,6 +139,13 @@ def _parse(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespa
 
 # 128 + SIGPIPE: the status of a filter that the end of its output's reader
 # stopped (cat, grep), which `set -o pipefail` scripts see.
+def _command_named(argv: List[str]) -> Optional[str]:
+    """The subcommand that argv names (its first word that is not an
+    option: the top level's options take no value), or None."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)
 
 
@@ -204,25 +166,13 @@ def _quiet_stdout() -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = build_parser()
-    args = _parse(parser, _attach_values(sys.argv[1:] if argv is None else argv))
+    given = _attach_values(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_named(given))
+    args = _parse(parser, given)
     # (parsing exits with status 2 on a usage error)
     err = sys.stderr
     try:
-        if args.command == "urls":
-            if sys.stdin is None and not args.files:
-                raise CrawldedupError("no FILE given and no standard input to read")
-            stdin = sys.stdin.buffer if sys.stdin is not None else None
-            return run_urls(args, sys.stdout.buffer, err, stdin)  # type: ignore[arg-type]
-        if args.command == "info":
-            return run_info(args, sys.stdout)
-        if args.command == "near-dups":
-            stdin = sys.stdin.buffer if sys.stdin is not None else None
-            return near_dups.run(args, sys.stdout, err, stdin)
-        if args.command in ("due", "record"):
-            stdin = sys.stdin.buffer if sys.stdin is not None else None
-            return recrawl.run(args, sys.stdout, err, stdin)
-        raise UsageError(f"unknown command {args.command!r}")  # pragma: no cover
+        return importlib.import_module(COMMANDS[args.command]).main(args)  # type: ignore[no-any-return]
     except UsageError as exc:
         if getattr(exc, "show_usage", True):
             getattr(args, "command_parser", parser).print_usage(err)

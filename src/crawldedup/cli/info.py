@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import sys
 import time
 import urllib.parse
 from typing import IO, Any, Dict, List, Optional
@@ -26,6 +27,24 @@ except ImportError:  # pragma: no cover
     sqlite3 = None  # type: ignore[assignment]
 
 SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``info`` to the crawldedup command line."""
+    info = commands.add_parser(
+        "info", help="describe a state file",
+        description="Print the parameters, layout, fill ratio, estimated count and current "
+                    "estimated false-positive rate of a crawldedup state file.")
+    info.add_argument("path", metavar="PATH")
+    info.add_argument("--verify", action="store_true", default=None,
+                      help="check the checksum even of a large file (reads it whole)")
+    info.add_argument("--repair", action="store_true",
+                      help="seal the checksum of a file left open by a killed writer")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``crawldedup info`` on the process's standard output."""
+    return run_info(args, sys.stdout)
 
 
 def run_info(args: argparse.Namespace, out: IO[str]) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
@@ -391,7 +392,14 @@ def _report_interruption(args: argparse.Namespace, out: IO[str], err: IO[str],
     err.write(f"crawldedup: {what}\n")
 
 
-def add_parser(commands: Any) -> None:
+def main(args: argparse.Namespace) -> int:
+    """``crawldedup near-dups`` on the process's standard streams."""
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
+    return run(args, sys.stdout, sys.stderr, stdin)
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``near-dups`` to the crawldedup command line."""
     near = reading_command(
         commands, "near-dups", help="find near-duplicate documents (SimHash)",
         description="Read documents, one JSON object a line (or plain text lines with "

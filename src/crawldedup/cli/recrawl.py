@@ -324,5 +324,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str],
     return run_record(args, out, err, stdin)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: crawldedup due|record ...")
+def main(args: argparse.Namespace) -> int:
+    """``crawldedup due`` or ``record`` on the process's standard streams."""
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
+    return run(args, sys.stdout, sys.stderr, stdin)

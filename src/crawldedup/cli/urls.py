@@ -9,10 +9,13 @@ import contextlib
 import os
 import shutil
 import stat
+import sys
 from typing import IO, Any, BinaryIO, List, Optional
 
+from crawldedup._extras import install_hint
 from crawldedup._kernel import nbytes_for
 from crawldedup.bloom.filter import BloomFilter, format_size, optimal_parameters
+from crawldedup.bloom.layouts import NAMES as LAYOUTS
 from crawldedup.bloom.rotating import RotatingBloomFilter
 from crawldedup.cli import _key_mode
 from crawldedup.cli import redis_state as redis_cli
@@ -21,7 +24,11 @@ from crawldedup.cli._common import (
     DEFAULT_ERROR_RATE,
     UsageError,
     counted,
+    duration,
+    generations,
     kind_name,
+    positive_int,
+    probability,
     show_value,
 )
 from crawldedup.cli._delivery import (
@@ -36,7 +43,7 @@ from crawldedup.cli._delivery import (
     own_journal,
 )
 from crawldedup.cli._exact_state import open_exact
-from crawldedup.cli._inputs import close_inputs
+from crawldedup.cli._inputs import close_inputs, reading_command
 from crawldedup.cli._url_state import BloomState
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
@@ -148,6 +155,57 @@ def expected_lines(sources: List[BinaryIO]) -> int:
         total += max(0, st.st_size - at)
     lines = sample.count(b"\n")
     return total * lines // len(sample) if lines else 0
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``urls`` to the crawldedup command line."""
+    urls = reading_command(
+        commands, "urls", help="print the URLs not seen before",
+        description="Read URLs, one per line, from FILEs (or standard input) and print each "
+                    "one not seen before in this run or in earlier runs with the same state "
+                    "file. Blank lines and surrounding whitespace are ignored.")
+    urls.add_argument("--state", required=True, metavar="PATH",
+                      help="state file (a Bloom filter), created when missing; or "
+                           "redis://HOST:PORT/DB/NAME, a Bloom filter in Redis shared by "
+                           f"crawlers on several machines ({install_hint('redis')})")
+    urls.add_argument("--capacity", type=positive_int, metavar="N",
+                      help=f"URLs the new state is sized for (default {DEFAULT_CAPACITY:,})")
+    urls.add_argument("--error-rate", type=probability, metavar="P",
+                      help=f"false-positive rate at capacity (default {DEFAULT_ERROR_RATE})")
+    urls.add_argument("--layout", choices=LAYOUTS,
+                      help="bit layout of a new state: 'blocked' keeps each URL's bits in one "
+                           "cache line (faster for big states, a few %% more memory)")
+    urls.add_argument("--rotate-every", type=duration, metavar="DURATION",
+                      help="a rotating state: forget a URL not met for about GENERATIONS x "
+                           "DURATION (e.g. 1d, 12h, 3600), so it is printed again; the "
+                           "capacity is per DURATION")
+    urls.add_argument("--generations", type=generations, metavar="N",
+                      help="generations of a new rotating state (default 2): a URL is "
+                           "remembered for N-1 to N rotation periods after it was last met")
+    urls.add_argument("--canonical", action="store_true",
+                      help="compare URLs by their canonical form (w3lib's canonicalize_url: "
+                           "sorted query, normalized escapes, no fragment); the URL as read "
+                           "is printed")
+    urls.add_argument("--strip-tracking", action="store_true",
+                      help="with --canonical, also drop tracking parameters (utm_*, gclid, "
+                           "fbclid, spm, ...: crawldedup.DEFAULT_TRACKING_PARAMS)")
+    urls.add_argument("--exact", action="store_true",
+                      help="no false positives: keep each URL's MD5 (16 bytes) in a "
+                           "fingerprint set saved in the state file (or in --db)")
+    urls.add_argument("--db", metavar="URL",
+                      help="keep the MD5s in a database instead (implies --exact): "
+                           "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
+                           f"(PostgreSQL, MySQL/MariaDB; {install_hint('sql')}); "
+                           "--state then names the local journals (one a process); "
+                           "crawlers sharing the database print each URL once")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``crawldedup urls`` on the process's standard streams."""
+    if sys.stdin is None and not args.files:
+        raise CrawldedupError("no FILE given and no standard input to read")
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
+    return run_urls(args, sys.stdout.buffer, sys.stderr, stdin)  # type: ignore[arg-type]
 
 
 def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:

@@ -21,13 +21,18 @@ from typing import TYPE_CHECKING
 
 from crawldedup._lazy import lazy_names
 from crawldedup.exact.stores.base import FingerprintStore, open_store
-from crawldedup.exact.stores.sql import SQLStore
-from crawldedup.exact.stores.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
+    from crawldedup.exact.stores.sql import SQLStore
+    from crawldedup.exact.stores.sqlite import SQLiteStore
     from crawldedup.redis.store import RedisStore
 
 __all__ = ["FingerprintStore", "RedisStore", "SQLiteStore", "SQLStore", "open_store"]
 
-# RedisStore on first use: importing the stores needs no redis-py.
-__getattr__, __dir__ = lazy_names(__name__, {"RedisStore": "crawldedup.redis.store"}, __all__)
+# The backends on first use: importing the stores loads neither sqlite3 nor
+# redis-py, and open_store imports the one its URL names (crawldedup.schemes).
+__getattr__, __dir__ = lazy_names(__name__, {
+    "RedisStore": "crawldedup.redis.store",
+    "SQLStore": "crawldedup.exact.stores.sql",
+    "SQLiteStore": "crawldedup.exact.stores.sqlite",
+}, __all__)
