@@ -7,6 +7,7 @@ Scrapy."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from typing import Any, Iterator, Optional
@@ -17,7 +18,6 @@ from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import IncompatibleFilterError
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
-from crawldedup.scrapy._redis_backend import open_redis_backend
 from crawldedup.scrapy._settings import (
     BACKENDS,
     BLOOM_FILE,
@@ -34,6 +34,10 @@ from crawldedup.scrapy._settings import (
 )
 
 logger = logging.getLogger(LOGGER_NAME)
+
+#: The module of the Redis backends, imported when the setting names one:
+#: a crawl on a local backend loads none of crawldedup's Redis structures.
+REDIS_BACKENDS = "crawldedup.scrapy._redis_backend"
 
 # ------------------------------------------------------------ requests.seen
 
@@ -248,4 +252,5 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
         capacity = _setting_int(settings, "CRAWLDEDUP_CAPACITY", DEFAULT_CAPACITY)
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)
         return _Bloom(jobdir, capacity, error_rate)
-    return open_redis_backend(settings, spider_name, name, jobdir)
+    redis_backends = importlib.import_module(REDIS_BACKENDS)
+    return redis_backends.open_redis_backend(settings, spider_name, name, jobdir)
