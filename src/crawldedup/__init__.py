@@ -23,6 +23,7 @@ from crawldedup.errors import (
     CorruptStateError,
     CrawldedupError,
     IncompatibleFilterError,
+    StoreLockedError,
     StoreUnavailableError,
 )
 from crawldedup.near.simhash import hamming, hamming_many, simhash, simhash_features, simhash_many
@@ -46,6 +47,7 @@ _HOMES: Dict[str, str] = {
     "url_fingerprint": "crawldedup.fingerprint",
     "url_fingerprints": "crawldedup.fingerprint",
     "FingerprintSet": "crawldedup.exact.fpset",
+    "DiskStore": "crawldedup.exact.disk",
     "SimhashIndex": "crawldedup.near.index",
     "NearDuplicates": "crawldedup.near.stream",
     "RotatingBloomFilter": "crawldedup.bloom.rotating",
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from crawldedup.bloom.filter import BloomFilter, optimal_parameters
     from crawldedup.bloom.rotating import RotatingBloomFilter
     from crawldedup.bloom.scalable import ScalableBloomFilter
+    from crawldedup.exact.disk import DiskStore
     from crawldedup.exact.fpset import FingerprintSet
     from crawldedup.exact.stores import SQLiteStore, SQLStore
     from crawldedup.fingerprint import (
@@ -87,6 +90,7 @@ __all__ = [
     # exact fingerprints
     "DEFAULT_TRACKING_PARAMS",
     "CanonicalUrl",
+    "DiskStore",
     "FingerprintSet",
     "SQLiteStore",
     "SQLStore",
@@ -116,6 +120,7 @@ __all__ = [
     "CorruptStateError",
     "CrawldedupError",
     "IncompatibleFilterError",
+    "StoreLockedError",
     "StoreUnavailableError",
     "__version__",
 ]

@@ -74,6 +74,11 @@ class StoreUnavailableError(CrawldedupError):
     """
 
 
+class StoreLockedError(CrawldedupError):
+    """A store that takes one process at a time (a DiskStore) is open in
+    another process."""
+
+
 class CorruptDatabaseError(CorruptFileError):
     """A SQLite file that SQLite itself finds damaged ("database disk image
     is malformed"), that is not a database at all, or whose rows fail
@@ -87,4 +92,4 @@ class CorruptDatabaseError(CorruptFileError):
 
 
 __all__ = ["CrawldedupError", "CorruptFileError", "CorruptStateError", "CorruptDatabaseError",
-           "IncompatibleFilterError", "StoreUnavailableError"]
+           "IncompatibleFilterError", "StoreLockedError", "StoreUnavailableError"]

@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, Optional
 REDIS = ("redis", "rediss", "unix")
 #: The scheme of an embedded SQLite file (``sqlite:///PATH``).
 SQLITE = "sqlite"
+#: The scheme of a DiskStore's folder (``disk:///PATH``).
+DISK = "disk"
 #: Any other scheme is handed to SQLAlchemy (``postgresql://``,
 #: ``mysql+pymysql://``, ...), which names the ones it does not know.
 SQL = "sql"
@@ -29,6 +31,7 @@ BACKENDS: Dict[str, Dict[str, str]] = {
     "fingerprints": {
         **{scheme: "crawldedup.redis.store:open_redis_url" for scheme in REDIS},
         SQLITE: "crawldedup.exact.stores.sqlite:open_sqlite_url",
+        DISK: "crawldedup.exact.disk:open_disk_url",
         SQL: "crawldedup.exact.stores.sql:open_sql_url",
     },
     "recrawl": {
@@ -39,13 +42,13 @@ BACKENDS: Dict[str, Dict[str, str]] = {
 
 
 def scheme_of(url: str) -> Optional[str]:
-    """The scheme of a URL as the table knows it (``"redis"``, ``"sqlite"``,
+    """The scheme of a URL as the table knows it (``"redis"``, ``"sqlite"``, ``"disk"``,
     ``"sql"`` for any other ``SCHEME://``), or None for a plain path."""
     head, sep, _ = url.partition("://")
     if not sep or not head:
         return None
     head = head.lower()
-    if head in REDIS or head == SQLITE:
+    if head in REDIS or head in (SQLITE, DISK):
         return head
     return SQL
 

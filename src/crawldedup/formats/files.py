@@ -259,7 +259,8 @@ def _stale_temps(path: str) -> Iterator[str]:
             yield os.path.join(folder, entry)
 
 
-def _fsync_folder(folder: str) -> None:
+def fsync_folder(folder: str) -> None:
+    """Make the entries of folder (a rename, a new or removed file) durable."""
     if sys.platform == "win32":
         return
     fd = os.open(folder or ".", os.O_RDONLY)
@@ -312,7 +313,7 @@ def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
         except OSError:
             pass
         raise
-    _fsync_folder(os.path.dirname(target))
+    fsync_folder(os.path.dirname(target))
 
 
 def read_exactly(f: BinaryIO, view: memoryview, path: Optional[PathLike]) -> None:

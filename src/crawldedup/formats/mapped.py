@@ -410,7 +410,7 @@ def create(path: str, header: _files.Header, exclusive: bool, prefix: bytes = b"
             os.unlink(tmp)
         except OSError:
             pass
-    _files._fsync_folder(os.path.dirname(target))
+    _files.fsync_folder(os.path.dirname(target))
     return True
 
 

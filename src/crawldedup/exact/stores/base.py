@@ -225,13 +225,14 @@ def chunks(items: Sequence[bytes], size: int) -> List[Sequence[bytes]]:
 def open_store(url: str, *, table: Optional[str] = None, digest_size: int = 16
                ) -> FingerprintStore:
     """A store for a database URL: ``sqlite:///path`` opens a
-    :class:`SQLiteStore` (no SQLAlchemy needed), ``redis://host:port/db/name``
+    :class:`SQLiteStore` (no SQLAlchemy needed), ``disk:///folder`` a
+    :class:`~crawldedup.exact.disk.DiskStore`, ``redis://host:port/db/name``
     a :class:`~crawldedup.redis.RedisStore` (``table`` is its name when the
     URL has none), anything else a :class:`SQLStore` through SQLAlchemy."""
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
     if scheme_of(url) is None:
-        raise ValueError(f"{url!r} is not a database URL (sqlite:///PATH, "
+        raise ValueError(f"{url!r} is not a database URL (sqlite:///PATH, disk:///FOLDER, "
                          f"redis://HOST:PORT/DB/NAME or an SQLAlchemy URL)")
     store: FingerprintStore = opener("fingerprints", url)(url, table=table,
                                                           digest_size=digest_size)

@@ -1,0 +1,768 @@
+"""DiskStore: an exact fingerprint store on disk, for more digests than RAM.
+
+A FingerprintSet keeps about 20 bytes of RAM a digest; a billion URLs would
+need 20 GB.  A DiskStore keeps its digests in a folder and only a bounded
+working set in memory (``memory``, 256 MiB by default):
+
+* a **memtable**: the digests added since the last spill, in a
+  FingerprintSet, with a **journal** (``journal-N.log``) that records each
+  added digest: appended, and fsynced by :meth:`DiskStore.flush`;
+* **runs** (``run-N.cdr``): immutable files of distinct digests sorted by
+  their first 8 bytes, written when the memtable fills (a *spill*) and
+  merged in the background of later spills, so that the store holds about
+  log2(size / memtable) runs; each run keeps the first 8 bytes of its
+  digests as one column of big-endian integers and the rest as another,
+  and every MiB of it is checksummed;
+* a **manifest** (``MANIFEST``): the runs and the journal that make up the
+  store, replaced atomically: a spill or a merge writes its run first and
+  then the manifest, so a crash anywhere leaves either the old set of files
+  or the new one, and the files that no manifest names are removed at the
+  next open.
+
+A digest is looked up in the memtable, then in each run: a binary search of
+a run's first-bytes column (a mapped file, read through the page cache),
+narrowed by a fence of every 256th key kept in memory, and a comparison of
+the remaining bytes.  Runs are pairwise disjoint (a digest joins the store
+once), so a merge is a merge of sorted columns.
+
+Durability: once :meth:`flush` or :meth:`close` returns, every digest added
+survives kill -9 and power loss; between flushes a kill -9 loses at most
+the adds since the last flush.  Damage to a run, the manifest or the
+journal raises :class:`~crawldedup.errors.CorruptFileError` naming the file
+(runs are verified when the store opens, and again when a merge reads
+them).  A full disk raises ``OSError`` from the call that needed the space,
+which then changed nothing.  One process at a time opens a store: a second
+one gets :class:`~crawldedup.errors.StoreLockedError`.
+
+>>> import hashlib, tempfile
+>>> from crawldedup.exact.disk import DiskStore
+>>> folder = tempfile.mkdtemp()
+>>> with DiskStore(folder) as store:
+...     store.add(hashlib.md5(b"https://example.com/").digest())
+True
+>>> with DiskStore(folder) as store:
+...     hashlib.md5(b"https://example.com/").digest() in store, len(store)
+(True, 1)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from crawldedup._types import PathLike
+from crawldedup.errors import CorruptFileError, StoreLockedError
+from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
+from crawldedup.formats.files import atomic_write, check_path, fsync_folder
+
+if sys.platform == "win32":  # pragma: no cover
+    import msvcrt
+else:
+    import fcntl
+
+#: The default memory budget, in bytes.
+DEFAULT_MEMORY = 256 << 20
+#: The smallest budget a store takes.
+MIN_MEMORY = 1 << 20
+#: Keys between two entries of a run's fence (kept in memory).
+FENCE_STEP = 256
+#: Bytes of a run's payload under one checksum.
+CHUNK = 1 << 20
+#: Memory a digest of the memtable costs (its FingerprintSet's table at its
+#: fullest, and the journal's copy), on top of the digest itself.
+MEMTABLE_OVERHEAD = 12
+#: Journal bytes buffered before they are written to the file (a write
+#: per call would cost a system call for each single add).
+JOURNAL_BUFFER = 1 << 20
+
+RUN_MAGIC = b"CDDRUN01"
+JOURNAL_MAGIC = b"CDDJRN01"
+MANIFEST = "MANIFEST"
+LOCK = "LOCK"
+FORMAT = 1
+# Run header: magic, format, digest size, count, fence step, chunk size,
+# checksum of the header before it.
+_RUN_HEADER = struct.Struct("<8sIIQII")
+_RUN_HEADER_SIZE = _RUN_HEADER.size + 4
+# Journal record: count of digests, CRC-32 of the digests; then the digests.
+_RECORD = struct.Struct("<II")
+
+
+def _lock(fd: int) -> bool:
+    try:
+        if sys.platform == "win32":  # pragma: no cover
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _keys(raw: np.ndarray, ds: int) -> np.ndarray:
+    """The sort keys of digests (an (n, ds) uint8 array): their first 8
+    bytes as big-endian integers, zero-padded when shorter."""
+    if ds >= 8:
+        head = np.ascontiguousarray(raw[:, :8])
+    else:
+        head = np.zeros((len(raw), 8), dtype=np.uint8)
+        head[:, :ds] = raw
+    keys: np.ndarray = head.view(">u8").ravel().astype(np.uint64)
+    return keys
+
+
+class _Run:
+    """One run file, mapped read-only: ``keys`` (uint64, sorted) and
+    ``rest`` (the digests' bytes after the first 8), and the fence."""
+
+    def __init__(self, path: str, ds: int, count: int) -> None:
+        self.path, self.ds, self.count = path, ds, count
+        self.rest_size = max(ds - 8, 0)
+        size = os.path.getsize(path)
+        payload = count * (8 + self.rest_size)
+        chunks = -(-payload // CHUNK) if payload else 0
+        expected = _RUN_HEADER_SIZE + payload + 4 * chunks
+        if size != expected:
+            raise CorruptFileError(path, f"{size} bytes, not the {expected} of a run of "
+                                         f"{count:,} {ds}-byte digests")
+        with open(path, "rb") as f:
+            head = f.read(_RUN_HEADER_SIZE)
+        magic, fmt, got_ds, got_count, step, chunk = _RUN_HEADER.unpack_from(head)
+        (crc,) = struct.unpack_from("<I", head, _RUN_HEADER.size)
+        if zlib.crc32(head[:_RUN_HEADER.size]) != crc or magic != RUN_MAGIC:
+            raise CorruptFileError(path, "the run's header is damaged")
+        if (fmt, got_ds, got_count, step, chunk) != (FORMAT, ds, count, FENCE_STEP, CHUNK):
+            raise CorruptFileError(path, f"the run's header (format {fmt}, digest size "
+                                         f"{got_ds}, count {got_count}) does not match the "
+                                         f"manifest (format {FORMAT}, {ds}, {count})")
+        self.map = np.memmap(path, dtype=np.uint8, mode="r") if size else None
+        self._verify(payload, chunks)
+        if count:
+            assert self.map is not None
+            rows = self.map[_RUN_HEADER_SIZE:_RUN_HEADER_SIZE + payload].view(_row_dtype(ds))
+            self.keys = rows["k"]
+            self.rest = rows["r"] if self.rest_size else np.zeros((count, 0), dtype=np.uint8)
+        else:
+            self.keys = np.zeros(0, dtype=np.uint64)
+            self.rest = np.zeros((0, self.rest_size), dtype=np.uint8)
+        self.fence = np.array(self.keys[::FENCE_STEP])
+
+    def _verify(self, payload: int, chunks: int) -> None:
+        """Check every chunk's checksum (CorruptFileError naming the first
+        damaged one)."""
+        if not chunks:
+            return
+        assert self.map is not None
+        sums = self.map[_RUN_HEADER_SIZE + payload:].view("<u4")
+        data = self.map[_RUN_HEADER_SIZE:_RUN_HEADER_SIZE + payload]
+        for i in range(chunks):
+            part = data[i * CHUNK:(i + 1) * CHUNK]
+            if zlib.crc32(part.data) != int(sums[i]):
+                raise CorruptFileError(self.path, f"checksum mismatch in bytes "
+                                                  f"{_RUN_HEADER_SIZE + i * CHUNK:,} to "
+                                                  f"{_RUN_HEADER_SIZE + i * CHUNK + len(part):,}")
+
+    def find(self, keys: np.ndarray, rest: np.ndarray) -> np.ndarray:
+        """True where (key, rest) is in the run; keys sorted ascending."""
+        n = len(keys)
+        found = np.zeros(n, dtype=np.bool_)
+        if not self.count or not n:
+            return found
+        # The fence narrows each search to one span of FENCE_STEP keys.
+        block = np.searchsorted(self.fence, keys, side="right") - 1
+        lo = np.maximum(block, 0) * FENCE_STEP
+        hi = np.minimum(lo + FENCE_STEP, self.count)
+        lo = lo.astype(np.int64)
+        hi = hi.astype(np.int64)
+        run_keys = self.keys
+        steps = FENCE_STEP.bit_length()
+        for _ in range(steps):
+            live = lo < hi
+            if not live.any():
+                break
+            mid = (lo + hi) >> 1
+            probe = run_keys[np.minimum(mid, self.count - 1)]
+            less = live & (probe < keys)
+            lo = np.where(less, mid + 1, lo)
+            hi = np.where(live & ~less, mid, hi)
+        at = np.minimum(lo, self.count - 1)
+        hit: np.ndarray = run_keys[at] == keys
+        if not hit.any():
+            return found
+        if self.rest_size == 0:
+            return hit
+        idx = np.flatnonzero(hit)
+        same = (self.rest[at[idx]] == rest[idx]).all(axis=1)
+        found[idx[same]] = True
+        # Digests that share their first 8 bytes with another stored one
+        # (about one pair in 2**64 / n): look through all of them.
+        for i in idx[~same].tolist():
+            j = int(at[i])
+            while j < self.count and run_keys[j] == keys[i]:
+                if bytes(self.rest[j]) == bytes(rest[i]):
+                    found[i] = True
+                    break
+                j += 1
+        return found
+
+    def close(self) -> None:
+        self.map = None
+        self.keys = self.rest = self.fence = None  # type: ignore[assignment]
+
+
+def _row_dtype(ds: int) -> "np.dtype[Any]":
+    """A run's row: the sort key (the digest's first 8 bytes as a big-endian
+    integer, stored little-endian), then the digest's other bytes."""
+    if ds > 8:
+        return np.dtype([("k", "<u8"), ("r", np.uint8, (ds - 8,))])
+    return np.dtype([("k", "<u8")])
+
+
+class _Checksummed:
+    """A file written in order, with the CRC-32 of every CHUNK bytes."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.sums: List[int] = []
+        self.crc = 0
+        self.filled = 0
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while len(view):
+            take = min(CHUNK - self.filled, len(view))
+            self.crc = zlib.crc32(view[:take], self.crc)
+            self.filled += take
+            if self.filled == CHUNK:
+                self.sums.append(self.crc)
+                self.crc = self.filled = 0
+            view = view[take:]
+        self.f.write(data)
+
+    def finish(self) -> bytes:
+        if self.filled:
+            self.sums.append(self.crc)
+        return np.array(self.sums, dtype="<u4").tobytes()
+
+
+def _write_run(path: str, ds: int, parts: Any) -> int:
+    """Write a run from ``parts``, an iterable of (keys, rest) pieces in
+    ascending key order, fsynced; the number of digests.  The file is
+    written under a temporary name and renamed: a run file is whole."""
+    tmp = path + ".tmp"
+    dtype = _row_dtype(ds)
+    count = 0
+    try:
+        with open(tmp, "wb") as f:
+            f.write(bytes(_RUN_HEADER_SIZE))
+            out = _Checksummed(f)
+            for keys, rest in parts:
+                rows = np.empty(len(keys), dtype=dtype)
+                rows["k"] = keys
+                if ds > 8:
+                    rows["r"] = rest
+                out.write(rows.tobytes())
+                count += len(keys)
+            f.write(out.finish())
+            head = bytearray(_RUN_HEADER.pack(RUN_MAGIC, FORMAT, ds, count, FENCE_STEP, CHUNK))
+            head += struct.pack("<I", zlib.crc32(head))
+            f.seek(0)
+            f.write(head)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return count
+
+
+class DiskStore(FingerprintStore):
+    """Exact fingerprints of ``digest_size`` bytes in the folder ``path``
+    (created when missing), in at most about ``memory`` bytes of RAM.
+
+    ``add``, ``add_many`` (True where this call added the digest, the first
+    of repeats within a call counting as new), ``contains_many``, ``in``,
+    ``len``, :meth:`flush` (every add so far durable), ``close`` and use as
+    a context manager.  See the module docstring for the layout and its
+    guarantees.
+    """
+
+    supports_receipts = False
+
+    def __init__(self, path: PathLike, digest_size: int = 16, *,
+                 memory: int = DEFAULT_MEMORY) -> None:
+        check_path(path)
+        self.digest_size = ds = check_digest_size(digest_size)
+        if isinstance(memory, bool) or not isinstance(memory, int):
+            raise TypeError(f"memory must be an int (bytes), not {type(memory).__name__}")
+        if memory < MIN_MEMORY:
+            raise ValueError(f"memory must be at least {MIN_MEMORY:,} bytes, got {memory:,}")
+        self.memory = memory
+        self.path = os.path.abspath(os.fspath(path))
+        self.closed = False
+        self._lock_fd: Optional[int] = None
+        self._journal_fd: Optional[int] = None
+        self._runs: List[_Run] = []
+        os.makedirs(self.path, exist_ok=True)
+        fd = os.open(os.path.join(self.path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        if not _lock(fd):
+            os.close(fd)
+            raise StoreLockedError(f"the disk store {self.path!r} is open in another "
+                                   f"process (one process at a time opens a store)")
+        self._lock_fd = fd
+        try:
+            self._open(ds)
+        except BaseException:
+            self._release()
+            raise
+
+    # ------------------------------------------------------------ opening
+
+    def _manifest_path(self) -> str:
+        return os.path.join(self.path, MANIFEST)
+
+    def _open(self, ds: int) -> None:
+        manifest = self._read_manifest()
+        if manifest is None:
+            manifest = {"format": FORMAT, "digest_size": ds, "runs": [], "journal": 0,
+                        "next": 1}
+            self._write_manifest(manifest)
+        elif manifest["digest_size"] != ds:
+            raise ValueError(f"the disk store {self.path!r} holds {manifest['digest_size']}"
+                             f"-byte digests, not {ds}-byte ones")
+        self._manifest = manifest
+        self._remove_strays()
+        self._runs = [_Run(os.path.join(self.path, name), ds, count)
+                      for name, count in manifest["runs"]]
+        self._stored = sum(run.count for run in self._runs)
+        self._memtable = FingerprintSet(ds)
+        self._pending = bytearray()  # journal records not yet written
+        self._replay()
+
+    def _read_manifest(self) -> Optional[Dict[str, Any]]:
+        path = self._manifest_path()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            if any(name.startswith(("run-", "journal-")) for name in os.listdir(self.path)):
+                raise CorruptFileError(path, "missing, but the folder holds runs or a "
+                                             "journal of a disk store") from None
+            return None
+        body, _, tail = data.rpartition(b"\n")
+        try:
+            if int(tail.decode("ascii"), 16) != zlib.crc32(body):
+                raise ValueError("checksum")
+            manifest = json.loads(body)
+            if manifest.get("format") != FORMAT:
+                raise ValueError(f"format {manifest.get('format')!r}")
+            check_digest_size(manifest["digest_size"])
+            runs = [(str(name), int(count)) for name, count in manifest["runs"]]
+            manifest["runs"] = runs
+            int(manifest["journal"])
+            int(manifest["next"])
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(path, f"not a valid disk store manifest ({exc})") from None
+        for name, _ in runs:
+            if os.path.basename(name) != name or not name.startswith("run-"):
+                raise CorruptFileError(path, f"names a run {name!r} outside its folder")
+            if not os.path.exists(os.path.join(self.path, name)):
+                raise CorruptFileError(os.path.join(self.path, name),
+                                       "missing: the manifest names it")
+        return manifest  # type: ignore[no-any-return]
+
+    def _write_manifest(self, manifest: Dict[str, Any]) -> None:
+        body = json.dumps(manifest, sort_keys=True).encode("ascii")
+        data = body + b"\n" + f"{zlib.crc32(body):08x}".encode("ascii")
+        def write(f: Any) -> None:
+            f.write(data)
+        atomic_write(self._manifest_path(), write)
+
+    def _journal_path(self, number: Optional[int] = None) -> str:
+        if number is None:
+            number = self._manifest["journal"]
+        return os.path.join(self.path, f"journal-{number}.log")
+
+    def _remove_strays(self) -> None:
+        """Remove what a crash left that the manifest does not name: a run
+        written by a spill or merge that did not reach the manifest, the runs
+        a merge replaced, an older journal, temporary files."""
+        keep = {name for name, _ in self._manifest["runs"]}
+        keep.add(os.path.basename(self._journal_path()))
+        for name in os.listdir(self.path):
+            if name.startswith(("run-", "journal-")) and name not in keep:
+                os.unlink(os.path.join(self.path, name))
+
+    def _replay(self) -> None:
+        """Read the journal into the memtable.  A record cut short at its end
+        (a write that a kill or power loss interrupted) is dropped and the
+        file cut there; a damaged record anywhere else is damage."""
+        path = self._journal_path()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        ds = self.digest_size
+        good = 0
+        if data:
+            if not data.startswith(JOURNAL_MAGIC):
+                if len(data) < len(JOURNAL_MAGIC) and JOURNAL_MAGIC.startswith(data):
+                    data = b""
+                else:
+                    raise CorruptFileError(path, "not a disk store journal")
+            pos = good = len(JOURNAL_MAGIC) if data else 0
+            while pos < len(data):
+                if pos + _RECORD.size > len(data):
+                    break
+                count, crc = _RECORD.unpack_from(data, pos)
+                end = pos + _RECORD.size + count * ds
+                if end > len(data):
+                    break
+                body = data[pos + _RECORD.size:end]
+                if zlib.crc32(body) != crc or count == 0:
+                    if end == len(data):
+                        break  # the last record, torn by power loss
+                    raise CorruptFileError(path, f"a damaged record at byte {pos:,}")
+                self._memtable.add_many(np.frombuffer(body, dtype=f"S{ds}"))
+                pos = good = end
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if good < len(data) or not data:
+                os.ftruncate(fd, good)
+            if good == 0:
+                os.pwrite(fd, JOURNAL_MAGIC, 0)
+                good = len(JOURNAL_MAGIC)
+            os.lseek(fd, good, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._journal_fd = fd
+        self._journal_size = good
+
+    # ----------------------------------------------------------- lookups
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("the disk store is closed")
+
+    def _array(self, fps: Any) -> np.ndarray:
+        """The digests as a contiguous numpy S<digest_size> array, checked
+        whole before anything changes."""
+        ds = self.digest_size
+        if isinstance(fps, np.ndarray) and fps.dtype.kind == "S" and fps.ndim == 1 \
+                and fps.dtype.itemsize == ds:
+            return np.ascontiguousarray(fps)
+        items = self._fps(fps)
+        if not items:
+            return np.zeros(0, dtype=f"S{ds}")
+        return np.frombuffer(b"".join(items), dtype=f"S{ds}")
+
+    def _on_disk(self, digests: np.ndarray) -> np.ndarray:
+        """True where a run holds the digest."""
+        found = np.zeros(len(digests), dtype=np.bool_)
+        if not self._runs or not len(digests):
+            return found
+        ds = self.digest_size
+        raw = digests.view(np.uint8).reshape(len(digests), ds)
+        keys = _keys(raw, ds)
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        rest = raw[order, 8:] if ds > 8 else np.zeros((len(keys), 0), dtype=np.uint8)
+        hit = np.zeros(len(keys), dtype=np.bool_)
+        for run in self._runs:
+            ask = np.flatnonzero(~hit)
+            if not len(ask):
+                break
+            hit[ask] = run.find(keys[ask], rest[ask])
+        found[order] = hit
+        return found
+
+    def contains_many(self, fps: Any) -> np.ndarray:
+        """A numpy bool array, True where the digest is in the store."""
+        self._check_open()
+        digests = self._array(fps)
+        found = self._memtable.contains_many(digests)
+        ask = np.flatnonzero(~found)
+        if len(ask):
+            found[ask] = self._on_disk(digests[ask])
+        return found
+
+    def __contains__(self, fp: Any) -> bool:
+        self._check_open()
+        fp = self._fp(fp)
+        if fp in self._memtable:
+            return True
+        return bool(self._on_disk(np.frombuffer(fp, dtype=f"S{self.digest_size}"))[0])
+
+    # -------------------------------------------------------------- adds
+
+    def add_many(self, fps: Any) -> np.ndarray:
+        """Add every digest; a numpy bool array, True where this call added
+        it (the first of repeats within the call counts as new)."""
+        self._check_open()
+        digests = self._array(fps)
+        if len(self._memtable) >= self._memtable_room():
+            self._spill()  # before this call changes anything
+        new = np.zeros(len(digests), dtype=np.bool_)
+        if not len(digests):
+            return new
+        ask = np.flatnonzero(~self._memtable.contains_many(digests))
+        if len(ask):
+            ask = ask[~self._on_disk(digests[ask])]
+        if len(ask):
+            candidates = digests[ask]
+            first = self._memtable.add_many(candidates)
+            added = candidates[first]
+            new[ask[first]] = True
+            self._log(added)
+        return new
+
+    def add(self, fp: Any) -> bool:
+        """Add one digest; True when it was not in the store."""
+        self._check_open()
+        fp = self._fp(fp)
+        if fp in self._memtable:
+            return False
+        if len(self._memtable) >= self._memtable_room():
+            self._spill()
+        one = np.frombuffer(fp, dtype=f"S{self.digest_size}")
+        if self._runs and self._on_disk(one)[0]:
+            return False
+        self._memtable.add(fp)
+        self._log(one)
+        return True
+
+    def _log(self, added: np.ndarray) -> None:
+        """Journal the digests just added (written to the file when the
+        buffer fills, and at flush)."""
+        if not len(added):
+            return
+        body = added.tobytes()
+        self._pending += _RECORD.pack(len(added), zlib.crc32(body))
+        self._pending += body
+        if len(self._pending) >= JOURNAL_BUFFER:
+            self._write_journal()
+
+    def _write_journal(self) -> None:
+        """Write the buffered records; on an error the file is cut back to
+        its last whole record and the records stay buffered."""
+        if not self._pending:
+            return
+        assert self._journal_fd is not None
+        data = bytes(self._pending)
+        try:
+            done = 0
+            while done < len(data):
+                done += os.pwrite(self._journal_fd, data[done:], self._journal_size + done)
+        except OSError:
+            try:
+                os.ftruncate(self._journal_fd, self._journal_size)
+            except OSError:
+                pass
+            raise
+        self._journal_size += len(data)
+        del self._pending[:]
+
+    def flush(self) -> None:
+        """Make every add so far durable (the journal written and fsynced)."""
+        self._check_open()
+        self._write_journal()
+        assert self._journal_fd is not None
+        os.fsync(self._journal_fd)
+
+    # ------------------------------------------------------ spills, merges
+
+    def _memtable_room(self) -> int:
+        """How many digests the memtable holds before it is spilled: half
+        the budget, less the runs' fences (the other half is for merges and
+        the batches' working arrays)."""
+        fences = sum(len(run.fence) * 8 for run in self._runs)
+        return max(1024, (self.memory // 2 - fences) // (self.digest_size + MEMTABLE_OVERHEAD))
+
+    def _name(self) -> Tuple[str, int]:
+        number = self._manifest["next"]
+        return f"run-{number}.cdr", number
+
+    def _spill(self) -> None:
+        """Write the memtable as a run, start a new journal, then merge runs
+        while the newest is at least half the size of the one before
+        (about log2(size / memtable) runs).  A crash at any point leaves the
+        store as it was before or after the spill."""
+        ds = self.digest_size
+        digests = self._memtable.to_array()
+        raw = digests.view(np.uint8).reshape(len(digests), ds)
+        keys = _keys(raw, ds)
+        order = np.argsort(keys, kind="stable")
+        rest = raw[order, 8:] if ds > 8 else np.zeros((len(order), 0), dtype=np.uint8)
+        name, number = self._name()
+        self._write_journal()  # the records before the spill stay whole
+        _write_run(os.path.join(self.path, name), ds, [(keys[order], rest)])
+        fsync_folder(self.path)
+        old_journal = self._journal_path()
+        manifest = dict(self._manifest, runs=self._manifest["runs"] + [(name, len(digests))],
+                        journal=number, next=number + 1)
+        self._commit(manifest)
+        run = _Run(os.path.join(self.path, name), ds, len(digests))
+        self._runs.append(run)
+        self._stored += len(digests)
+        assert self._journal_fd is not None
+        os.close(self._journal_fd)
+        self._journal_fd = None
+        os.unlink(old_journal)
+        self._memtable = FingerprintSet(ds)
+        self._replay()  # the new, empty journal
+        self._merge()
+
+    def _commit(self, manifest: Dict[str, Any]) -> None:
+        """Make ``manifest`` the store's (atomically), removing nothing."""
+        try:
+            self._write_manifest(manifest)
+        except BaseException:
+            # The new run is a stray until a manifest names it.
+            names = {name for name, _ in manifest["runs"]}
+            for name in names - {n for n, _ in self._manifest["runs"]}:
+                try:
+                    os.unlink(os.path.join(self.path, name))
+                except OSError:
+                    pass
+            raise
+        self._manifest = manifest
+
+    def _merge(self) -> None:
+        while len(self._runs) >= 2 and self._runs[-2].count <= 2 * self._runs[-1].count:
+            a, b = self._runs[-2], self._runs[-1]
+            name, number = self._name()
+            path = os.path.join(self.path, name)
+            _write_run(path, self.digest_size, _merged(a, b, self._merge_step()))
+            fsync_folder(self.path)
+            runs = self._manifest["runs"][:-2] + [(name, a.count + b.count)]
+            self._commit(dict(self._manifest, runs=runs, next=number + 1))
+            merged = _Run(path, self.digest_size, a.count + b.count)
+            self._runs[-2:] = [merged]
+            for old in (a, b):
+                old.close()
+                os.unlink(old.path)
+
+    def _merge_step(self) -> int:
+        """Digests read from each run per step of a merge (a quarter of the
+        budget between the two inputs and the output)."""
+        return max(4096, self.memory // 8 // (self.digest_size + 16))
+
+    # ----------------------------------------------------------- the rest
+
+    def __len__(self) -> int:
+        self._check_open()
+        return self._stored + len(self._memtable)
+
+    @property
+    def runs(self) -> int:
+        """How many run files the store has."""
+        return len(self._runs)
+
+    def clear(self) -> None:
+        """Remove every digest."""
+        self._check_open()
+        old = [run.path for run in self._runs]
+        old_journal = self._journal_path()
+        number = self._manifest["next"]
+        self._commit(dict(self._manifest, runs=[], journal=number, next=number + 1))
+        for run in self._runs:
+            run.close()
+        self._runs, self._stored = [], 0
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+        for path in old + [old_journal]:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._memtable = FingerprintSet(self.digest_size)
+        self._pending = bytearray()
+        self._replay()
+
+    def close(self) -> None:
+        """Flush and release the store (a second close does nothing)."""
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.closed = True
+            self._release()
+
+    def _release(self) -> None:
+        for run in self._runs:
+            run.close()
+        if self._journal_fd is not None:
+            os.close(self._journal_fd)
+            self._journal_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the lock
+            self._lock_fd = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"len={len(self)}, runs={len(self._runs)}"
+        return f"DiskStore({self.path!r}, digest_size={self.digest_size}, {state})"
+
+    def _insert(self, unique: List[bytes]) -> Any:  # the base's add_many is replaced
+        raise NotImplementedError
+
+    def _select(self, unique: List[bytes]) -> Any:
+        raise NotImplementedError
+
+
+def _merged(a: _Run, b: _Run, step: int) -> Any:
+    """The digests of two disjoint runs, in key order, piece by piece."""
+    i = j = 0
+    while i < a.count or j < b.count:
+        ka = np.array(a.keys[i:i + step])
+        kb = np.array(b.keys[j:j + step])
+        # Take everything up to the smaller of the two pieces' last keys
+        # (all of a piece when the other run is done).
+        if i + len(ka) < a.count and j + len(kb) < b.count:
+            limit = min(ka[-1], kb[-1])
+        elif i + len(ka) < a.count:
+            limit = ka[-1]
+        elif j + len(kb) < b.count:
+            limit = kb[-1]
+        else:
+            limit = None
+        if limit is None:
+            na, nb = len(ka), len(kb)
+        else:
+            # keys equal to the limit go in the next piece (both runs may
+            # hold digests with those first 8 bytes)
+            na = int(np.searchsorted(ka, limit, side="left"))
+            nb = int(np.searchsorted(kb, limit, side="left"))
+            if na == 0 and nb == 0:  # one key value fills both pieces
+                na = int(np.searchsorted(ka, limit, side="right"))
+                nb = int(np.searchsorted(kb, limit, side="right"))
+        keys = np.concatenate([ka[:na], kb[:nb]])
+        rest = np.concatenate([np.array(a.rest[i:i + na]), np.array(b.rest[j:j + nb])])
+        order = np.argsort(keys, kind="stable")
+        yield keys[order], rest[order]
+        i += na
+        j += nb
+
+
+def open_disk_url(url: str, *, table: Optional[str] = None,
+                  digest_size: int = 16) -> DiskStore:
+    """``disk:///PATH`` (``disk:////abs/path``, as SQLite URLs): a DiskStore
+    in the folder PATH.  ``table`` is not used (a folder is one store)."""
+    path = url[len("disk:///"):] if url.startswith("disk:///") else ""
+    if not path:
+        raise ValueError(f"{url!r}: a disk store URL names its folder: disk:///PATH")
+    return DiskStore(path, digest_size)
