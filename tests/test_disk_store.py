@@ -367,3 +367,26 @@ def test_a_full_disk_is_an_oserror_and_tears_nothing(tmp_path):
     with disk_module.DiskStore(folder) as store:
         assert store.contains_many(acked).all()
         assert not store.add_many(acked).any()
+
+
+def test_damage_after_open_is_not_merged(tmp_path, monkeypatch):
+    small(monkeypatch, disk_module, 500)
+    rng = np.random.default_rng(8)
+    folder = tmp_path / "s"
+    store = disk_module.DiskStore(folder)
+    try:
+        store.add_many(digests(rng, 500))
+        store.add_many(digests(rng, 10))  # spills the first run
+        run = next(p for p in os.listdir(folder) if p.startswith("run-"))
+        with open(folder / run, "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 0x40]))
+        with pytest.raises(CorruptFileError, match=run):
+            for _ in range(3):  # fills the memtable: the next spill merges
+                store.add_many(digests(rng, 500))
+        assert run in os.listdir(folder)
+        assert len([p for p in os.listdir(folder) if p.startswith("run-")]) == 2
+    finally:
+        store._release()

@@ -143,7 +143,8 @@ class _Run:
                                          f"{got_ds}, count {got_count}) does not match the "
                                          f"manifest (format {FORMAT}, {ds}, {count})")
         self.map = np.memmap(path, dtype=np.uint8, mode="r") if size else None
-        self._verify(payload, chunks)
+        self.payload, self.chunks = payload, chunks
+        self.verify()
         if count:
             assert self.map is not None
             rows = self.map[_RUN_HEADER_SIZE:_RUN_HEADER_SIZE + payload].view(_row_dtype(ds))
@@ -154,9 +155,10 @@ class _Run:
             self.rest = np.zeros((0, self.rest_size), dtype=np.uint8)
         self.fence = np.array(self.keys[::FENCE_STEP])
 
-    def _verify(self, payload: int, chunks: int) -> None:
+    def verify(self) -> None:
         """Check every chunk's checksum (CorruptFileError naming the first
         damaged one)."""
+        payload, chunks = self.payload, self.chunks
         if not chunks:
             return
         assert self.map is not None
@@ -643,6 +645,8 @@ class DiskStore(FingerprintStore):
     def _merge(self) -> None:
         while len(self._runs) >= 2 and self._runs[-2].count <= 2 * self._runs[-1].count:
             a, b = self._runs[-2], self._runs[-1]
+            for run in (a, b):  # what is merged is checked again, not trusted
+                run.verify()
             name, number = self._name()
             path = os.path.join(self.path, name)
             _write_run(path, self.digest_size, _merged(a, b, self._merge_step()))
