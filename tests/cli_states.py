@@ -75,7 +75,7 @@ def urls(start, stop):
             for i in range(start, stop)]
 
 
-KINDS = ["bloom", "exact", "sqlite", "postgresql", "mariadb", "redis", "redis-db"]
+KINDS = ["bloom", "exact", "disk", "sqlite", "postgresql", "mariadb", "redis", "redis-db"]
 
 
 class State:
@@ -103,11 +103,12 @@ def states(tmp_path):
 
     def make(kind):
         local = tmp_path / "local"
-        if kind in ("bloom", "rotating", "exact"):
-            path = tmp_path / {"bloom": "s.bloom", "rotating": "s.rbf", "exact": "s.fps"}[kind]
+        if kind in ("bloom", "rotating", "exact", "disk"):
+            path = tmp_path / {"bloom": "s.bloom", "rotating": "s.rbf", "exact": "s.fps",
+                               "disk": "s.disk"}[kind]
             extra = {"bloom": ["--capacity", "1000000", "--error-rate", "1e-7"],
                      "rotating": ["--capacity", "1000000", "--rotate-every", "1d"],
-                     "exact": ["--exact"]}[kind]
+                     "exact": ["--exact"], "disk": ["--disk"]}[kind]
             return State(["--state", path, *extra], _unlink(str(path) + ".keys"))
         if kind == "sqlite":
             db = tmp_path / "s.db"

@@ -11,7 +11,7 @@ import pytest
 from cli_states import ENV, states
 from crawldedup import SQLiteStore
 
-MODE_KINDS = ["bloom", "rotating", "exact", "sqlite", "postgresql", "mariadb", "redis",
+MODE_KINDS = ["bloom", "rotating", "exact", "disk", "sqlite", "postgresql", "mariadb", "redis",
               "redis-db"]
 # Equal canonical forms (the query sorted), the second with a tracking parameter too.
 LINES = b"https://a.example/p?b=2&a=1\nhttps://a.example/p?a=1&b=2&utm_source=x\n"

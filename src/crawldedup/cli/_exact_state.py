@@ -12,6 +12,10 @@ Two places to keep them:
   appending them to ``PATH.log`` (flushed to the OS); the set is saved
   atomically at the end (and whenever the log passes its limit), then the
   log is emptied.  A run that was killed replays the log on start.
+* ``--disk``: a :class:`~crawldedup.exact.disk.DiskStore` in the folder
+  PATH, for more URLs than memory holds: its add_many journals the digests
+  it adds (handed to the OS) before it answers, so they are recorded before
+  their URLs are printed; the store is flushed when the command ends.
 * ``--db URL``: a fingerprint store (``sqlite:///path`` -> SQLiteStore, any
   other SQLAlchemy URL -> SQLStore).  Its atomic insert-if-absent records
   them, and only URLs that this run's insert added are printed, so several
@@ -34,6 +38,7 @@ from crawldedup._kernel import span_digests, url_digests_packed
 from crawldedup.cli import _key_mode
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState, fill_missing, reserve_room
 from crawldedup.errors import CrawldedupError, IncompatibleFilterError
+from crawldedup.exact.disk import DiskStore
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
 from crawldedup.exact.stores import open_store
@@ -76,6 +81,7 @@ class ExactState(UrlState):
         self.db: Optional[str] = getattr(args, "db", None)
         self.store: Any = None
         self.fps: Optional[FingerprintSet] = None
+        self.disk: Optional[DiskStore] = None
         self.journaled: Optional[JournaledSet] = None
         ignored = [f"--{name.replace('_', '-')}" for name in ("capacity", "error_rate", "layout")
                    if getattr(args, name, None) is not None]
@@ -101,6 +107,13 @@ class ExactState(UrlState):
             self.receipts = bool(self.store.supports_receipts)
             self.known = FingerprintSet(DIGEST_SIZE)
             self.contains_many = self._db_contains_many
+            return
+        if getattr(args, "disk", False):
+            try:
+                self.disk = DiskStore(path, DIGEST_SIZE)
+            except ValueError as exc:
+                raise CrawldedupError(f"--state {path!r}: {exc}") from None
+            self.contains_many = self.disk.contains_many
             return
         try:
             journaled = self.journaled = JournaledSet(path, DIGEST_SIZE)
@@ -182,6 +195,8 @@ class ExactState(UrlState):
             added = self.store.add_many(digests)
             self._know(digests)
             return added  # type: ignore[no-any-return]
+        if self.disk is not None:
+            return self.disk.add_many(digests)
         assert self.journaled is not None
         return self.journaled.add_many(digests)
 
@@ -204,12 +219,18 @@ class ExactState(UrlState):
             reserve_room(self.fps, len(self.fps) + min(lines, RESERVE_LIMIT))
 
     def describe(self) -> str:
+        if self.disk is not None:
+            return (f"exact, {len(self.disk)} URLs in a disk store "
+                    f"({self.disk.runs} run{'s' if self.disk.runs != 1 else ''})")
         if self.store is not None:
             return f"exact, {len(self.store)} URLs in {self.store!r}"
         assert self.fps is not None
         return f"exact, {len(self.fps)} URLs"
 
     def close(self) -> None:
+        if self.disk is not None:
+            self.disk.close()
+            return
         if self.store is not None:
             self.store.close()
             return

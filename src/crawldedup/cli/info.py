@@ -16,6 +16,7 @@ from crawldedup.bloom.scalable import ScalableBloomFilter
 from crawldedup.cli import redis_state as redis_cli
 from crawldedup.cli._common import format_duration
 from crawldedup.errors import CorruptFileError, CrawldedupError
+from crawldedup.exact.disk import DiskStore, read_manifest
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.formats import files as _files
 from crawldedup.near.index import SimhashIndex
@@ -47,6 +48,31 @@ def main(args: argparse.Namespace) -> int:
     return run_info(args, sys.stdout)
 
 
+def _describe_disk(path: str, args: argparse.Namespace) -> List[str]:
+    """A DiskStore's folder: its manifest, its files' sizes; with --verify,
+    every run's checksums (by opening the store, which takes its lock)."""
+    try:
+        manifest = read_manifest(path)
+    except ValueError as exc:
+        raise CrawldedupError(str(exc)) from None
+    if manifest is None:
+        raise CrawldedupError(f"{path!r} is an empty folder, not a state")
+    runs = manifest["runs"]
+    stored = sum(count for _, count in runs)
+    size = sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
+    journal = os.path.join(path, f"journal-{manifest['journal']}.log")
+    pending = os.path.getsize(journal) if os.path.exists(journal) else 0
+    lines = [f"folder: {path} ({size:,} bytes, format version {manifest['format']})",
+             "kind: disk store (exact fingerprints on disk)",
+             f"digest size: {manifest['digest_size']} bytes",
+             f"in runs: {stored:,} digests in {len(runs)} run{'s' if len(runs) != 1 else ''}",
+             f"journal: {pending:,} bytes (digests added since the last spill)"]
+    if args.verify:
+        with DiskStore(path, manifest["digest_size"]) as store:
+            lines.append(f"verified: every run's checksums; {len(store):,} digests in all")
+    return lines
+
+
 def run_info(args: argparse.Namespace, out: IO[str]) -> int:
     if redis_cli.is_redis_url(args.path):
         out.write(redis_cli.describe(args.path))
@@ -56,6 +82,9 @@ def run_info(args: argparse.Namespace, out: IO[str]) -> int:
         raise CrawldedupError(
             f"no state file at {path!r} (a crawldedup urls --db state keeps its URLs in the "
             f"database: its --state path only names a lock and a journal while it runs)")
+    if os.path.isdir(path):
+        out.write("\n".join(_describe_disk(path, args)) + "\n")
+        return 0
     with open(path, "rb") as f:
         head = f.read(_files.HEADER_SIZE)
     size = os.path.getsize(path)

@@ -112,15 +112,20 @@ def _open_rotating(path: str, header: Optional[_files.Header], args: argparse.Na
     return rf
 
 
-def _check_writable(path: str) -> None:
+def _check_writable(path: str, folder: bool) -> None:
     """Refuse a state file that is read-only (no write permission bit, or
-    not writable by this user): every mode updates or replaces it."""
+    not writable by this user): every mode updates or replaces it.  With
+    --disk the state is a folder, and a file is refused."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return
-    if os.path.isdir(path):
-        raise CrawldedupError(f"the state {path!r} is a directory; --state names a file")
+    if os.path.isdir(path) != folder:
+        if folder:
+            raise CrawldedupError(f"the state {path!r} is a file; --disk keeps a disk store, "
+                                  f"a folder: give --state a new path")
+        raise CrawldedupError(f"the state {path!r} is a directory; --state names a file "
+                              f"(a disk store's folder takes --disk)")
     if not (st.st_mode & 0o222) or not os.access(path, os.W_OK):
         raise CrawldedupError(f"the state file {path!r} is read-only; crawldedup urls "
                               f"updates its state: make it writable or give another --state")
@@ -192,6 +197,10 @@ def add_parsers(commands: Any) -> None:
     urls.add_argument("--exact", action="store_true",
                       help="no false positives: keep each URL's MD5 (16 bytes) in a "
                            "fingerprint set saved in the state file (or in --db)")
+    urls.add_argument("--disk", action="store_true",
+                      help="with --exact (implied): keep the MD5s in a disk store, the folder "
+                           "--state names, in about 256 MiB of memory whatever its size: for "
+                           "more URLs than memory holds (a billion is 16 GB on disk)")
     urls.add_argument("--db", metavar="URL",
                       help="keep the MD5s in a database instead (implies --exact): "
                            "sqlite:///PATH, redis://HOST:PORT/DB/NAME, or any SQLAlchemy URL "
@@ -210,11 +219,13 @@ def main(args: argparse.Namespace) -> int:
 
 def run_urls(args: argparse.Namespace, out: BinaryIO, err: IO[str], stdin: BinaryIO) -> int:
     _check_urls_args(args)
+    if args.disk:
+        args.exact = True
     in_redis = redis_cli.is_redis_url(args.state)  # its journals stay local
     state_path = redis_cli.local_state_path(args.state) if in_redis else \
         os.path.abspath(args.state)
     if not args.db and not in_redis:
-        _check_writable(state_path)
+        _check_writable(state_path, args.disk)
     if not (args.exact or args.db or in_redis) and not os.path.exists(state_path):
         _check_new_state_size(state_path, args)
     mode = _key_mode.mode_of(args)
@@ -362,6 +373,9 @@ def _check_urls_args(args: argparse.Namespace) -> None:
     if (args.exact or args.db) and (args.rotate_every is not None or args.generations is not None):
         raise UsageError("--exact/--db keep every URL forever: they cannot be combined with "
                          "--rotate-every/--generations")
+    if args.disk and (args.db or redis_cli.is_redis_url(args.state)):
+        raise UsageError("--disk keeps the URLs in a local folder: it cannot be combined with "
+                         "--db or a Redis --state")
     if args.strip_tracking and not args.canonical:
         raise UsageError("--strip-tracking needs --canonical")
     if args.generations is not None and args.rotate_every is None:

@@ -289,6 +289,47 @@ def _write_run(path: str, ds: int, parts: Any) -> int:
     return count
 
 
+def read_manifest(folder: str) -> Optional[Dict[str, Any]]:
+    """The manifest of the disk store in folder (None for an empty folder):
+    its format, digest size, runs (name, count), journal and next number.
+    CorruptFileError for a damaged one, ValueError for a folder that holds
+    other things."""
+    path = os.path.join(folder, MANIFEST)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        names = set(os.listdir(folder)) - {LOCK}
+        if any(name.startswith(("run-", "journal-")) for name in names):
+            raise CorruptFileError(path, "missing, but the folder holds runs or a "
+                                         "journal of a disk store") from None
+        if names:
+            raise ValueError(f"{folder!r} is neither a disk store nor an empty "
+                             f"folder") from None
+        return None
+    body, _, tail = data.rpartition(b"\n")
+    try:
+        if int(tail.decode("ascii"), 16) != zlib.crc32(body):
+            raise ValueError("checksum")
+        manifest = json.loads(body)
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format {manifest.get('format')!r}")
+        check_digest_size(manifest["digest_size"])
+        runs = [(str(name), int(count)) for name, count in manifest["runs"]]
+        manifest["runs"] = runs
+        int(manifest["journal"])
+        int(manifest["next"])
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, f"not a valid disk store manifest ({exc})") from None
+    for name, _ in runs:
+        if os.path.basename(name) != name or not name.startswith("run-"):
+            raise CorruptFileError(path, f"names a run {name!r} outside its folder")
+        if not os.path.exists(os.path.join(folder, name)):
+            raise CorruptFileError(os.path.join(folder, name),
+                                   "missing: the manifest names it")
+    return manifest  # type: ignore[no-any-return]
+
+
 class DiskStore(FingerprintStore):
     """Exact fingerprints of ``digest_size`` bytes in the folder ``path``
     (created when missing), in at most about ``memory`` bytes of RAM.
@@ -353,36 +394,7 @@ class DiskStore(FingerprintStore):
         self._replay()
 
     def _read_manifest(self) -> Optional[Dict[str, Any]]:
-        path = self._manifest_path()
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            if any(name.startswith(("run-", "journal-")) for name in os.listdir(self.path)):
-                raise CorruptFileError(path, "missing, but the folder holds runs or a "
-                                             "journal of a disk store") from None
-            return None
-        body, _, tail = data.rpartition(b"\n")
-        try:
-            if int(tail.decode("ascii"), 16) != zlib.crc32(body):
-                raise ValueError("checksum")
-            manifest = json.loads(body)
-            if manifest.get("format") != FORMAT:
-                raise ValueError(f"format {manifest.get('format')!r}")
-            check_digest_size(manifest["digest_size"])
-            runs = [(str(name), int(count)) for name, count in manifest["runs"]]
-            manifest["runs"] = runs
-            int(manifest["journal"])
-            int(manifest["next"])
-        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(path, f"not a valid disk store manifest ({exc})") from None
-        for name, _ in runs:
-            if os.path.basename(name) != name or not name.startswith("run-"):
-                raise CorruptFileError(path, f"names a run {name!r} outside its folder")
-            if not os.path.exists(os.path.join(self.path, name)):
-                raise CorruptFileError(os.path.join(self.path, name),
-                                       "missing: the manifest names it")
-        return manifest  # type: ignore[no-any-return]
+        return read_manifest(self.path)
 
     def _write_manifest(self, manifest: Dict[str, Any]) -> None:
         body = json.dumps(manifest, sort_keys=True).encode("ascii")
@@ -512,7 +524,10 @@ class DiskStore(FingerprintStore):
 
     def add_many(self, fps: Any) -> np.ndarray:
         """Add every digest; a numpy bool array, True where this call added
-        it (the first of repeats within the call counts as new)."""
+        it (the first of repeats within the call counts as new).  The added
+        digests are journaled and the journal handed to the OS before the
+        call returns (a kill -9 loses none; :meth:`flush` makes them survive
+        power loss too); an OSError there leaves the store unchanged."""
         self._check_open()
         digests = self._array(fps)
         if len(self._memtable) >= self._memtable_room():
@@ -525,10 +540,11 @@ class DiskStore(FingerprintStore):
             ask = ask[~self._on_disk(digests[ask])]
         if len(ask):
             candidates = digests[ask]
-            first = self._memtable.add_many(candidates)
+            first = FingerprintSet(self.digest_size).add_many(candidates)
             added = candidates[first]
+            self._log(added, write=True)  # journaled before the memtable changes
+            self._memtable.add_many(added)
             new[ask[first]] = True
-            self._log(added)
         return new
 
     def add(self, fp: Any) -> bool:
@@ -542,20 +558,27 @@ class DiskStore(FingerprintStore):
         one = np.frombuffer(fp, dtype=f"S{self.digest_size}")
         if self._runs and self._on_disk(one)[0]:
             return False
-        self._memtable.add(fp)
         self._log(one)
+        self._memtable.add(fp)
         return True
 
-    def _log(self, added: np.ndarray) -> None:
-        """Journal the digests just added (written to the file when the
-        buffer fills, and at flush)."""
+    def _log(self, added: np.ndarray, write: bool = False) -> None:
+        """Journal the digests about to be added: buffered, and written to
+        the file when ``write`` or when the buffer fills.  If that write
+        fails, this record leaves the buffer (its call raises and adds
+        nothing); the records before it stay, to be written later."""
         if not len(added):
             return
+        mark = len(self._pending)
         body = added.tobytes()
         self._pending += _RECORD.pack(len(added), zlib.crc32(body))
         self._pending += body
-        if len(self._pending) >= JOURNAL_BUFFER:
-            self._write_journal()
+        if write or len(self._pending) >= JOURNAL_BUFFER:
+            try:
+                self._write_journal()
+            except BaseException:
+                del self._pending[mark:]
+                raise
 
     def _write_journal(self) -> None:
         """Write the buffered records; on an error the file is cut back to
