@@ -48,6 +48,7 @@ True
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import sys
@@ -80,7 +81,7 @@ CHUNK = 1 << 20
 MEMTABLE_OVERHEAD = 12
 #: Journal bytes buffered before they are written to the file (a write
 #: per call would cost a system call for each single add).
-JOURNAL_BUFFER = 1 << 20
+JOURNAL_BUFFER = 1 << 16
 
 RUN_MAGIC = b"CDDRUN01"
 JOURNAL_MAGIC = b"CDDJRN01"
@@ -142,7 +143,14 @@ class _Run:
             raise CorruptFileError(path, f"the run's header (format {fmt}, digest size "
                                          f"{got_ds}, count {got_count}) does not match the "
                                          f"manifest (format {FORMAT}, {ds}, {count})")
-        self.map = np.memmap(path, dtype=np.uint8, mode="r") if size else None
+        # A plain array over the mapping (np.memmap's subclass costs a
+        # Python call for every index of the lookups).
+        self._mmap: Optional[mmap.mmap] = None
+        self.map: Optional[np.ndarray] = None
+        if size:
+            with open(path, "rb") as f:
+                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.map = np.frombuffer(self._mmap, dtype=np.uint8)
         self.payload, self.chunks = payload, chunks
         self.verify()
         if count:
@@ -214,9 +222,30 @@ class _Run:
                 j += 1
         return found
 
+    def find_one(self, key: int, rest: bytes) -> bool:
+        """Whether (key, rest) is in the run: one digest, without the
+        batches' vector steps."""
+        if not self.count:
+            return False
+        block = int(np.searchsorted(self.fence, key, side="right")) - 1
+        lo = max(block, 0) * FENCE_STEP
+        keys = self.keys[lo:min(lo + FENCE_STEP, self.count)]
+        j = lo + int(np.searchsorted(keys, key, side="left"))
+        while j < self.count and int(self.keys[j]) == key:
+            if not self.rest_size or self.rest[j].tobytes() == rest:
+                return True
+            j += 1
+        return False
+
     def close(self) -> None:
         self.map = None
         self.keys = self.rest = self.fence = None  # type: ignore[assignment]
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:  # a view still refers to it: the GC closes it
+                pass
+            self._mmap = None
 
 
 def _row_dtype(ds: int) -> "np.dtype[Any]":
@@ -503,6 +532,15 @@ class DiskStore(FingerprintStore):
         found[order] = hit
         return found
 
+    def _on_disk_one(self, fp: bytes) -> bool:
+        """Whether a run holds one digest."""
+        if not self._runs:
+            return False
+        head = fp[:8] if len(fp) >= 8 else fp + bytes(8 - len(fp))
+        key = int.from_bytes(head, "big")
+        rest = fp[8:]
+        return any(run.find_one(key, rest) for run in self._runs)
+
     def contains_many(self, fps: Any) -> np.ndarray:
         """A numpy bool array, True where the digest is in the store."""
         self._check_open()
@@ -516,9 +554,7 @@ class DiskStore(FingerprintStore):
     def __contains__(self, fp: Any) -> bool:
         self._check_open()
         fp = self._fp(fp)
-        if fp in self._memtable:
-            return True
-        return bool(self._on_disk(np.frombuffer(fp, dtype=f"S{self.digest_size}"))[0])
+        return fp in self._memtable or self._on_disk_one(fp)
 
     # -------------------------------------------------------------- adds
 
@@ -555,9 +591,9 @@ class DiskStore(FingerprintStore):
             return False
         if len(self._memtable) >= self._memtable_room():
             self._spill()
-        one = np.frombuffer(fp, dtype=f"S{self.digest_size}")
-        if self._runs and self._on_disk(one)[0]:
+        if self._on_disk_one(fp):
             return False
+        one = np.frombuffer(fp, dtype=f"S{self.digest_size}")
         self._log(one)
         self._memtable.add(fp)
         return True

@@ -1,6 +1,7 @@
 """The local backends of :class:`crawldedup.scrapy.DupeFilter` (``"exact"``:
 a FingerprintSet with its JOBDIR file and journal; ``"bloom"``: a mapped
-BloomFilter), the import of Scrapy's ``requests.seen``, and the settings
+BloomFilter; ``"disk"``: a DiskStore in JOBDIR), the import of Scrapy's
+``requests.seen``, and the settings
 that choose a backend (the Redis ones are in ``_redis_backend``, the
 settings' names, defaults and checks in ``_settings``).  Nothing here needs
 Scrapy."""
@@ -10,20 +11,25 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from typing import Any, Iterator, Optional
+import shutil
+import tempfile
+from typing import Any, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import IncompatibleFilterError
+from crawldedup.exact.disk import DiskStore
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.journaled import JournaledSet
 from crawldedup.scrapy._settings import (
     BACKENDS,
     BLOOM_FILE,
     DEFAULT_CAPACITY,
+    DEFAULT_DISK_MEMORY,
     DEFAULT_ERROR_RATE,
     DIGEST_SIZE,
+    DISK_FOLDER,
     EXACT_FILE,
     LOGGER_NAME,
     SCRAPY_FILE,
@@ -97,6 +103,27 @@ def _hex_lines(data: bytes, path: str) -> Iterator[bytes]:
             raise DupeFilterConfigError(
                 f"{path!r} line {number + 1} is not a hex fingerprint: {line[:60]!r}; "
                 f"not a requests.seen file of Scrapy") from None
+
+
+def _earlier_fingerprints(jobdir: str) -> List[Tuple[str, List[bytes]]]:
+    """(file, fingerprints) of each earlier state in JOBDIR a new Bloom
+    filter or disk store starts from: the 'exact' backend's set and its log,
+    and Scrapy's requests.seen."""
+    sources = []
+    exact = os.path.join(jobdir, EXACT_FILE)
+    if os.path.exists(exact):
+        sources.append((exact, list(FingerprintSet.load(exact))))
+        log = exact + ".log"
+        if os.path.exists(log):
+            with open(log, "rb") as f:
+                data = f.read()
+            data = data[:len(data) - len(data) % DIGEST_SIZE]
+            sources.append((log, [data[i:i + DIGEST_SIZE]
+                                  for i in range(0, len(data), DIGEST_SIZE)]))
+    scrapy_file = os.path.join(jobdir, SCRAPY_FILE)
+    if os.path.exists(scrapy_file):
+        sources.append((scrapy_file, [_digest(fp) for fp in read_requests_seen(scrapy_file)]))
+    return sources
 
 
 # ------------------------------------------------------------ backends
@@ -191,21 +218,7 @@ class _Bloom:
         self.count = self.bf.insert_count
 
     def _import(self, jobdir: str) -> None:
-        sources = []
-        exact = os.path.join(jobdir, EXACT_FILE)
-        if os.path.exists(exact):
-            sources.append((exact, list(FingerprintSet.load(exact))))
-            log = exact + ".log"
-            if os.path.exists(log):
-                with open(log, "rb") as f:
-                    data = f.read()
-                data = data[:len(data) - len(data) % DIGEST_SIZE]
-                sources.append((log, [data[i:i + DIGEST_SIZE]
-                                      for i in range(0, len(data), DIGEST_SIZE)]))
-        scrapy_file = os.path.join(jobdir, SCRAPY_FILE)
-        if os.path.exists(scrapy_file):
-            sources.append((scrapy_file, [_digest(fp) for fp in read_requests_seen(scrapy_file)]))
-        for path, fps in sources:
+        for path, fps in _earlier_fingerprints(jobdir):
             if fps:
                 self.bf.add_many(fps)
             logger.info("Imported %d fingerprints from %s", len(fps), path)
@@ -241,6 +254,60 @@ class _Bloom:
         self.bf.close()
 
 
+class _Disk:
+    """A DiskStore: in JOBDIR when there is one (a crawl paused and resumed
+    keeps it), else in a temporary folder removed at close.  Its memory is
+    bounded by CRAWLDEDUP_DISK_MEMORY whatever the crawl's size; each new
+    fingerprint is journaled, and made durable at the scheduler's flush."""
+
+    name = "disk"
+
+    def __init__(self, jobdir: Optional[str], memory: int) -> None:
+        self.temporary: Optional[str] = None
+        if jobdir is None:
+            path = self.temporary = tempfile.mkdtemp(prefix="crawldedup-seen-")
+        else:
+            path = os.path.join(jobdir, DISK_FOLDER)
+        created = not os.path.exists(path) or path == self.temporary
+        if created and jobdir is not None and os.path.exists(os.path.join(jobdir, BLOOM_FILE)):
+            raise DupeFilterConfigError(
+                f"JOBDIR {jobdir!r} holds the Bloom filter of a crawl with "
+                f"CRAWLDEDUP_DUPEFILTER = 'bloom', which cannot list its fingerprints "
+                f"for the 'disk' backend: keep 'bloom' or use a new JOBDIR")
+        try:
+            self.store = DiskStore(path, DIGEST_SIZE, memory=memory)
+        except ValueError as exc:
+            raise DupeFilterConfigError(f"{path!r}: {exc}") from None
+        if created and jobdir is not None:
+            for source, fps in _earlier_fingerprints(jobdir):
+                if fps:
+                    self.store.add_many(fps)
+                logger.info("Imported %d fingerprints from %s", len(fps), source)
+            self.store.flush()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def seen(self, fp: bytes) -> bool:
+        if len(fp) != DIGEST_SIZE:
+            fp = _digest(fp)
+        return not self.store.add(fp)
+
+    def flush(self) -> None:
+        if not self.store.closed:
+            self.store.flush()
+
+    def clear(self) -> None:
+        self.store.clear()
+
+    def close(self) -> None:
+        try:
+            self.store.close()
+        finally:
+            if self.temporary is not None:
+                shutil.rmtree(self.temporary, ignore_errors=True)
+
+
 def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
                   spider_name: Optional[str]) -> Any:
     if name not in BACKENDS:
@@ -248,6 +315,8 @@ def _open_backend(name: Any, settings: Any, jobdir: Optional[str],
                                     f"{', '.join(repr(b) for b in BACKENDS)}, got {name!r}")
     if name == "exact":
         return _Exact(jobdir)
+    if name == "disk":
+        return _Disk(jobdir, _setting_int(settings, "CRAWLDEDUP_DISK_MEMORY", DEFAULT_DISK_MEMORY))
     if name == "bloom":
         capacity = _setting_int(settings, "CRAWLDEDUP_CAPACITY", DEFAULT_CAPACITY)
         error_rate = _setting_rate(settings, "CRAWLDEDUP_ERROR_RATE", DEFAULT_ERROR_RATE)

@@ -10,13 +10,17 @@ from typing import Any
 from crawldedup import _defaults
 from crawldedup.errors import CrawldedupError
 
-BACKENDS = ("exact", "bloom", "redis", "redis-bloom")
+BACKENDS = ("exact", "bloom", "disk", "redis", "redis-bloom")
 #: The close reason of a crawl stopped at start-up by a bad setting.
 CONFIG_ERROR_REASON = "crawldedup_config_error"
 DEFAULT_CAPACITY = _defaults.CAPACITY
 DEFAULT_ERROR_RATE = _defaults.SCRAPY_ERROR_RATE
 DIGEST_SIZE = 20  # Scrapy's fingerprints: SHA-1
 EXACT_FILE = "crawldedup-seen.fps"
+#: The folder of the "disk" backend's DiskStore in JOBDIR.
+DISK_FOLDER = "crawldedup-seen.disk"
+#: The "disk" backend's memory budget (CRAWLDEDUP_DISK_MEMORY), in bytes.
+DEFAULT_DISK_MEMORY = 256 << 20
 BLOOM_FILE = "crawldedup-seen.bloom"
 SCRAPY_FILE = "requests.seen"
 

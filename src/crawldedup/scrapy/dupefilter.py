@@ -3,7 +3,7 @@
 :class:`DupeFilter` asks the crawler's request fingerprinter for each
 request's fingerprint (use :class:`~crawldedup.scrapy.RequestFingerprinter`
 for Scrapy's fingerprints, faster) and keeps the fingerprints in one of
-four backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
+five backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
 
 ``"exact"`` (default)
     A :class:`~crawldedup.FingerprintSet` of the 20-byte fingerprints: no
@@ -14,6 +14,12 @@ four backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
     ``CRAWLDEDUP_ERROR_RATE``: a fixed, small size, but each false positive
     drops a request that was new; a warning is logged when the filter fills
     past its capacity, where that rate starts to climb.
+``"disk"``
+    A :class:`~crawldedup.DiskStore` of the fingerprints: exact, in about
+    ``CRAWLDEDUP_DISK_MEMORY`` bytes of memory (256 MiB) whatever the
+    crawl's size, for broad crawls whose fingerprints outgrow RAM; the
+    store lives in JOBDIR (``crawldedup-seen.disk``), or without JOBDIR in
+    a temporary folder removed when the crawl closes.
 ``"redis"``
     Fingerprints in a Redis set, shared by every crawler process of the
     spider (also under scrapy-redis's scheduler); see docs/scrapy.md.
@@ -25,11 +31,13 @@ four backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
 With ``JOBDIR`` the state lives in the job folder and survives pausing and
 resuming: ``crawldedup-seen.fps`` (exact: the set, saved atomically when the
 crawl closes, plus ``crawldedup-seen.fps.log``, a journal of the fingerprints
-added since) or ``crawldedup-seen.bloom`` (bloom: the filter itself, memory
-mapped).  A ``requests.seen`` file that Scrapy's ``RFPDupeFilter`` left in
-the folder (binary, as Scrapy 2.19 writes it, or the hex lines of older
-versions) is imported when crawldedup's state is created, so a running job
-switches without crawling again.
+added since), ``crawldedup-seen.bloom`` (bloom: the filter itself, memory
+mapped) or ``crawldedup-seen.disk`` (disk: the store's folder, its journal
+fsynced at each flush of the scheduler).  A ``requests.seen`` file that
+Scrapy's ``RFPDupeFilter`` left in the folder (binary, as Scrapy 2.19 writes
+it, or the hex lines of older versions) is imported when crawldedup's state
+is created, so a running job switches without crawling again ("disk" and
+"bloom" also import the "exact" backend's set).
 
 It logs and counts like Scrapy's filter (``DUPEFILTER_DEBUG``, "Filtered
 duplicate request", the ``dupefilter/filtered`` stat), under the logger name
@@ -47,7 +55,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from crawldedup._extras import install_hint
-from crawldedup.errors import CorruptFileError, StoreUnavailableError
+from crawldedup.errors import CorruptFileError, StoreLockedError, StoreUnavailableError
 
 # The local backends and the settings; the names tests and users import from here.
 from crawldedup.scrapy._backends import _open_backend, read_requests_seen
@@ -154,9 +162,11 @@ class DupeFilter(BaseDupeFilter):
                      jobdir=job_dir(settings), debug=settings.getbool("DUPEFILTER_DEBUG"),
                      fingerprinter=crawler.request_fingerprinter, settings=settings,
                      stats=crawler.stats, spider_name=spider_name)
-        # a damaged state (a JOBDIR file, a Redis metadata key) stops the
-        # crawl the same way: one error line naming it, and the crawl fails
-        except (DupeFilterConfigError, StoreUnavailableError, CorruptFileError) as exc:
+        # a damaged state (a JOBDIR file, a Redis metadata key), or a disk
+        # store another crawl has open, stops the crawl the same way: one
+        # error line naming it, and the crawl fails
+        except (DupeFilterConfigError, StoreUnavailableError, StoreLockedError,
+                CorruptFileError) as exc:
             df = cls.__new__(cls)
             df._fail(exc)
             crawler.signals.connect(df._refuse, signal=signals.spider_opened)
