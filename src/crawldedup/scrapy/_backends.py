@@ -257,8 +257,9 @@ class _Bloom:
 class _Disk:
     """A DiskStore: in JOBDIR when there is one (a crawl paused and resumed
     keeps it), else in a temporary folder removed at close.  Its memory is
-    bounded by CRAWLDEDUP_DISK_MEMORY whatever the crawl's size; each new
-    fingerprint is journaled, and made durable at the scheduler's flush."""
+    bounded by CRAWLDEDUP_DISK_MEMORY whatever the crawl's size; new
+    fingerprints reach its journal 64 KiB at a time (a kill loses at most
+    those of the last 64 KiB), and are fsynced when the crawl closes."""
 
     name = "disk"
 
