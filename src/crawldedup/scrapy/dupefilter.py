@@ -36,8 +36,9 @@ mapped) or ``crawldedup-seen.disk`` (disk: the store's folder; its journal
 takes new fingerprints 64 KiB at a time and is fsynced as the crawl closes).
 A ``requests.seen`` file that Scrapy's ``RFPDupeFilter`` left in the folder
 (binary, as Scrapy 2.19 writes it, or the hex lines of older versions) is
-imported when crawldedup's state is created, so a running job switches without crawling again ("disk" and
-"bloom" also import the "exact" backend's set).
+imported when crawldedup's state is created, so a running job switches
+without crawling again ("disk" and "bloom" also import the "exact"
+backend's set).
 
 It logs and counts like Scrapy's filter (``DUPEFILTER_DEBUG``, "Filtered
 duplicate request", the ``dupefilter/filtered`` stat), under the logger name
