@@ -227,11 +227,12 @@ def run_engine(name: str, path: str, n: int, memory: int, seed: int) -> Dict[str
             assert bool(got.all()) if label == "present" else not bool(got.any()), label
         lookups[f"contains_many {label} /s"] = len(keys) / (time.perf_counter() - t)
     latency: Dict[str, float] = {}
-    for label in ("cached", "dropped") if name == "disk" else ("cached",):
+    for n, label in enumerate(("cached", "dropped") if name == "disk" else ("cached",)):
         if label == "dropped":
             drop()
-        probes = np.concatenate([present[:10_000], np.random.default_rng(seed + 3).integers(
-            0, 256, (10_000, 16), dtype=np.uint8).view("S16").ravel()])
+        # each phase its own digests: half stored before, half new
+        probes = np.concatenate([present[n * 10_000:(n + 1) * 10_000], np.random.default_rng(
+            seed + 3 + n).integers(0, 256, (10_000, 16), dtype=np.uint8).view("S16").ravel()])
         np.random.default_rng(seed + 4).shuffle(probes)
         got_times = []
         # bytes(row), not tolist(): numpy's S16 items drop trailing NULs

@@ -11,8 +11,9 @@
 # its Python face _core_index.pxi),
 # URL canonicalization and URL and request fingerprints (_core_url.pxi), the
 # compact fingerprint table behind FingerprintSet (_core_fpset.pxi), Redis
-# command bytes (_core_resp.pxi) and line splitting and hashing for the
-# command line (_core_lines.pxi).
+# command bytes (_core_resp.pxi), line splitting and hashing for the
+# command line (_core_lines.pxi) and the lookups in DiskStore's sorted runs
+# (_core_runs.pxi).
 # Primitives that Cython cannot express live in the _cd_*.h headers
 # (_cd_support.h holds those every part shares).
 #
@@ -35,7 +36,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport UINT64_MAX, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset, strchr
+from libc.string cimport memcmp, memcpy, memset, strchr
 
 cimport cython
 
@@ -67,6 +68,7 @@ cdef extern from "_cd_support.h" nogil:
     void cd_atomic_store64(uint64_t* p, uint64_t v)
     void cd_prefetch(const void* p)
     void cd_prefetch_w(const void* p)
+    uint64_t cd_load64le(const unsigned char* p)
     const uint64_t CD_LCG_MULTIPLIER
     const uint64_t CD_LCG_INCREMENT
     int cd_popcount64(uint64_t x)
@@ -156,3 +158,4 @@ include "_core_url.pxi"
 include "_core_fpset.pxi"
 include "_core_resp.pxi"
 include "_core_lines.pxi"
+include "_core_runs.pxi"

@@ -18,6 +18,7 @@ module         core part                    holds
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
 ``resp``       ``src/_core_resp.pxi``       ``bloom_resp`` (Redis BITFIELD commands)
 ``lines``      ``src/_core_lines.pxi``      ``split_lines``, ``line_hashes``
+``runs``       ``src/_core_runs.pxi``       ``run_find`` (DiskStore's sorted runs)
 =============  ===========================  ==========================================
 
 This module exports what the compiled module exports to the package: the
@@ -51,6 +52,7 @@ from crawldedup._reference.lines import (
                                          split_lines,
 )
 from crawldedup._reference.resp import bloom_resp
+from crawldedup._reference.runs import run_find
 from crawldedup._reference.simhash import (
                                          MAX_NGRAM,
                                          TOKENIZER_AUTO,
@@ -99,4 +101,6 @@ __all__ = [
     # resp, lines
     "bloom_resp", "split_lines", "line_hashes", "line_spans", "span_digests", "gather_spans",
     "span_hashes", "span_key_hashes",
+    # runs
+    "run_find",
 ]

@@ -57,6 +57,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from crawldedup._kernel import run_find
 from crawldedup._types import PathLike
 from crawldedup.errors import CorruptFileError, StoreLockedError
 from crawldedup.exact.fpset import FingerprintSet
@@ -155,10 +156,12 @@ class _Run:
         self.verify()
         if count:
             assert self.map is not None
-            rows = self.map[_RUN_HEADER_SIZE:_RUN_HEADER_SIZE + payload].view(_row_dtype(ds))
+            self.rows = self.map[_RUN_HEADER_SIZE:_RUN_HEADER_SIZE + payload]
+            rows = self.rows.view(_row_dtype(ds))
             self.keys = rows["k"]
             self.rest = rows["r"] if self.rest_size else np.zeros((count, 0), dtype=np.uint8)
         else:
+            self.rows = np.zeros(0, dtype=np.uint8)
             self.keys = np.zeros(0, dtype=np.uint64)
             self.rest = np.zeros((0, self.rest_size), dtype=np.uint8)
         self.fence = np.array(self.keys[::FENCE_STEP])
@@ -180,66 +183,28 @@ class _Run:
                                                   f"{_RUN_HEADER_SIZE + i * CHUNK + len(part):,}")
 
     def find(self, keys: np.ndarray, rest: np.ndarray) -> np.ndarray:
-        """True where (key, rest) is in the run; keys sorted ascending."""
-        n = len(keys)
-        found = np.zeros(n, dtype=np.bool_)
-        if not self.count or not n:
-            return found
-        # The fence narrows each search to one span of FENCE_STEP keys.
-        block = np.searchsorted(self.fence, keys, side="right") - 1
-        lo = np.maximum(block, 0) * FENCE_STEP
-        hi = np.minimum(lo + FENCE_STEP, self.count)
-        lo = lo.astype(np.int64)
-        hi = hi.astype(np.int64)
-        run_keys = self.keys
-        steps = FENCE_STEP.bit_length()
-        for _ in range(steps):
-            live = lo < hi
-            if not live.any():
-                break
-            mid = (lo + hi) >> 1
-            probe = run_keys[np.minimum(mid, self.count - 1)]
-            less = live & (probe < keys)
-            lo = np.where(less, mid + 1, lo)
-            hi = np.where(live & ~less, mid, hi)
-        at = np.minimum(lo, self.count - 1)
-        hit: np.ndarray = run_keys[at] == keys
-        if not hit.any():
-            return found
-        if self.rest_size == 0:
-            return hit
-        idx = np.flatnonzero(hit)
-        same = (self.rest[at[idx]] == rest[idx]).all(axis=1)
-        found[idx[same]] = True
-        # Digests that share their first 8 bytes with another stored one
-        # (about one pair in 2**64 / n): look through all of them.
-        for i in idx[~same].tolist():
-            j = int(at[i])
-            while j < self.count and run_keys[j] == keys[i]:
-                if bytes(self.rest[j]) == bytes(rest[i]):
-                    found[i] = True
-                    break
-                j += 1
+        """True where (key, rest) is in the run; keys ascending, rest an
+        (n, digest_size - 8) uint8 array (the core's run_find)."""
+        found = np.zeros(len(keys), dtype=np.bool_)
+        if self.count and len(keys):
+            run_find(self.rows, self.count, 8 + self.rest_size, self.fence, FENCE_STEP,
+                     np.ascontiguousarray(keys, dtype=np.uint64),
+                     np.ascontiguousarray(rest, dtype=np.uint8).reshape(-1),
+                     found.view(np.uint8))
         return found
 
     def find_one(self, key: int, rest: bytes) -> bool:
-        """Whether (key, rest) is in the run: one digest, without the
-        batches' vector steps."""
+        """Whether (key, rest) is in the run: one digest."""
         if not self.count:
             return False
-        block = int(np.searchsorted(self.fence, key, side="right")) - 1
-        lo = max(block, 0) * FENCE_STEP
-        keys = self.keys[lo:min(lo + FENCE_STEP, self.count)]
-        j = lo + int(np.searchsorted(keys, key, side="left"))
-        while j < self.count and int(self.keys[j]) == key:
-            if not self.rest_size or self.rest[j].tobytes() == rest:
-                return True
-            j += 1
-        return False
+        found = np.zeros(1, dtype=np.uint8)
+        run_find(self.rows, self.count, 8 + self.rest_size, self.fence, FENCE_STEP,
+                 np.array([key], dtype=np.uint64), np.frombuffer(rest, dtype=np.uint8), found)
+        return bool(found[0])
 
     def close(self) -> None:
         self.map = None
-        self.keys = self.rest = self.fence = None  # type: ignore[assignment]
+        self.rows = self.keys = self.rest = self.fence = None  # type: ignore[assignment]
         if self._mmap is not None:
             try:
                 self._mmap.close()
@@ -419,6 +384,7 @@ class DiskStore(FingerprintStore):
                       for name, count in manifest["runs"]]
         self._stored = sum(run.count for run in self._runs)
         self._memtable = FingerprintSet(ds)
+        self._reserved = 0
         self._pending = bytearray()  # journal records not yet written
         self._replay()
 
@@ -579,6 +545,7 @@ class DiskStore(FingerprintStore):
             first = FingerprintSet(self.digest_size).add_many(candidates)
             added = candidates[first]
             self._log(added, write=True)  # journaled before the memtable changes
+            self._make_room(len(added))
             self._memtable.add_many(added)
             new[ask[first]] = True
         return new
@@ -645,6 +612,19 @@ class DiskStore(FingerprintStore):
 
     # ------------------------------------------------------ spills, merges
 
+    def _make_room(self, n: int) -> None:
+        """Room in the memtable for n more digests, taken in doublings up to
+        its room (a FingerprintSet left to grow by itself moves every digest
+        at each of its small growth steps)."""
+        need = len(self._memtable) + n
+        if need > self._reserved:
+            self._reserved = min(max(need, 2 * self._reserved, 1 << 16),
+                                 max(need, self._memtable_room()))
+            try:
+                self._memtable.reserve(self._reserved)
+            except MemoryError:  # only speed is lost: the set grows as it fills
+                pass
+
     def _memtable_room(self) -> int:
         """How many digests the memtable holds before it is spilled: half
         the budget, less the runs' fences (the other half is for merges and
@@ -683,6 +663,7 @@ class DiskStore(FingerprintStore):
         self._journal_fd = None
         os.unlink(old_journal)
         self._memtable = FingerprintSet(ds)
+        self._reserved = 0
         self._replay()  # the new, empty journal
         self._merge()
 
@@ -753,6 +734,7 @@ class DiskStore(FingerprintStore):
             except FileNotFoundError:
                 pass
         self._memtable = FingerprintSet(self.digest_size)
+        self._reserved = 0
         self._pending = bytearray()
         self._replay()
 

@@ -1,0 +1,92 @@
+# ---- runs: the sorted files of DiskStore ------------------------------------
+#
+# A run (crawldedup.exact.disk) is `count` rows of `row` bytes, sorted by
+# their first 8 bytes read as a little-endian integer (the digest's first 8
+# bytes as a big-endian one: the key); a row's other bytes are the digest's
+# other bytes.  `fence` holds the key of every `step`-th row.  run_find looks
+# a batch of ascending keys up in one pass: a fence entry found by galloping
+# from the last one, a binary search of at most step + 1 rows, and the rows
+# of an equal key compared byte for byte; without the GIL.
+# Twin: crawldedup._reference.runs.
+
+cdef Py_ssize_t _cdr_first_at_least(const unsigned char* rows, Py_ssize_t row,
+                                    Py_ssize_t lo, Py_ssize_t hi,
+                                    uint64_t key) noexcept nogil:
+    # The first row of [lo, hi) whose key is >= key (hi when none).
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = lo + ((hi - lo) >> 1)
+        if cd_load64le(rows + mid * row) < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef Py_ssize_t _cdr_block(const uint64_t* fence, Py_ssize_t blocks, Py_ssize_t b,
+                           uint64_t key) noexcept nogil:
+    # The last block from b on whose fence key is < key (b - 1 ... -1 when
+    # fence[b] >= key already), galloping forward from b.
+    cdef Py_ssize_t jump = 1, lo, hi, mid
+    if b < 0:
+        b = 0
+    if b >= blocks or fence[b] >= key:
+        # back to the start: keys ascend, so this happens only for the first
+        while b > 0 and (b >= blocks or fence[b] >= key):
+            b -= 1
+        return b if fence[b] < key else -1
+    lo = b
+    while lo + jump < blocks and fence[lo + jump] < key:
+        lo += jump
+        jump <<= 1
+    hi = lo + jump if lo + jump < blocks else blocks
+    # fence[lo] < key; the answer is in [lo, hi)
+    while hi - lo > 1:
+        mid = lo + ((hi - lo) >> 1)
+        if fence[mid] < key:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def run_find(const unsigned char[::1] rows, Py_ssize_t count, Py_ssize_t row,
+             const uint64_t[::1] fence, Py_ssize_t step, const uint64_t[::1] keys,
+             const unsigned char[::1] rest, unsigned char[::1] out):
+    """out[i] = 1 where the run holds the digest (keys[i], rest[i * (row - 8):
+    (i + 1) * (row - 8)]), 0 elsewhere.  keys ascending."""
+    cdef Py_ssize_t n = keys.shape[0], r = row - 8, blocks, i, b = 0, lo, hi, j
+    cdef uint64_t key
+    cdef const unsigned char* base
+    cdef const unsigned char* mine
+    if row < 8 or step < 1 or count < 0:
+        raise ValueError("a run's rows are 8 bytes or more, its step 1 or more")
+    if rows.shape[0] < count * row:
+        raise ValueError(f"the rows take {count * row} bytes, the buffer has {rows.shape[0]}")
+    if out.shape[0] != n or rest.shape[0] != n * r:
+        raise ValueError("out takes one byte a key, rest row - 8 bytes a key")
+    blocks = (count + step - 1) // step
+    if fence.shape[0] < blocks:
+        raise ValueError(f"the fence needs {blocks} keys, it has {fence.shape[0]}")
+    if n == 0:
+        return
+    if count == 0:
+        memset(&out[0], 0, n)
+        return
+    base = &rows[0]
+    with nogil:
+        for i in range(n):
+            key = keys[i]
+            b = _cdr_block(&fence[0], blocks, b, key)
+            lo = b * step if b >= 0 else 0
+            hi = lo + step + 1 if lo + step + 1 < count else count
+            j = _cdr_first_at_least(base, row, lo, hi, key)
+            out[i] = 0
+            mine = &rest[0] + i * r if r else NULL
+            while j < count and cd_load64le(base + j * row) == key:
+                if r == 0 or memcmp(base + j * row + 8, mine, r) == 0:
+                    out[i] = 1
+                    break
+                j += 1
+            if b < 0:
+                b = 0

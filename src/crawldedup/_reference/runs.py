@@ -1,0 +1,47 @@
+"""Twin of ``src/_core_runs.pxi``: lookups in DiskStore's sorted runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _key(rows: memoryview, i: int, row: int) -> int:
+    return int.from_bytes(rows[i * row:i * row + 8], "little")
+
+
+def run_find(rows: Any, count: int, row: int, fence: Any, step: int, keys: Any,
+             rest: Any, out: Any) -> None:
+    """out[i] = 1 where the run (count rows of row bytes, sorted by their
+    first 8 bytes as a little-endian integer) holds the digest (keys[i],
+    rest[i * (row - 8):(i + 1) * (row - 8)]), 0 elsewhere.  The fence (the
+    key of every step-th row) only speeds the core's search up."""
+    data = memoryview(rows).cast("B")
+    r = row - 8
+    if row < 8 or step < 1 or count < 0:
+        raise ValueError("a run's rows are 8 bytes or more, its step 1 or more")
+    if len(data) < count * row:
+        raise ValueError(f"the rows take {count * row} bytes, the buffer has {len(data)}")
+    n = len(keys)
+    extra = memoryview(rest).cast("B")
+    if len(out) != n or len(extra) != n * r:
+        raise ValueError("out takes one byte a key, rest row - 8 bytes a key")
+    blocks = (count + step - 1) // step
+    if len(fence) < blocks:
+        raise ValueError(f"the fence needs {blocks} keys, it has {len(fence)}")
+    for i in range(n):
+        key = int(keys[i])
+        lo, hi = 0, count
+        while lo < hi:  # the first row whose key is >= key
+            mid = (lo + hi) // 2
+            if _key(data, mid, row) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = 0
+        mine = bytes(extra[i * r:(i + 1) * r])
+        while lo < count and _key(data, lo, row) == key:
+            if bytes(data[lo * row + 8:(lo + 1) * row]) == mine:
+                found = 1
+                break
+            lo += 1
+        out[i] = found

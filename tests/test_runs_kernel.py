@@ -1,0 +1,80 @@
+"""run_find, the lookup in DiskStore's sorted runs: the compiled core and
+its twin against a plain Python set, over runs with keys that tie (digests
+that share their first 8 bytes) and fences of every step."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import examples
+
+
+def make_run(digests, ds):
+    """(rows, fence keys, key of a digest) of a run of the distinct digests,
+    as crawldedup.exact.disk writes it: rows sorted by the first 8 bytes as
+    a big-endian integer, stored little-endian, then the other bytes."""
+    def key(d):
+        return int.from_bytes(d[:8], "big")
+    rows = sorted(set(digests), key=key)
+    data = b"".join(key(d).to_bytes(8, "little") + d[8:] for d in rows)
+    return np.frombuffer(data, dtype=np.uint8), [key(d) for d in rows], key
+
+
+def ask(impl, digests, ds, queries, step):
+    raw, run_keys, key = make_run(digests, ds)
+    count = len(run_keys)
+    fence = np.array(run_keys[::step], dtype=np.uint64)
+    queries = sorted(queries, key=key)
+    keys = np.array([key(q) for q in queries], dtype=np.uint64)
+    rest = np.frombuffer(b"".join(q[8:] for q in queries), dtype=np.uint8)
+    out = np.zeros(len(queries), dtype=np.uint8)
+    impl.run_find(raw if count else np.zeros(0, np.uint8), count, ds, fence, step, keys,
+                  rest, out)
+    return queries, out.astype(bool).tolist()
+
+
+def digest(ds):
+    # a few first-8-byte prefixes, so that keys tie across the fence's blocks
+    return st.builds(lambda head, tail: head + tail,
+                     st.sampled_from([bytes([i]) * 8 for i in (0, 7, 200, 255)])
+                     | st.binary(min_size=8, max_size=8),
+                     st.binary(min_size=ds - 8, max_size=ds - 8))
+
+
+@settings(max_examples=examples(1.0), deadline=None)
+@given(data=st.data(), ds=st.sampled_from([8, 16, 20]), step=st.integers(1, 5))
+def test_against_a_set(impl, data, ds, step):
+    stored = data.draw(st.lists(digest(ds), max_size=60))
+    queries = data.draw(st.lists(digest(ds) | st.sampled_from(stored or [b"\0" * ds]),
+                                 max_size=40))
+    got_queries, found = ask(impl, stored, ds, queries, step)
+    assert found == [q in set(stored) for q in got_queries]
+
+
+def test_core_and_twin_agree_on_a_big_run(core, reference):
+    rng = np.random.default_rng(1)
+    stored = [bytes(r) for r in rng.integers(0, 256, (5000, 16), dtype=np.uint8)]
+    stored += [b"\x05" * 8 + i.to_bytes(8, "big") for i in range(600)]  # ties over many blocks
+    queries = stored[::3] + [bytes(r) for r in rng.integers(0, 256, (2000, 16), dtype=np.uint8)]
+    queries += [b"\x05" * 8 + i.to_bytes(8, "big") for i in range(590, 700)]
+    a = ask(core, stored, 16, queries, 256)
+    b = ask(reference, stored, 16, queries, 256)
+    assert a == b
+    assert a[1] == [q in set(stored) for q in a[0]]
+
+
+def test_bad_arguments_are_refused(impl):
+    rows = np.zeros(32, dtype=np.uint8)
+    out = np.zeros(1, dtype=np.uint8)
+    keys = np.zeros(1, dtype=np.uint64)
+    fence = np.zeros(1, dtype=np.uint64)
+    rest = np.zeros(8, dtype=np.uint8)
+    with pytest.raises(ValueError, match="rows take"):
+        impl.run_find(rows, 3, 16, fence, 4, keys, rest, out)
+    with pytest.raises(ValueError, match="one byte a key"):
+        impl.run_find(rows, 2, 16, fence, 4, keys, rest[:4], out)
+    with pytest.raises(ValueError, match="fence needs"):
+        impl.run_find(rows, 2, 16, fence, 1, keys, rest, out)
+    with pytest.raises(ValueError, match="8 bytes or more"):
+        impl.run_find(rows, 2, 4, fence, 4, keys, rest, out)
