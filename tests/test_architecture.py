@@ -163,6 +163,15 @@ def test_nothing_but_the_command_line_imports_it():
             assert not under(imported, ("crawldedup.cli",)), f"{name}:{line} imports {imported}"
 
 
+def test_no_argparse_outside_the_command_line():
+    """Argument parsing is the command line's: every subcommand under cli/."""
+    for name, tree in ALL:
+        if under(name, COMMAND_LINE):
+            continue
+        for imported, line in imports(tree):
+            assert imported != "argparse", f"{name}:{line} imports argparse"
+
+
 def test_the_local_library_never_imports_integrations_or_the_command_line():
     for name, tree in ALL:
         if under(name, INTEGRATIONS + COMMAND_LINE):
