@@ -12,8 +12,9 @@ the other, on the same digests and in a folder of its own, and reports:
   digest (``/proc/self/io`` write_bytes: the write amplification);
 * contains_many of 1,000,000 present and 1,000,000 absent digests, per s;
 * single ``add`` latency, p50 and p99 of 20,000 calls (half of them new),
-  with the files in the page cache and, for DiskStore, with its runs
-  dropped from it (``posix_fadvise(DONTNEED)``).
+  the files in the page cache (a DiskStore reads every run when it opens,
+  to check its checksums, so its runs are in the page cache after that
+  unless memory is short).
 
     python benchmarks/compare_exact_scale.py --n 10000000
     python benchmarks/compare_exact_scale.py --n 100000000 --engines disk,sqlite,rocksdict,lmdb
@@ -94,23 +95,14 @@ def disk_bytes(path: str) -> int:
 # ------------------------------------------------------------------ engines
 
 Engine = Tuple[Callable[[np.ndarray], int], Callable[[np.ndarray], np.ndarray],
-               Callable[[bytes], bool], Callable[[], None], Callable[[], None]]
+               Callable[[bytes], bool], Callable[[], None]]
 
 
 def open_disk(path: str, memory: int) -> Engine:
     from crawldedup.exact.disk import DiskStore
     store = DiskStore(path, memory=memory)
-
-    def drop() -> None:
-        for name in os.listdir(path):
-            if name.startswith("run-"):
-                fd = os.open(os.path.join(path, name), os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
     return (lambda b: int(store.add_many(b).sum()), store.contains_many, store.add,
-            store.close, drop)
+            store.close)
 
 
 def open_sqlite(path: str, memory: int) -> Engine:
@@ -118,7 +110,7 @@ def open_sqlite(path: str, memory: int) -> Engine:
     os.makedirs(path, exist_ok=True)
     store = SQLiteStore(os.path.join(path, "store.sqlite"))
     return (lambda b: int(store.add_many(b).sum()), store.contains_many, store.add,
-            store.close, lambda: None)
+            store.close)
 
 
 def open_rocksdict(path: str, memory: int) -> Engine:
@@ -154,7 +146,7 @@ def open_rocksdict(path: str, memory: int) -> Engine:
             return False
         db.put(key, b"")
         return True
-    return add_many, contains_many, add, db.close, lambda: None
+    return add_many, contains_many, add, db.close
 
 
 def open_lmdb(path: str, memory: int) -> Engine:
@@ -175,7 +167,7 @@ def open_lmdb(path: str, memory: int) -> Engine:
     def add(key: bytes) -> bool:
         with env.begin(write=True) as txn:
             return bool(txn.put(key, b"", overwrite=False))
-    return add_many, contains_many, add, env.close, lambda: None
+    return add_many, contains_many, add, env.close
 
 
 ENGINES = {"disk": open_disk, "sqlite": open_sqlite, "rocksdict": open_rocksdict,
@@ -198,7 +190,7 @@ def versions() -> Dict[str, str]:
 def run_engine(name: str, path: str, n: int, memory: int, seed: int) -> Dict[str, Any]:
     """One engine's figures (run in a process of its own)."""
     shutil.rmtree(path, ignore_errors=True)
-    add_many, contains_many, add, close, drop = ENGINES[name](path, memory)
+    add_many, contains_many, add, close = ENGINES[name](path, memory)
     start_written = written()
     times: List[float] = []
     stored = peak = 0
@@ -212,7 +204,7 @@ def run_engine(name: str, path: str, n: int, memory: int, seed: int) -> Dict[str
         times.append(time.perf_counter() - t)
         total += len(batch)
         peak = max(peak, rss_anon())
-        if rng.random() < 0.05:
+        if not sample or rng.random() < 0.05:
             sample.append(batch[rng.integers(0, len(batch), 2000)])
     elapsed = time.perf_counter() - t0
     tenth = max(1, len(times) // 10)
@@ -227,10 +219,8 @@ def run_engine(name: str, path: str, n: int, memory: int, seed: int) -> Dict[str
             assert bool(got.all()) if label == "present" else not bool(got.any()), label
         lookups[f"contains_many {label} /s"] = len(keys) / (time.perf_counter() - t)
     latency: Dict[str, float] = {}
-    for n, label in enumerate(("cached", "dropped") if name == "disk" else ("cached",)):
-        if label == "dropped":
-            drop()
-        # each phase its own digests: half stored before, half new
+    for n, label in enumerate(("cached",)):
+        # half stored before, half new
         probes = np.concatenate([present[n * 10_000:(n + 1) * 10_000], np.random.default_rng(
             seed + 3 + n).integers(0, 256, (10_000, 16), dtype=np.uint8).view("S16").ravel()])
         np.random.default_rng(seed + 4).shuffle(probes)
