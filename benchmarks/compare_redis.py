@@ -30,7 +30,8 @@ never added, measure the false-positive rate.
 crawldedup: ``RedisBloomFilter.add_many`` / ``contains_many`` (standard
 layout, k = 7, one shard; the default blocked layout, k = 6, 4 shards; and
 the blocked layout at 0.6%, where it takes k = 7, as the target states),
-``RedisStore.add_many`` / ``contains_many`` of MD5 digests,
+``RedisStore.add_many`` / ``contains_many`` of MD5 digests (the bucket
+layout, created with a capacity of the digests it gets),
 ``RedisSimhashIndex.add_many`` / ``query_many`` of 64-bit fingerprints.
 Design alternatives measured on crawldedup's own positions: the same bits
 set by a Lua script calling SETBIT per bit, and BITFIELD commands packed by
@@ -393,7 +394,9 @@ def main() -> None:
 
     # crawldedup RedisStore
     digests = np.array([hashlib.md5(u).digest() for u in urls], dtype="S16")
-    store = RedisStore(url, f"{prefix}:store")
+    # Sized for what it gets: the bucket count, and so the memory per digest,
+    # follows the capacity (docs/redis.md, "RedisStore").
+    store = RedisStore(url, f"{prefix}:store", capacity=n_main)
     used0 = client.info("memory")["used_memory"]
     m = meter.run(lambda: store.add_many(digests))
     assert m["result"].all()
@@ -402,6 +405,7 @@ def main() -> None:
     m = meter.run(lambda: store.contains_many(digests))
     record("crawldedup RedisStore", "contains_many", n_main, m)
     store.clear()
+    client.delete(f"{prefix}:store:meta")
     store.close()
 
     # crawldedup RedisSimhashIndex

@@ -126,9 +126,11 @@ def states(tmp_path):
 
             def drop():
                 client = redis.Redis.from_url(base)
-                keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-                if keys:
-                    client.delete(*keys)
+                # the state's keys, and a store's bucket keys ({PREFIX}:..., {PREFIX:G.J}:...)
+                for pattern in (f"{prefix}*", f"{{{prefix}*"):
+                    keys = list(client.scan_iter(match=pattern, count=1000))
+                    if keys:
+                        client.delete(*keys)
                 client.close()
 
             def forget():

@@ -67,6 +67,7 @@ def test_store_and_simhash(url):
             assert await store.count() == 1000
             await store.clear()
             assert await store.count() == 0
+            await store._transport.client.delete(store._logic.meta_key)  # cleared, it stays
         async with await AsyncRedisSimhashIndex.open(url, name + ":sim", k=3) as index:
             try:
                 await index.add_many(["a", "b", "c"], [0, 0b111, 2 ** 64 - 1])

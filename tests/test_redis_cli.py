@@ -1,6 +1,7 @@
 """crawldedup urls --state redis://... / --db redis://..., and crawldedup
 info redis://..., as subprocesses against the real Redis."""
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -25,7 +26,9 @@ def base(redis_url):
     prefix = f"cdtest:{uuid.uuid4().hex[:12]}"
     yield redis_url.rstrip("/").rsplit("/", 1)[0] + "/0/" + prefix
     client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    # a Bloom filter's keys and a store's metadata; a store's buckets
+    keys = [key for match in (f"{prefix}*", f"{{{prefix}*")
+            for key in client.scan_iter(match=match, count=1000)]
     if keys:
         client.delete(*keys)
     client.close()
@@ -65,6 +68,63 @@ def test_info(base):
     assert code == 0, err
     assert "capacity: 5,000" in out and "error rate (target): 0.001" in out
     assert "estimated count: 2" in out and "layout: blocked" in out
+
+
+def test_info_describes_a_store_and_writes_nothing(base):
+    """info on a RedisStore: its layout, capacity, digests and keys; on a
+    Redis set that crawldedup 0.1.0 wrote (no metadata key) too, which it
+    leaves without one; a name that holds nothing stays empty."""
+    from crawldedup.redis.store import open_redis_store
+    digests = [hashlib.md5(b"%d" % i).digest() for i in range(1234)]
+    with open_redis_store(base + ":new", capacity=100_000) as store:
+        store.add_many(digests)
+        buckets, prefix = store._logic.buckets, store._logic.prefixes[0].decode()
+    code, out, err = run(["info", base + ":new"])
+    assert code == 0, err
+    assert "kind: exact fingerprint store (crawldedup.redis.RedisStore, format version 1)" in out
+    assert "layout: buckets" in out and "digest size: 16 bytes" in out
+    assert "capacity: 100,000" in out and "fingerprints: 1,234 (1.23% of the capacity)" in out
+    assert f"buckets: {buckets:,}," in out and f"slot groups: 1 ({prefix})" in out
+    assert "window: none" in out
+
+    client = redis.Redis.from_url(base.rsplit("/", 1)[0])
+    try:
+        old = base.rsplit("/", 1)[1] + ":old"
+        client.sadd(old, *digests[:7])
+        code, out, err = run(["info", base + ":old"])
+        assert code == 0, err
+        assert "no metadata key" in out and "layout: set" in out
+        assert "digest size: 16 bytes" in out and "fingerprints: 7" in out
+        assert not client.exists(old + ":meta")  # left as 0.1.0 wrote it
+        with open_redis_store(base + ":old") as store:  # records the set layout
+            assert store.layout == "set"
+        code, out, err = run(["info", base + ":old"])
+        assert code == 0, err
+        assert "format version 1" in out and "layout: set" in out and "fingerprints: 7" in out
+
+        code, out, err = run(["info", base + ":none"])
+        assert code == 1 and "no crawldedup filter or store named" in err
+        assert client.keys(base.rsplit("/", 1)[1] + ":none*") == []
+    finally:
+        client.close()
+
+
+def test_info_describes_a_store_on_a_cluster(redis_cluster_url):
+    from crawldedup.redis import RedisStore
+    name = f"cdtest:{uuid.uuid4().hex[:12]}"
+    with RedisStore(redis_cluster_url, name, 20, window=600, windows=2) as store:
+        store.add_many([hashlib.sha1(b"%d" % i).digest() for i in range(500)])
+        groups = store._logic.groups
+        try:
+            code, out, err = run(["info", f"{redis_cluster_url}/{name}"])
+            assert code == 0, err
+            assert "layout: buckets" in out and "digest size: 20 bytes" in out
+            assert "fingerprints: 500 " in out and "a time slot" in out
+            assert f"slot groups: {groups} ({{{name}}}:, " in out and groups == 12
+            assert "window: 600 s, in 2 time slots of 300 s" in out
+        finally:
+            store.clear()
+            store._transport.client.delete(store._logic.meta_key)
 
 
 def test_errors_are_messages_not_tracebacks(base):

@@ -150,6 +150,7 @@ def test_eight_crawlers_one_store(redis_url):
     finally:
         with RedisStore(redis_url, name) as store:
             store.clear()
+            store._transport.client.delete(store._logic.meta_key)  # cleared, it stays
 
 
 def test_eight_crawlers_on_the_cluster(redis_cluster_url):

@@ -101,7 +101,8 @@ def test_model(batches):
             probe = [i.to_bytes(4, "big") for i in range(41)]
             assert store.contains_many(probe).tolist() == [fp in model for fp in probe]
         finally:
-            store.clear()
+            store.clear()  # the digests; the metadata key stays
+            store._transport.client.delete(store._logic.meta_key)
 
 
 def test_windows_forget_after_the_window(redis_url, name):
@@ -118,9 +119,10 @@ def test_windows_forget_after_the_window(redis_url, name):
         now[0] += 90
         assert md5(2) not in store and md5(1) in store
         client = redis.Redis.from_url(redis_url)
-        ttls = [client.pttl(k) for k in client.scan_iter(match=f"*{name}*")]
+        ttls = [client.pttl(k) for k in client.scan_iter(match=f"*{name}*")
+                if k != f"{name}:meta".encode()]
         client.close()
-        assert ttls and all(t > 0 for t in ttls)  # every window expires by itself
+        assert ttls and all(t > 0 for t in ttls)  # every time slot's key expires by itself
 
 
 def test_window_arguments(redis_url, name):
@@ -155,26 +157,41 @@ def test_bad_input_changes_nothing(store):
 
 
 def test_wrong_type_key_names_the_key(redis_url, name):
+    """A name that holds another Redis type than a set (0.1.0's layout) is
+    refused when the store opens, naming the key."""
     client = redis.Redis.from_url(redis_url)
     client.set(name, b"a string")
     client.close()
-    with RedisStore(redis_url, name) as store:
-        with pytest.raises(RedisKeyTypeError, match=name) as info:
-            store.add(md5(1))
-        assert isinstance(info.value, CrawldedupError)
-        with pytest.raises(RedisKeyTypeError, match=name):
-            md5(1) in store  # noqa: B015
+    with pytest.raises(RedisKeyTypeError, match=name) as info:
+        RedisStore(redis_url, name)
+    assert isinstance(info.value, CrawldedupError)
 
 
-def test_unreachable_server_names_the_address():
+def test_a_bucket_of_another_type_is_named(store):
+    store.add(md5(1))
+    key = store._logic.bucket_key(0)
+    client = store._transport.client
+    client.set(key, b"not a hash")
+    zeros = [bytes(16)]  # the digest of bucket 0
+    with pytest.raises(RedisKeyTypeError, match=key.decode()):
+        store.add_many(zeros)
+    with pytest.raises(RedisKeyTypeError, match=key.decode()):
+        store.contains_many(zeros)
+    client.delete(key)
+
+
+def test_unreachable_server_names_the_address(redis_server):
     port = free_port()
     with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
         RedisStore(f"redis://127.0.0.1:{port}/0", "x")
-    client = no_retry_client(port)
+    with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
+        RedisStore(no_retry_client(port), "x")  # opening reads the metadata
+    client = no_retry_client(redis_server.port)
     store = RedisStore(client, "x")
+    redis_server.stop()
     for call in (lambda: store.add(md5(1)), lambda: md5(1) in store, lambda: len(store),
                  lambda: store.add_many([md5(2)] * 3), store.clear):
-        with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
+        with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{redis_server.port}"):
             call()
 
 

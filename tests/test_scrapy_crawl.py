@@ -206,8 +206,8 @@ def test_bad_setting_fails_scrapy_crawl_in_a_project(tmp_path, twisted_process):
 def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_url, backend):
     """Two crawler processes under scrapy-redis's scheduler, each with its
     own request queue, sharing only the Redis backend of the duplicate
-    filter (a set, or a Bloom filter): each page is fetched once between
-    them, by the process that met it first."""
+    filter (a RedisStore, or a Bloom filter): each page is fetched once
+    between them, by the process that met it first."""
     require_module("scrapy_redis")
     import uuid
 
@@ -244,12 +244,17 @@ def test_two_processes_share_redis_under_scrapy_redis(tmp_path, expected, redis_
         # each also met, and dropped, pages the other one had
         assert all(s["dupefilter/filtered"] > 0 for s in stats)
         if backend == "redis":
-            assert client.scard(f"{name}:crawldedup-seen") == len(expected)
+            from crawldedup.redis import RedisStore
+            with RedisStore(redis_url, f"{name}:crawldedup-seen", 20) as store:
+                assert len(store) == len(expected)
         else:
             assert client.exists(f"{name}:crawldedup-bloom:meta") == 1
     finally:
-        client.delete(f"{name}:crawldedup-seen", f"{name}:requests:0", f"{name}:requests:1",
-                      *client.keys(f"{name}:crawldedup-bloom:*"))
+        # the queues, the Bloom filter's keys or the store's (its metadata
+        # under the name, its buckets under the name's hash tag)
+        keys = client.keys(f"{name}:*") + client.keys(f"{{{name}:*")
+        if keys:
+            client.delete(*keys)
         client.close()
 
 
@@ -285,14 +290,17 @@ def test_redis_filter_kept_or_cleared_across_crawls(tmp_path, redis_url, backend
                                    str(tmp_path / f"s{run}.json"), name=name)
                 assert result.returncode == 0, result.stderr[-3000:]
                 assert read_stats(str(tmp_path / f"s{run}.json"))["reason"] == "finished"
-                assert bool(client.keys(f"{name}:*")) == bool(kept)
+                held = set(client.keys(f"{name}:*")) | set(client.keys(f"{{{name}:*"))
+                # a cleared RedisStore keeps its metadata key (its layout)
+                held.discard(f"{name}:crawldedup-seen:meta".encode())
+                assert bool(held) == bool(kept)
                 if run == 1:
                     assert site.counts == {key: 1 for key in expected}
             assert site.counts == {key: 2 if again else 1 for key in expected}
         if kept and not again:
             assert "holds about" in result.stderr  # the second crawl says why it fetched nothing
     finally:
-        keys = client.keys(f"{name}:*")
+        keys = client.keys(f"{name}:*") + client.keys(f"{{{name}:*")
         if keys:
             client.delete(*keys)
         client.close()

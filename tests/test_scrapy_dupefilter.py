@@ -366,8 +366,25 @@ def redis_key(redis_url):
     key = f"test-crawldedup-scrapy-{uuid.uuid4().hex}"
     yield key
     client = redis.Redis.from_url(redis_url)
-    client.delete(key, *client.keys(f"{key}:*"))  # a set, or a Bloom filter's keys
+    # a Bloom filter's keys, a store's metadata and its keys
+    client.delete(key, *client.keys(f"{key}:*"), *client.keys(f"{{{key}}}:*"))
     client.close()
+
+
+def store_keys(client, name):
+    """The keys of the RedisStore ``name`` besides its metadata: the
+    buckets, counter and receipts under each of its slot groups' prefixes
+    (docs/redis.md, "RedisStore"); none without the metadata."""
+    import json
+
+    from crawldedup.redis._keys import group_prefixes
+    raw = client.get(f"{name}:meta")
+    if raw is None:
+        return set()
+    meta = json.loads(raw)
+    assert meta["kind"] == "store" and meta["layout"] == "buckets", meta
+    return {key for prefix in group_prefixes(name.encode(), meta["groups"])
+            for key in client.scan_iter(match=prefix + b"*", count=1000)}
 
 
 def test_redis_backend_is_shared(redis_url, redis_key):
@@ -389,17 +406,24 @@ def test_redis_backend_is_shared(redis_url, redis_key):
 
 def test_redis_key_follows_the_spider(redis_url):
     import redis
+
+    from crawldedup.redis import RedisStore
+    name = "test-crawldedup-spider-key:crawldedup-seen"
+    client = redis.Redis.from_url(redis_url)
     c = crawler(CRAWLDEDUP_DUPEFILTER="redis", CRAWLDEDUP_REDIS_URL=redis_url)
     c.spider = Spider("test-crawldedup-spider-key")
     df = DupeFilter.from_crawler(c)
     try:
-        assert df._backend.key == "test-crawldedup-spider-key:crawldedup-seen"
+        assert df._backend.key == name
         df.request_seen(Request("https://example.com/"))
-        client = redis.Redis.from_url(redis_url)
-        assert client.scard("test-crawldedup-spider-key:crawldedup-seen") == 1
+        # the store under the spider's name holds the fingerprint
+        with RedisStore(redis_url, name, 20) as store:
+            assert len(store) == 1
+        assert store_keys(client, name)
     finally:
         df.clear()
         df.close("finished")
+        client.delete(f"{name}:meta")
         client.close()
 
 
@@ -441,7 +465,11 @@ def test_redis_filter_kept_on_close(redis_url, redis_key, tmp_path, backend, set
     df.close("finished")
     client = redis.Redis.from_url(redis_url)
     try:
-        assert bool(client.keys(f"{redis_key}*")) == kept
+        if backend == "redis":
+            # the digests' keys; the store's metadata stays (its layout)
+            assert bool(store_keys(client, redis_key)) == kept
+        else:
+            assert bool(client.keys(f"{redis_key}*")) == kept
         _, again = make(CRAWLDEDUP_DUPEFILTER=backend, CRAWLDEDUP_REDIS_URL=redis_url,
                         CRAWLDEDUP_REDIS_KEY=redis_key, CRAWLDEDUP_CAPACITY=1000,
                         CRAWLDEDUP_REDIS_PERSIST=True)
@@ -473,6 +501,8 @@ def test_under_scrapy_redis_scheduler(redis_url):
     require_module("scrapy_redis")
     import redis
     from scrapy_redis.scheduler import Scheduler
+
+    from crawldedup.redis import RedisStore
     name = "test-crawldedup-scrapy-redis"
     c = crawler(CRAWLDEDUP_DUPEFILTER="redis", REDIS_URL=redis_url,
                 SCHEDULER="scrapy_redis.scheduler.Scheduler",
@@ -491,11 +521,14 @@ def test_under_scrapy_redis_scheduler(redis_url):
         assert scheduler.enqueue_request(Request("https://example.com/?a=2&b=1",
                                                  dont_filter=True)) is True
         assert len(scheduler) == 2
-        assert client.scard(f"{name}:crawldedup-seen") == 1
+        with RedisStore(redis_url, f"{name}:crawldedup-seen", 20) as store:
+            assert len(store) == 1
         scheduler.close("finished")  # not SCHEDULER_PERSIST: flushes queue and filter
-        assert client.exists(f"{name}:crawldedup-seen") == 0
+        assert store_keys(client, f"{name}:crawldedup-seen") == set()
+        assert client.exists(f"{name}:requests") == 0
     finally:
-        client.delete(f"{name}:crawldedup-seen", f"{name}:requests")
+        client.delete(*store_keys(client, f"{name}:crawldedup-seen"),
+                      f"{name}:crawldedup-seen:meta", f"{name}:requests")
         client.close()
 
 

@@ -7,18 +7,28 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import tempfile
-from typing import IO, Any, Callable, List, cast
+from typing import IO, Any, Callable, Dict, List, Tuple, cast
 
 import numpy as np
 
 import crawldedup.redis
+import crawldedup.redis.store
 from crawldedup.cli import _key_mode
 from crawldedup.cli._common import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, UsageError
 from crawldedup.cli._url_state import SHARED_PIECE, UrlState
 from crawldedup.errors import CrawldedupError
-from crawldedup.redis._conn import split_url
+from crawldedup.redis._conn import (
+    RedisKeyTypeError,
+    connect,
+    redis_module,
+    routing_errors,
+    split_url,
+    unavailable,
+)
+from crawldedup.redis._conn import describe as describe_client
 
 #: The URL schemes redis-py connects with (``unix://`` a local socket).
 SCHEMES = ("redis://", "rediss://", "unix://")
@@ -152,25 +162,54 @@ class RedisState(UrlState):
 
 
 def describe(url: str) -> str:
-    """``crawldedup info redis://HOST:PORT/DB/NAME``: the filter's parameters,
-    shards and fill (or the RedisStore / index found under that name)."""
+    """``crawldedup info redis://HOST:PORT/DB/NAME``: what the name holds, read
+    without writing anything: a Bloom filter (its parameters, shards and
+    fill) or an exact fingerprint store (its layout, capacity, digests and
+    keys).  A name that holds neither is an error."""
     base, name = _parts(url)
     try:
-        try:
-            bf = crawldedup.redis.RedisBloomFilter(base, name)
-        except ValueError as exc:
-            if "no crawldedup filter" not in str(exc):
-                raise
-            with crawldedup.redis.RedisStore(base, name) as store:
-                n = len(store)
-            if n:
-                return (f"redis: {url}\nkind: exact fingerprint store (a Redis set)\n"
-                        f"fingerprints: {n:,}\n")
-            raise CrawldedupError(f"{url}: no crawldedup filter or store named {name!r} "
-                                  f"there") from None
+        client, _, owned = connect(base)
     except ImportError as exc:
         raise CrawldedupError(str(exc)) from None
-    with bf:
+    try:
+        meta, holds_set = _peek(client, name)
+        if isinstance(meta, dict) and meta.get("kind") == crawldedup.redis.store.KIND:
+            return _describe_store(url, client, name, meta)
+        if meta is None and holds_set:
+            return _describe_unrecorded_set(url, client, name)
+        if meta is None:
+            raise CrawldedupError(f"{url}: no crawldedup filter or store named {name!r} "
+                                  f"there")
+        return _describe_bloom(url, client, name)
+    finally:
+        if owned:
+            client.close()
+
+
+def _peek(client: Any, name: str) -> Tuple[Any, bool]:
+    """(the name's metadata, parsed when it is JSON, else its raw bytes; or
+    None), and whether the name itself holds a Redis set (a store of
+    crawldedup 0.1.0 has no metadata key)."""
+    key = f"{name}:meta"
+    try:
+        raw = client.get(key)
+        holds_set = raw is None and client.type(name) in (b"set", "set")
+    except redis_module().exceptions.ResponseError as exc:
+        if str(exc).startswith("WRONGTYPE"):
+            raise RedisKeyTypeError(key, str(exc)) from None
+        raise unavailable(describe_client(client), exc) from exc
+    except routing_errors() as exc:
+        raise unavailable(describe_client(client), exc) from exc
+    if raw is None:
+        return None, holds_set
+    try:
+        return json.loads(raw), False
+    except (ValueError, RecursionError):
+        return raw, False
+
+
+def _describe_bloom(url: str, client: Any, name: str) -> str:
+    with crawldedup.redis.RedisBloomFilter(client, name) as bf:
         popcount = bf._popcount()
         m, k = bf.num_bits, bf.num_hashes
         fill = popcount / m
@@ -187,4 +226,70 @@ def describe(url: str) -> str:
             f"fill ratio: {fill:.4f}",
             f"estimated false-positive rate now: {fill ** k:.4g}",
         ]
+    return "\n".join(lines) + "\n"
+
+
+def _describe_store(url: str, client: Any, name: str, meta: Dict[str, Any]) -> str:
+    """A RedisStore, opened with the parameters its metadata records (the
+    store checks every field of it; a damaged one is named)."""
+    store_module = crawldedup.redis.store
+    try:
+        store = crawldedup.redis.RedisStore(client, name, meta.get("digest_size"),
+                                            window=meta.get("window"),
+                                            windows=meta.get("windows"))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, CrawldedupError):
+            raise
+        # Fields of the wrong type: opened with the defaults, the store
+        # reads the metadata and raises CorruptStateError naming the field.
+        store = crawldedup.redis.RedisStore(client, name)
+    with store:
+        logic = store._logic
+        count = len(store)
+        lines = [f"redis: {url} ({store.address})",
+                 f"kind: exact fingerprint store (crawldedup.redis.RedisStore, format "
+                 f"version {store_module.FORMAT_VERSION})"]
+        if store.layout == store_module.BUCKETS:
+            capacity = cast(int, store.capacity)
+            groups = logic.prefixes
+            shown = ", ".join(p.decode("utf-8", "replace") for p in groups[:4])
+            lines += [
+                "layout: buckets (small Redis hashes, a digest a field)",
+                f"digest size: {store.digest_size} bytes",
+                f"capacity: {capacity:,}",
+                f"fingerprints: {count:,} ({count / capacity:.2%} of the capacity)",
+                f"buckets: {logic.buckets:,}{' a time slot' if logic.window else ''}, "
+                f"{logic.prefix} prefix byte{'s' if logic.prefix != 1 else ''} off each field",
+                f"slot groups: {logic.groups} ({shown}{', ...' if len(groups) > 4 else ''})",
+            ]
+        else:
+            lines += [
+                "layout: set (one Redis set of raw digests, as crawldedup 0.1.0 wrote it)",
+                f"digest size: {store.digest_size} bytes",
+                f"fingerprints: {count:,}",
+            ]
+        if logic.window is None:
+            lines.append("window: none (a digest stays until clear())")
+        else:
+            lines.append(f"window: {logic.window:g} s, in {logic.windows} time "
+                         f"slot{'s' if logic.windows != 1 else ''} of "
+                         f"{logic.window / logic.windows:g} s")
+    return "\n".join(lines) + "\n"
+
+
+def _describe_unrecorded_set(url: str, client: Any, name: str) -> str:
+    """A Redis set of digests under the name and no metadata key: a store
+    crawldedup 0.1.0 wrote.  Read as it is: a RedisStore opened on it
+    writes its metadata key (the set layout), which ``info`` does not."""
+    try:
+        count = client.scard(name)
+        member = client.srandmember(name)
+    except routing_errors() as exc:
+        raise unavailable(describe_client(client), exc) from exc
+    size = f"{len(member)} bytes" if member else "unknown (the set is empty)"
+    lines = [f"redis: {url} ({describe_client(client)})",
+             "kind: exact fingerprint store (crawldedup.redis.RedisStore), no metadata key",
+             "layout: set (one Redis set of raw digests, as crawldedup 0.1.0 wrote it)",
+             f"digest size: {size}",
+             f"fingerprints: {count:,}"]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,10 @@
   atomic test-and-set per key, the same bits as a local BloomFilter.
 * :class:`RedisSimhashIndex` -- exact near-duplicate search, the pigeonhole
   blocks as Redis sets, one round trip per query batch.
-* :class:`RedisStore` -- exact fingerprints (raw digests) in Redis sets,
-  "new" reported exactly once across concurrent writers, optional time windows.
+* :class:`RedisStore` -- exact fingerprints (raw digests) in small Redis
+  hashes, buckets chosen by the digest's first bytes (a store crawldedup
+  0.1.0 wrote keeps its Redis set), "new" reported exactly once across
+  concurrent writers, optional time windows.
 
 The same three for asyncio crawlers, over ``redis.asyncio``:
 :class:`AsyncRedisBloomFilter`, :class:`AsyncRedisStore`,

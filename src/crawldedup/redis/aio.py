@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import warnings
 from typing import (
     Any,
     Callable,
@@ -368,14 +369,33 @@ class AsyncRedisStore(_AsyncBase):
 
     @classmethod
     async def open(cls, client_or_url: Any, name: Any, digest_size: int = 16, *,
-                   window: Any = None, windows: Optional[int] = None,
+                   capacity: Optional[int] = None, window: Any = None,
+                   windows: Optional[int] = None,
                    clock: Callable[[], float] = time.time) -> "AsyncRedisStore":
         self = cls()
-        self._logic = StoreLogic(name, digest_size, window, windows, clock)
+        self._logic = StoreLogic(name, digest_size, window, windows, clock, capacity)
         self.digest_size = self._logic.digest_size
         self._checker = _Checker(self.digest_size)
         await _attach(self, client_or_url, self._logic)
+        try:
+            client = self._transport.client
+            nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
+            await self._transport.run(self._logic.open_op(nodes))
+        except BaseException:
+            await self.aclose()
+            raise
+        if self._logic.warning:
+            warnings.warn(self._logic.warning, RuntimeWarning, stacklevel=2)
         return self
+
+    @property
+    def layout(self) -> str:
+        """``"buckets"`` or ``"set"`` (see RedisStore.layout)."""
+        return self._logic.layout
+
+    @property
+    def capacity(self) -> Optional[int]:
+        return self._logic.capacity
 
     def _raw(self, fps: Any) -> Tuple[bytes, int]:
         ds = self.digest_size

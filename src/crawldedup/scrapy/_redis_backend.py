@@ -1,7 +1,7 @@
 """The Redis backends of crawldedup.scrapy.DupeFilter, shared by every
 crawler process of the spider: "redis", the 20-byte fingerprints in a
-:class:`crawldedup.redis.RedisStore` (a Redis set of raw digests, tested and
-added atomically), and "redis-bloom", a
+:class:`crawldedup.redis.RedisStore` (raw digests in small Redis hashes,
+tested and added atomically), and "redis-bloom", a
 :class:`crawldedup.redis.RedisBloomFilter` sized by ``CRAWLDEDUP_CAPACITY``
 and ``CRAWLDEDUP_ERROR_RATE`` (a fixed size in Redis, at the price of
 false positives).
@@ -13,7 +13,8 @@ needs no new connection settings; see docs/scrapy.md):
     default: ``REDIS_URL``, else ``redis://REDIS_HOST:REDIS_PORT`` when
     those are set, else ``redis://127.0.0.1:6379``.
 ``CRAWLDEDUP_REDIS_KEY``
-    default ``"%(spider)s:crawldedup-seen"`` ("redis") or
+    default ``"%(spider)s:crawldedup-seen"`` ("redis": the store's name;
+    docs/redis.md lists the keys it makes of it) or
     ``"%(spider)s:crawldedup-bloom"`` ("redis-bloom": the prefix of the
     filter's keys): the spider's name is put in, as scrapy-redis does with
     ``SCHEDULER_DUPEFILTER_KEY`` (``"%(spider)s:dupefilter"``, a set of hex
@@ -26,8 +27,8 @@ setting names are read when crawldedup's are not set):
     keep the filter in Redis when the crawl closes; default:
     ``SCHEDULER_PERSIST`` when set, else True with ``JOBDIR`` (a job that is
     paused and resumed), else False: the filter is deleted when the crawl
-    closes, so each crawl starts afresh, as the local backends do without
-    ``JOBDIR``.
+    closes (a "redis" store is cleared: its metadata key stays), so each
+    crawl starts afresh, as the local backends do without ``JOBDIR``.
 ``CRAWLDEDUP_REDIS_FLUSH_ON_START``
     clear the filter when the crawl starts; default:
     ``SCHEDULER_FLUSH_ON_START``, else False.

@@ -6,7 +6,8 @@ as a context manager:
 
 * :class:`SQLiteStore` — the embedded default: one file, WAL, batched
   transactions, safe to share between processes.
-* :class:`RedisStore` — Redis sets shared by a fleet of crawlers, optional
+* :class:`RedisStore` — raw digests in small Redis hashes (about 22 bytes
+  of Redis memory a 16-byte digest), shared by a fleet of crawlers, optional
   time windows (``pip install 'crawldedup[redis]'``; imported on first use).
 * :class:`SQLStore` — PostgreSQL, MySQL/MariaDB (or SQLite) through
   SQLAlchemy (``pip install 'crawldedup[sql]'``), with a unique key and an
