@@ -21,7 +21,7 @@ five backends, chosen by ``CRAWLDEDUP_DUPEFILTER``:
     store lives in JOBDIR (``crawldedup-seen.disk``), or without JOBDIR in
     a temporary folder removed when the crawl closes.
 ``"redis"``
-    Fingerprints in a Redis set, shared by every crawler process of the
+    Fingerprints in a :class:`~crawldedup.redis.RedisStore`, shared by every crawler process of the
     spider (also under scrapy-redis's scheduler); see docs/scrapy.md.
 ``"redis-bloom"``
     A Bloom filter in Redis (``CRAWLDEDUP_CAPACITY``,
