@@ -700,9 +700,11 @@ class DiskStore(FingerprintStore):
                 os.unlink(old.path)
 
     def _merge_step(self) -> int:
-        """Digests read from each run per step of a merge (a quarter of the
-        budget between the two inputs and the output)."""
-        return max(4096, self.memory // 8 // (self.digest_size + 16))
+        """Digests read from each run per step of a merge.  A step holds
+        about 9 times (digest_size + 8) bytes a digest read (the two
+        pieces, their concatenation, its sort order, the sorted copies and
+        the rows written): a step takes at most a quarter of the budget."""
+        return max(4096, self.memory // 4 // (9 * (self.digest_size + 8)))
 
     # ----------------------------------------------------------- the rest
 
