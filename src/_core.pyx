@@ -28,7 +28,8 @@
 
 from cpython.buffer cimport (PyBUF_FORMAT, PyBUF_ND, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_CheckBuffer, PyObject_GetBuffer)
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize,
+                            PyBytes_GET_SIZE)
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)

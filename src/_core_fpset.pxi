@@ -341,18 +341,20 @@ cdef class FingerprintTable:
         if r == 0:
             n = (self._s.nz + self._s.has_zero) * self._ds
             try:
-                out = bytearray(n)
+                # written in place: a bytearray turned into bytes would be
+                # a second copy of every digest for a moment
+                out = PyBytes_FromStringAndSize(NULL, n)
             except MemoryError:
                 if locked:
                     PyThread_release_lock(self._lock)
                 raise
             if n:
-                cd_fpset_export(&self._s, <unsigned char*><char*>out)
+                cd_fpset_export(&self._s, <unsigned char*>PyBytes_AS_STRING(out))
         if locked:
             PyThread_release_lock(self._lock)
         if r != 0:
             raise MemoryError("no memory to finish growing the fingerprint set")
-        return bytes(out)
+        return out
 
     def load(self, data):
         """Replace the contents with the digests of data (a multiple of

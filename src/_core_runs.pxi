@@ -6,7 +6,8 @@
 # other bytes.  `fence` holds the key of every `step`-th row.  run_find looks
 # a batch of ascending keys up in one pass: a fence entry found by galloping
 # from the last one, a binary search of at most step + 1 rows, and the rows
-# of an equal key compared byte for byte; without the GIL.
+# of an equal key compared byte for byte; without the GIL.  run_merge
+# merges k runs into rows of one, a buffer at a time, without the GIL.
 # Twin: crawldedup._reference.runs.
 
 cdef Py_ssize_t _cdr_first_at_least(const unsigned char* rows, Py_ssize_t row,
@@ -90,3 +91,77 @@ def run_find(const unsigned char[::1] rows, Py_ssize_t count, Py_ssize_t row,
                 j += 1
             if b < 0:
                 b = 0
+
+
+def run_merge(tuple sources, Py_ssize_t row, Py_ssize_t[::1] pos, unsigned char[::1] out):
+    """Merge k sorted runs: copy into out, in ascending key order, the rows
+    of sources[s] (buffers of whole rows) from row pos[s] on, until out is
+    full or every source is done; pos advances past the rows taken.  The
+    number of rows written.  Rows of equal keys come in source order."""
+    cdef Py_ssize_t k = len(sources), s, i, best, room, n = 0, alive = 0
+    cdef const unsigned char[::1] view
+    cdef const unsigned char** base = NULL
+    cdef Py_ssize_t* left = NULL
+    cdef uint64_t* head = NULL
+    cdef Py_ssize_t* which = NULL
+    cdef unsigned char* dst
+    cdef uint64_t low
+    if row < 8:
+        raise ValueError("a run's rows are 8 bytes or more")
+    if pos.shape[0] != k:
+        raise ValueError(f"pos takes one position a source: {k} sources, {pos.shape[0]} positions")
+    room = out.shape[0] // row
+    views = []
+    for s in range(k):
+        view = sources[s]
+        if view.shape[0] % row:
+            raise ValueError(f"source {s} holds {view.shape[0]} bytes, not whole {row}-byte rows")
+        if pos[s] < 0 or pos[s] > view.shape[0] // row:
+            raise ValueError(f"position {pos[s]} is outside source {s}'s "
+                             f"{view.shape[0] // row} rows")
+        views.append(view)
+    if k == 0 or room == 0:
+        return 0
+    base = <const unsigned char**>malloc(k * sizeof(void*))
+    left = <Py_ssize_t*>malloc(k * sizeof(Py_ssize_t))
+    head = <uint64_t*>malloc(k * sizeof(uint64_t))
+    which = <Py_ssize_t*>malloc(k * sizeof(Py_ssize_t))
+    if base == NULL or left == NULL or head == NULL or which == NULL:
+        free(base); free(left); free(head); free(which)
+        raise MemoryError()
+    try:
+        for s in range(k):
+            view = views[s]
+            left[alive] = view.shape[0] // row - pos[s]
+            if left[alive] > 0:
+                base[alive] = &view[0] + pos[s] * row
+                head[alive] = cd_load64le(base[alive])
+                which[alive] = s
+                alive += 1
+        dst = &out[0]
+        with nogil:
+            while n < room and alive > 0:
+                # the source whose next row has the least key (the first of ties)
+                best = 0
+                low = head[0]
+                for i in range(1, alive):
+                    if head[i] < low:
+                        low = head[i]
+                        best = i
+                memcpy(dst + n * row, base[best], row)
+                n += 1
+                pos[which[best]] += 1
+                left[best] -= 1
+                if left[best]:
+                    base[best] += row
+                    head[best] = cd_load64le(base[best])
+                else:  # this source is done: the ones after it move down
+                    for i in range(best, alive - 1):
+                        base[i] = base[i + 1]
+                        left[i] = left[i + 1]
+                        head[i] = head[i + 1]
+                        which[i] = which[i + 1]
+                    alive -= 1
+    finally:
+        free(base); free(left); free(head); free(which)
+    return n

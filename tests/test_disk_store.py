@@ -111,6 +111,59 @@ def test_many_runs_and_merges_agree_with_a_set(api, tmp_path, monkeypatch):
         assert store.contains_many(absent).tolist() == [d in model for d in absent.tolist()]
 
 
+def test_a_cascade_of_merges_is_one_pass(tmp_path, monkeypatch):
+    """When a spill sets off a cascade of merges (the merged run again at
+    least half the one before it), the runs merge in one k-way pass: each
+    digest is written once, not once a level."""
+    small(monkeypatch, disk_module, 100)
+    widths = []
+    merged = disk_module._merged
+    monkeypatch.setattr(disk_module, "_merged",
+                        lambda sources, ds: (widths.append(len(sources)), merged(sources, ds))[1])
+    rng = np.random.default_rng(8)
+    model = set()
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        for _ in range(8):
+            batch = digests(rng, 100)
+            store.add_many(batch)
+            model.update(batch.tolist())
+        store.add(digests(rng, 1)[0].tobytes())
+        assert max(widths) >= 3
+        assert store.runs <= 2
+        assert store.contains_many(np.array(sorted(model), dtype="S16")).all()
+
+
+def test_a_failed_spill_keeps_the_memtable(tmp_path, monkeypatch):
+    """A spill that cannot write its run (a full disk) raises OSError and
+    leaves the open store as it was: its memtable is rebuilt, and the next
+    add spills it."""
+    small(monkeypatch, disk_module, 50)
+    write_run = disk_module._write_run
+    fail = [True]
+
+    def full(path, ds, parts):
+        if fail[0]:
+            fail[0] = False
+            raise OSError(28, "No space left on device")
+        return write_run(path, ds, parts)
+
+    monkeypatch.setattr(disk_module, "_write_run", full)
+    rng = np.random.default_rng(9)
+    first, second = digests(rng, 50), digests(rng, 10)
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        store.add_many(first)
+        with pytest.raises(OSError):
+            store.add_many(second)
+        assert len(store) == 50 and store.runs == 0
+        assert store.contains_many(first).all() and not store.contains_many(second).any()
+        assert store.add_many(second).all()
+        assert store.runs == 1 and len(store) == 60
+        assert not store.add_many(np.concatenate([first, second])).any()
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        assert len(store) == 60
+        assert store.contains_many(np.concatenate([first, second])).all()
+
+
 @pytest.mark.parametrize("ds", [1, 4, 8, 9, 20, 32])
 def test_digest_sizes(tmp_path, monkeypatch, ds):
     small(monkeypatch, disk_module, 64)

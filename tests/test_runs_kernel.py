@@ -78,3 +78,57 @@ def test_bad_arguments_are_refused(impl):
         impl.run_find(rows, 2, 16, fence, 1, keys, rest, out)
     with pytest.raises(ValueError, match="8 bytes or more"):
         impl.run_find(rows, 2, 4, fence, 4, keys, rest, out)
+
+
+def merge(impl, runs, ds, room):
+    """The rows run_merge writes from the runs (each a list of distinct
+    digests), room rows a call, and the positions it leaves."""
+    sources = tuple(make_run(run, ds)[0] if run else np.zeros(0, np.uint8) for run in runs)
+    pos = np.zeros(len(runs), dtype=np.intp)
+    out = np.zeros(room * ds, dtype=np.uint8)
+    rows = []
+    while True:
+        n = impl.run_merge(sources, ds, pos, out)
+        assert 0 <= n <= room
+        rows += [bytes(out[i * ds:(i + 1) * ds]) for i in range(n)]
+        if n < room:
+            break
+    return rows, pos.tolist()
+
+
+@settings(max_examples=examples(1.0), deadline=None)
+@given(data=st.data(), ds=st.sampled_from([8, 16, 20]), room=st.integers(1, 7))
+def test_merge_against_sorted(impl, data, ds, room):
+    runs = data.draw(st.lists(st.lists(digest(ds), max_size=25, unique=True), max_size=6))
+    rows, pos = merge(impl, runs, ds, room)
+    sizes = [len(set(run)) for run in runs]
+    assert pos == sizes
+    keys = [int.from_bytes(r[:8], "little") for r in rows]
+    assert keys == sorted(keys)
+    expected = [int.from_bytes(d[:8], "big").to_bytes(8, "little") + d[8:]
+                for run in runs for d in set(run)]
+    assert sorted(rows) == sorted(expected)
+
+
+def test_merge_core_and_twin_agree(core, reference):
+    rng = np.random.default_rng(2)
+    runs = [[bytes(r) for r in rng.integers(0, 256, (n, 16), dtype=np.uint8)]
+            for n in (3000, 1, 0, 700)]
+    runs[1] += [b"\x05" * 8 + i.to_bytes(8, "big") for i in range(300)]  # ties across runs
+    runs[3] += [b"\x05" * 8 + i.to_bytes(8, "big") for i in range(300, 500)]
+    assert merge(core, runs, 16, 997) == merge(reference, runs, 16, 997)
+
+
+def test_merge_refuses_bad_arguments(impl):
+    rows = np.zeros(32, dtype=np.uint8)
+    out = np.zeros(32, dtype=np.uint8)
+    with pytest.raises(ValueError, match="8 bytes or more"):
+        impl.run_merge((rows,), 4, np.zeros(1, np.intp), out)
+    with pytest.raises(ValueError, match="one position a source"):
+        impl.run_merge((rows, rows), 16, np.zeros(1, np.intp), out)
+    with pytest.raises(ValueError, match="whole 12-byte rows"):
+        impl.run_merge((rows,), 12, np.zeros(1, np.intp), out)
+    with pytest.raises(ValueError, match="outside source 0"):
+        impl.run_merge((rows,), 16, np.array([3], np.intp), out)
+    with pytest.raises(ValueError, match="outside source 0"):
+        impl.run_merge((rows,), 16, np.array([-1], np.intp), out)

@@ -45,3 +45,40 @@ def run_find(rows: Any, count: int, row: int, fence: Any, step: int, keys: Any,
                 break
             lo += 1
         out[i] = found
+
+
+def run_merge(sources: Any, row: int, pos: Any, out: Any) -> int:
+    """Merge k sorted runs: copy into out, in ascending key order, the rows
+    of sources[s] (buffers of whole rows) from row pos[s] on, until out is
+    full or every source is done; pos advances past the rows taken.  The
+    number of rows written.  Rows of equal keys come in source order."""
+    if row < 8:
+        raise ValueError("a run's rows are 8 bytes or more")
+    k = len(sources)
+    if len(pos) != k:
+        raise ValueError(f"pos takes one position a source: {k} sources, {len(pos)} positions")
+    data = [memoryview(source).cast("B") for source in sources]
+    for s, d in enumerate(data):
+        if len(d) % row:
+            raise ValueError(f"source {s} holds {len(d)} bytes, not whole {row}-byte rows")
+        if not 0 <= pos[s] <= len(d) // row:
+            raise ValueError(f"position {pos[s]} is outside source {s}'s "
+                             f"{len(d) // row} rows")
+    dst = memoryview(out).cast("B")
+    room = len(dst) // row
+    n = 0
+    while n < room:
+        best = None
+        for s, d in enumerate(data):
+            if pos[s] < len(d) // row:
+                key = _key(d, int(pos[s]), row)
+                if best is None or key < best[0]:
+                    best = (key, s)
+        if best is None:
+            break
+        s = best[1]
+        i = int(pos[s])
+        dst[n * row:(n + 1) * row] = data[s][i * row:(i + 1) * row]
+        pos[s] += 1
+        n += 1
+    return n

@@ -9,10 +9,10 @@ working set in memory (``memory``, 256 MiB by default):
   added digest: appended, and fsynced by :meth:`DiskStore.flush`;
 * **runs** (``run-N.cdr``): immutable files of distinct digests sorted by
   their first 8 bytes, written when the memtable fills (a *spill*) and
-  merged in the background of later spills, so that the store holds about
-  log2(size / memtable) runs; each run keeps the first 8 bytes of its
-  digests as one column of big-endian integers and the rest as another,
-  and every MiB of it is checksummed;
+  merged as later spills come, so that the store holds about
+  log2(size / memtable) runs; a run's rows are its digests with their
+  first 8 bytes turned into a little-endian integer (the sort key), and
+  every MiB of it is checksummed;
 * a **manifest** (``MANIFEST``): the runs and the journal that make up the
   store, replaced atomically: a spill or a merge writes its run first and
   then the manifest, so a crash anywhere leaves either the old set of files
@@ -23,7 +23,13 @@ A digest is looked up in the memtable, then in each run: a binary search of
 a run's first-bytes column (a mapped file, read through the page cache),
 narrowed by a fence of every 256th key kept in memory, and a comparison of
 the remaining bytes.  Runs are pairwise disjoint (a digest joins the store
-once), so a merge is a merge of sorted columns.
+once), so a merge is a plain k-way merge of sorted rows: the core's
+run_merge, reading its runs through their mappings (the page cache, not the
+process's memory) into a buffer of MERGE_BUFFER bytes.
+
+Memory: the memtable holds as many digests as a spill can sort within the
+budget, less the runs' fences (8 bytes each 256 digests) and an eighth of
+the budget for the batches' working arrays and the merge's buffer.
 
 Durability: once :meth:`flush` or :meth:`close` returns, every digest added
 survives kill -9 and power loss; between flushes a kill -9 loses at most
@@ -57,7 +63,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from crawldedup._kernel import run_find
+from crawldedup._kernel import run_find, run_merge
 from crawldedup._types import PathLike
 from crawldedup.errors import CorruptFileError, StoreLockedError
 from crawldedup.exact.fpset import FingerprintSet
@@ -77,9 +83,12 @@ MIN_MEMORY = 1 << 20
 FENCE_STEP = 256
 #: Bytes of a run's payload under one checksum.
 CHUNK = 1 << 20
-#: Memory a digest of the memtable costs (its FingerprintSet's table at its
-#: fullest, and the journal's copy), on top of the digest itself.
+#: Memory a digest of the memtable costs on top of the digest itself (its
+#: FingerprintSet's table at its fullest).  A spill holds the table and a
+#: copy of its digests for a moment: 2 * digest_size + 12 bytes a digest.
 MEMTABLE_OVERHEAD = 12
+#: Bytes of the buffer a merge or a spill writes its rows through.
+MERGE_BUFFER = 4 << 20
 #: Journal bytes buffered before they are written to the file (a write
 #: per call would cost a system call for each single add).
 JOURNAL_BUFFER = 1 << 16
@@ -112,11 +121,13 @@ def _keys(raw: np.ndarray, ds: int) -> np.ndarray:
     """The sort keys of digests (an (n, ds) uint8 array): their first 8
     bytes as big-endian integers, zero-padded when shorter."""
     if ds >= 8:
-        head = np.ascontiguousarray(raw[:, :8])
+        head = np.array(raw[:, :8], order="C")  # a copy: it is swapped in place
     else:
         head = np.zeros((len(raw), 8), dtype=np.uint8)
         head[:, :ds] = raw
-    keys: np.ndarray = head.view(">u8").ravel().astype(np.uint64)
+    keys: np.ndarray = head.view(np.uint64).ravel()  # native order, in place:
+    if sys.byteorder == "little":                    # no second copy
+        keys.byteswap(inplace=True)
     return keys
 
 
@@ -249,23 +260,19 @@ class _Checksummed:
 
 
 def _write_run(path: str, ds: int, parts: Any) -> int:
-    """Write a run from ``parts``, an iterable of (keys, rest) pieces in
-    ascending key order, fsynced; the number of digests.  The file is
-    written under a temporary name and renamed: a run file is whole."""
+    """Write a run from ``parts``, an iterable of uint8 arrays of whole
+    rows in ascending key order, fsynced; the number of digests.  The file
+    is written under a temporary name and renamed: a run file is whole."""
     tmp = path + ".tmp"
-    dtype = _row_dtype(ds)
+    row = max(ds, 8)
     count = 0
     try:
         with open(tmp, "wb") as f:
             f.write(bytes(_RUN_HEADER_SIZE))
             out = _Checksummed(f)
-            for keys, rest in parts:
-                rows = np.empty(len(keys), dtype=dtype)
-                rows["k"] = keys
-                if ds > 8:
-                    rows["r"] = rest
-                out.write(rows.tobytes())
-                count += len(keys)
+            for rows in parts:
+                out.write(rows)
+                count += len(rows) // row
             f.write(out.finish())
             head = bytearray(_RUN_HEADER.pack(RUN_MAGIC, FORMAT, ds, count, FENCE_STEP, CHUNK))
             head += struct.pack("<I", zlib.crc32(head))
@@ -418,37 +425,44 @@ class DiskStore(FingerprintStore):
         (a write that a kill or power loss interrupted) is dropped and the
         file cut there; a damaged record anywhere else is damage."""
         path = self._journal_path()
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            data = b""
         ds = self.digest_size
-        good = 0
-        if data:
-            if not data.startswith(JOURNAL_MAGIC):
-                if len(data) < len(JOURNAL_MAGIC) and JOURNAL_MAGIC.startswith(data):
-                    data = b""
-                else:
-                    raise CorruptFileError(path, "not a disk store journal")
-            pos = good = len(JOURNAL_MAGIC) if data else 0
-            while pos < len(data):
-                if pos + _RECORD.size > len(data):
-                    break
-                count, crc = _RECORD.unpack_from(data, pos)
-                end = pos + _RECORD.size + count * ds
-                if end > len(data):
-                    break
-                body = data[pos + _RECORD.size:end]
-                if zlib.crc32(body) != crc or count == 0:
-                    if end == len(data):
-                        break  # the last record, torn by power loss
-                    raise CorruptFileError(path, f"a damaged record at byte {pos:,}")
-                self._memtable.add_many(np.frombuffer(body, dtype=f"S{ds}"))
-                pos = good = end
+        good = size = 0
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            f = None
+        if f is not None:
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                # the table made once for what the journal holds (growing
+                # as it fills would hold two tables for a moment)
+                self._make_room(size // max(ds, 1))
+                magic = f.read(len(JOURNAL_MAGIC))
+                if magic != JOURNAL_MAGIC:
+                    if len(magic) < len(JOURNAL_MAGIC) and size == len(magic) \
+                            and JOURNAL_MAGIC.startswith(magic):
+                        size = 0  # a journal torn as it was begun
+                    elif size:
+                        raise CorruptFileError(path, "not a disk store journal")
+                pos = good = len(JOURNAL_MAGIC) if size else 0
+                while pos < size:
+                    head = f.read(_RECORD.size)
+                    if len(head) < _RECORD.size:
+                        break
+                    count, crc = _RECORD.unpack(head)
+                    end = pos + _RECORD.size + count * ds
+                    if end > size:
+                        break
+                    body = f.read(count * ds)
+                    if zlib.crc32(body) != crc or count == 0:
+                        if end == size:
+                            break  # the last record, torn by power loss
+                        raise CorruptFileError(path, f"a damaged record at byte {pos:,}")
+                    self._memtable.add_many(np.frombuffer(body, dtype=f"S{ds}"))
+                    pos = good = end
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if good < len(data) or not data:
+            if good < size or not size:
                 os.ftruncate(fd, good)
             if good == 0:
                 os.pwrite(fd, JOURNAL_MAGIC, 0)
@@ -626,11 +640,13 @@ class DiskStore(FingerprintStore):
                 pass
 
     def _memtable_room(self) -> int:
-        """How many digests the memtable holds before it is spilled: half
-        the budget, less the runs' fences (the other half is for merges and
-        the batches' working arrays)."""
+        """How many digests the memtable holds before it is spilled: what a
+        spill (the table and a copy of its digests) takes of the budget,
+        less the runs' fences and an eighth for the batches' working arrays
+        and the merge's buffer."""
         fences = sum(len(run.fence) * 8 for run in self._runs)
-        return max(1024, (self.memory // 2 - fences) // (self.digest_size + MEMTABLE_OVERHEAD))
+        free = self.memory - self.memory // 8 - fences
+        return max(1024, free // (2 * self.digest_size + MEMTABLE_OVERHEAD))
 
     def _name(self) -> Tuple[str, int]:
         number = self._manifest["next"]
@@ -642,28 +658,33 @@ class DiskStore(FingerprintStore):
         (about log2(size / memtable) runs).  A crash at any point leaves the
         store as it was before or after the spill."""
         ds = self.digest_size
-        digests = self._memtable.to_array()
-        raw = digests.view(np.uint8).reshape(len(digests), ds)
-        keys = _keys(raw, ds)
-        order = np.argsort(keys, kind="stable")
-        rest = raw[order, 8:] if ds > 8 else np.zeros((len(order), 0), dtype=np.uint8)
-        name, number = self._name()
         self._write_journal()  # the records before the spill stay whole
-        _write_run(os.path.join(self.path, name), ds, [(keys[order], rest)])
-        fsync_folder(self.path)
+        digests = self._memtable.to_array()
+        # The memtable's table is let go before the sort, whose arrays take
+        # its place in the budget; should the spill fail, it is rebuilt.
+        self._memtable = FingerprintSet(ds)
+        self._reserved = 0
+        name, number = self._name()
         old_journal = self._journal_path()
-        manifest = dict(self._manifest, runs=self._manifest["runs"] + [(name, len(digests))],
-                        journal=number, next=number + 1)
-        self._commit(manifest)
+        try:
+            _write_run(os.path.join(self.path, name), ds, _sorted_rows(digests, ds))
+            fsync_folder(self.path)
+            manifest = dict(self._manifest,
+                            runs=self._manifest["runs"] + [(name, len(digests))],
+                            journal=number, next=number + 1)
+            self._commit(manifest)
+        except BaseException:
+            self._make_room(len(digests))
+            self._memtable.add_many(digests)
+            raise
         run = _Run(os.path.join(self.path, name), ds, len(digests))
         self._runs.append(run)
         self._stored += len(digests)
+        del digests
         assert self._journal_fd is not None
         os.close(self._journal_fd)
         self._journal_fd = None
         os.unlink(old_journal)
-        self._memtable = FingerprintSet(ds)
-        self._reserved = 0
         self._replay()  # the new, empty journal
         self._merge()
 
@@ -683,28 +704,31 @@ class DiskStore(FingerprintStore):
         self._manifest = manifest
 
     def _merge(self) -> None:
-        while len(self._runs) >= 2 and self._runs[-2].count <= 2 * self._runs[-1].count:
-            a, b = self._runs[-2], self._runs[-1]
-            for run in (a, b):  # what is merged is checked again, not trusted
-                run.verify()
-            name, number = self._name()
-            path = os.path.join(self.path, name)
-            _write_run(path, self.digest_size, _merged(a, b, self._merge_step()))
-            fsync_folder(self.path)
-            runs = self._manifest["runs"][:-2] + [(name, a.count + b.count)]
-            self._commit(dict(self._manifest, runs=runs, next=number + 1))
-            merged = _Run(path, self.digest_size, a.count + b.count)
-            self._runs[-2:] = [merged]
-            for old in (a, b):
-                old.close()
-                os.unlink(old.path)
-
-    def _merge_step(self) -> int:
-        """Digests read from each run per step of a merge.  A step holds
-        about 9 times (digest_size + 8) bytes a digest read (the two
-        pieces, their concatenation, its sort order, the sorted copies and
-        the rows written): a step takes at most a quarter of the budget."""
-        return max(4096, self.memory // 4 // (9 * (self.digest_size + 8)))
+        """Merge the newest runs while the newest is at least half the size
+        of the one before, in one k-way pass (each digest is written once
+        for the whole cascade)."""
+        counts = [run.count for run in self._runs]
+        width = 1
+        while len(counts) >= 2 and counts[-2] <= 2 * counts[-1]:
+            counts[-2:] = [counts[-2] + counts[-1]]
+            width += 1
+        if width < 2:
+            return
+        sources = self._runs[-width:]
+        for run in sources:  # what is merged is checked again, not trusted
+            run.verify()
+        name, number = self._name()
+        path = os.path.join(self.path, name)
+        total = sum(run.count for run in sources)
+        _write_run(path, self.digest_size, _merged(sources, self.digest_size))
+        fsync_folder(self.path)
+        runs = self._manifest["runs"][:-width] + [(name, total)]
+        self._commit(dict(self._manifest, runs=runs, next=number + 1))
+        merged = _Run(path, self.digest_size, total)
+        self._runs[-width:] = [merged]
+        for old in sources:
+            old.close()
+            os.unlink(old.path)
 
     # ----------------------------------------------------------- the rest
 
@@ -751,6 +775,8 @@ class DiskStore(FingerprintStore):
             self._release()
 
     def _release(self) -> None:
+        self._memtable = FingerprintSet(self.digest_size)  # its memory goes now
+        self._pending = bytearray()
         for run in self._runs:
             run.close()
         if self._journal_fd is not None:
@@ -771,38 +797,38 @@ class DiskStore(FingerprintStore):
         raise NotImplementedError
 
 
-def _merged(a: _Run, b: _Run, step: int) -> Any:
-    """The digests of two disjoint runs, in key order, piece by piece."""
-    i = j = 0
-    while i < a.count or j < b.count:
-        ka = np.array(a.keys[i:i + step])
-        kb = np.array(b.keys[j:j + step])
-        # Take everything up to the smaller of the two pieces' last keys
-        # (all of a piece when the other run is done).
-        if i + len(ka) < a.count and j + len(kb) < b.count:
-            limit = min(ka[-1], kb[-1])
-        elif i + len(ka) < a.count:
-            limit = ka[-1]
-        elif j + len(kb) < b.count:
-            limit = kb[-1]
-        else:
-            limit = None
-        if limit is None:
-            na, nb = len(ka), len(kb)
-        else:
-            # keys equal to the limit go in the next piece (both runs may
-            # hold digests with those first 8 bytes)
-            na = int(np.searchsorted(ka, limit, side="left"))
-            nb = int(np.searchsorted(kb, limit, side="left"))
-            if na == 0 and nb == 0:  # one key value fills both pieces
-                na = int(np.searchsorted(ka, limit, side="right"))
-                nb = int(np.searchsorted(kb, limit, side="right"))
-        keys = np.concatenate([ka[:na], kb[:nb]])
-        rest = np.concatenate([np.array(a.rest[i:i + na]), np.array(b.rest[j:j + nb])])
-        order = np.argsort(keys, kind="stable")
-        yield keys[order], rest[order]
-        i += na
-        j += nb
+def _sorted_rows(digests: np.ndarray, ds: int) -> Any:
+    """The rows of a run of the distinct digests (an S<ds> array), in key
+    order, MERGE_BUFFER bytes at a time.  Besides the digests it holds their
+    keys and their order: 16 bytes a digest."""
+    raw = digests.view(np.uint8).reshape(len(digests), ds)
+    keys = _keys(raw, ds)
+    order = np.argsort(keys)  # ties (equal first 8 bytes) in any order
+    dtype = _row_dtype(ds)
+    step = max(1, MERGE_BUFFER // dtype.itemsize)
+    for start in range(0, len(order), step):
+        pick = order[start:start + step]
+        rows = np.empty(len(pick), dtype=dtype)
+        rows["k"] = keys[pick]
+        if ds > 8:
+            rows["r"] = raw[pick, 8:]
+        yield rows.view(np.uint8)
+
+
+def _merged(sources: List[_Run], ds: int) -> Any:
+    """The rows of disjoint runs, merged in key order, MERGE_BUFFER bytes
+    at a time (the core's run_merge, reading the runs' mappings)."""
+    row = max(ds, 8)
+    out = np.empty(max(1, MERGE_BUFFER // row) * row, dtype=np.uint8)
+    room = len(out) // row
+    rows = tuple(run.rows for run in sources)
+    pos = np.zeros(len(sources), dtype=np.intp)
+    while True:
+        n = run_merge(rows, row, pos, out)
+        if n:
+            yield out[:n * row]
+        if n < room:
+            return
 
 
 def open_disk_url(url: str, *, table: Optional[str] = None,
