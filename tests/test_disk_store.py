@@ -374,6 +374,8 @@ def test_a_crash_in_a_merge_recovers(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         store.add(b"\x01" * 16)
     store._release()
+    # and a run that a killed process had half written
+    (folder / ".run-99.cdr.4242-1.tmp").write_bytes(b"CDDRUN01 half")
     monkeypatch.setattr(disk_module.DiskStore, "_commit", real)
     with disk_module.DiskStore(folder) as again:
         assert len(again) == len(model)

@@ -132,3 +132,44 @@ def test_merge_refuses_bad_arguments(impl):
         impl.run_merge((rows,), 16, np.array([3], np.intp), out)
     with pytest.raises(ValueError, match="outside source 0"):
         impl.run_merge((rows,), 16, np.array([-1], np.intp), out)
+
+
+def sort_rows(impl, digests, ds):
+    data = np.frombuffer(b"".join(digests), dtype=np.uint8) if digests \
+        else np.zeros(0, np.uint8)
+    out = np.zeros(len(digests) * max(ds, 8), dtype=np.uint8)
+    impl.run_sort(data, ds, out)
+    return out.tobytes()
+
+
+@settings(max_examples=examples(1.0), deadline=None)
+@given(data=st.data(), ds=st.sampled_from([1, 3, 8, 9, 16, 20, 64]))
+def test_sort_against_python(impl, data, ds):
+    # crowded buckets too: few distinct first bytes, so that keys tie
+    head = st.sampled_from([bytes([i]) * 8 for i in (0, 1, 200)]) | st.binary(min_size=8,
+                                                                              max_size=8)
+    one = st.builds(lambda h, t: (h + t)[:ds], head, st.binary(min_size=56, max_size=56))
+    digests = data.draw(st.lists(one, max_size=120, unique=True))
+    row = max(ds, 8)
+    expected = sorted((int.from_bytes(d[:8].ljust(8, b"\0"), "big"), d[8:]) for d in digests)
+    assert sort_rows(impl, digests, ds) == b"".join(
+        k.to_bytes(8, "little") + r for k, r in expected)
+    assert len(sort_rows(impl, digests, ds)) == len(digests) * row
+
+
+def test_sort_core_and_twin_agree_with_crowded_buckets(core, reference):
+    rng = np.random.default_rng(3)
+    digests = [bytes(r) for r in rng.integers(0, 256, (20_000, 16), dtype=np.uint8)]
+    digests += [b"\x09" * 8 + i.to_bytes(8, "big") for i in range(3000)]  # one bucket
+    digests += [b"\x0a" + i.to_bytes(7, "big") + b"\0" * 8 for i in range(3000)]
+    rng.shuffle(digests)
+    assert sort_rows(core, digests, 16) == sort_rows(reference, digests, 16)
+
+
+def test_sort_refuses_bad_arguments(impl):
+    with pytest.raises(ValueError, match="between 1 and 64"):
+        impl.run_sort(np.zeros(16, np.uint8), 0, np.zeros(16, np.uint8))
+    with pytest.raises(ValueError, match="whole 16-byte digests"):
+        impl.run_sort(np.zeros(20, np.uint8), 16, np.zeros(16, np.uint8))
+    with pytest.raises(ValueError, match="out takes 8 bytes"):
+        impl.run_sort(np.zeros(4, np.uint8), 4, np.zeros(12, np.uint8))

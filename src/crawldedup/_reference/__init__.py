@@ -18,8 +18,8 @@ module         core part                    holds
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
 ``resp``       ``src/_core_resp.pxi``       ``bloom_resp`` (Redis BITFIELD commands)
 ``lines``      ``src/_core_lines.pxi``      ``split_lines``, ``line_hashes``
-``runs``       ``src/_core_runs.pxi``       ``run_find``, ``run_merge`` (DiskStore's
-                                            sorted runs)
+``runs``       ``src/_core_runs.pxi``       ``run_find``, ``run_merge``, ``run_sort``
+                                            (DiskStore's sorted runs)
 =============  ===========================  ==========================================
 
 This module exports what the compiled module exports to the package: the
@@ -53,7 +53,7 @@ from crawldedup._reference.lines import (
                                          split_lines,
 )
 from crawldedup._reference.resp import bloom_resp
-from crawldedup._reference.runs import run_find, run_merge
+from crawldedup._reference.runs import run_find, run_merge, run_sort
 from crawldedup._reference.simhash import (
                                          MAX_NGRAM,
                                          TOKENIZER_AUTO,
@@ -105,4 +105,5 @@ __all__ = [
     # runs
     "run_find",
     "run_merge",
+    "run_sort",
 ]

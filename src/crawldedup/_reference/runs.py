@@ -82,3 +82,27 @@ def run_merge(sources: Any, row: int, pos: Any, out: Any) -> int:
         pos[s] += 1
         n += 1
     return n
+
+
+def run_sort(digests: Any, ds: int, out: Any) -> None:
+    """Fill out with the rows of a run of the n digests of ds bytes
+    concatenated in digests: each its key (its first 8 bytes as a
+    big-endian integer, zero-padded, stored little-endian), then its other
+    bytes; sorted by key, then by those bytes."""
+    data = bytes(memoryview(digests).cast("B"))
+    if not 1 <= ds <= 64:
+        raise ValueError(f"digest size must be between 1 and 64, got {ds}")
+    if len(data) % ds:
+        raise ValueError(f"{len(data)} bytes are not whole {ds}-byte digests")
+    n = len(data) // ds
+    row = max(ds, 8)
+    dst = memoryview(out).cast("B")
+    if len(dst) != n * row:
+        raise ValueError(f"out takes {n * row} bytes ({n} rows of {row}), not {len(dst)}")
+    rows = []
+    for i in range(n):
+        d = data[i * ds:(i + 1) * ds]
+        key = int.from_bytes(d[:8].ljust(8, b"\0"), "big")
+        rows.append((key, d[8:]))
+    rows.sort()
+    dst[:] = b"".join(key.to_bytes(8, "little") + rest for key, rest in rows)

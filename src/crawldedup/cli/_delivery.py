@@ -29,8 +29,6 @@ try:
     import termios
 except ImportError:  # Windows: no pipe sizes (Output writes PIPE_BUF pieces)
     fcntl = termios = None  # type: ignore[assignment]
-if sys.platform == "win32":
-    import msvcrt
 
 from crawldedup._kernel import (
     canonicalize_urls_fast,
@@ -44,6 +42,7 @@ from crawldedup._kernel import (
 from crawldedup.cli._url_state import UrlState, fill_missing, reserve_room
 from crawldedup.errors import CrawldedupError
 from crawldedup.exact.fpset import FingerprintSet
+from crawldedup.formats.files import try_lock
 
 
 class Stopped(Exception):
@@ -81,20 +80,6 @@ class SignalGuard:
             signal.signal(sig, previous)
 
 
-def _try_lock(fd: int) -> bool:
-    """Take an exclusive lock on the open file fd without waiting; False
-    when another process holds it.  The lock goes with the process: a
-    process killed with kill -9 releases it."""
-    try:
-        if sys.platform == "win32":
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        else:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
 def _names_file(fd: int, path: str) -> bool:
     """Whether path still names the open file fd (not removed or replaced)."""
     try:
@@ -118,7 +103,7 @@ class StateLock:
     def __enter__(self) -> "StateLock":
         for _ in range(100):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            if not _try_lock(fd):
+            if not try_lock(fd):
                 os.close(fd)
                 raise CrawldedupError(
                     f"the state file {self.path[:-5]!r} is in use by another crawldedup "
@@ -308,7 +293,7 @@ class Journal:
         tmp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
         try:
-            _try_lock(fd)
+            try_lock(fd)
             head = _JOURNAL_HEADER.pack(_JOURNAL_MAGIC, len(block), 0, 0, 0, 0, 0)
             _write_at(fd, head + block, 0)
             os.replace(tmp, self.path)
@@ -426,7 +411,7 @@ def own_journal(base: str) -> Journal:
             continue
         # Between the creation and the lock, another process may have taken
         # the empty file for an orphan and removed it: try another name.
-        if _try_lock(fd) and _names_file(fd, path):
+        if try_lock(fd) and _names_file(fd, path):
             journal = Journal(path, fd)
             journal.dirty = False
             return journal
@@ -454,7 +439,7 @@ def orphans(base: str) -> Iterator[Journal]:
             fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
         except OSError:
             continue  # removed by the process that took it
-        if not (_try_lock(fd) and _names_file(fd, path)):
+        if not (try_lock(fd) and _names_file(fd, path)):
             os.close(fd)  # a live process's, or taken and removed meanwhile
             continue
         yield Journal(path, fd)

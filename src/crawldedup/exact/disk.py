@@ -63,17 +63,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from crawldedup._kernel import run_find, run_merge
+from crawldedup._kernel import run_find, run_merge, run_sort
 from crawldedup._types import PathLike
 from crawldedup.errors import CorruptFileError, StoreLockedError
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.exact.stores.base import FingerprintStore, check_digest_size
-from crawldedup.formats.files import atomic_write, check_path, fsync_folder
-
-if sys.platform == "win32":  # pragma: no cover
-    import msvcrt
-else:
-    import fcntl
+from crawldedup.formats.files import atomic_write, check_path, try_lock
 
 #: The default memory budget, in bytes.
 DEFAULT_MEMORY = 256 << 20
@@ -104,17 +99,6 @@ _RUN_HEADER = struct.Struct("<8sIIQII")
 _RUN_HEADER_SIZE = _RUN_HEADER.size + 4
 # Journal record: count of digests, CRC-32 of the digests; then the digests.
 _RECORD = struct.Struct("<II")
-
-
-def _lock(fd: int) -> bool:
-    try:
-        if sys.platform == "win32":  # pragma: no cover
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        else:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
 
 
 def _keys(raw: np.ndarray, ds: int) -> np.ndarray:
@@ -261,32 +245,24 @@ class _Checksummed:
 
 def _write_run(path: str, ds: int, parts: Any) -> int:
     """Write a run from ``parts``, an iterable of uint8 arrays of whole
-    rows in ascending key order, fsynced; the number of digests.  The file
-    is written under a temporary name and renamed: a run file is whole."""
-    tmp = path + ".tmp"
+    rows in ascending key order; the number of digests.  The file is
+    written whole or not at all, fsynced, folder included (atomic_write)."""
     row = max(ds, 8)
     count = 0
-    try:
-        with open(tmp, "wb") as f:
-            f.write(bytes(_RUN_HEADER_SIZE))
-            out = _Checksummed(f)
-            for rows in parts:
-                out.write(rows)
-                count += len(rows) // row
-            f.write(out.finish())
-            head = bytearray(_RUN_HEADER.pack(RUN_MAGIC, FORMAT, ds, count, FENCE_STEP, CHUNK))
-            head += struct.pack("<I", zlib.crc32(head))
-            f.seek(0)
-            f.write(head)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    def write(f: Any) -> None:
+        nonlocal count
+        f.write(bytes(_RUN_HEADER_SIZE))
+        out = _Checksummed(f)
+        for rows in parts:
+            out.write(rows)
+            count += len(rows) // row
+        f.write(out.finish())
+        head = bytearray(_RUN_HEADER.pack(RUN_MAGIC, FORMAT, ds, count, FENCE_STEP, CHUNK))
+        head += struct.pack("<I", zlib.crc32(head))
+        f.seek(0)
+        f.write(head)
+    atomic_write(path, write)
     return count
 
 
@@ -360,7 +336,7 @@ class DiskStore(FingerprintStore):
         self._runs: List[_Run] = []
         os.makedirs(self.path, exist_ok=True)
         fd = os.open(os.path.join(self.path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        if not _lock(fd):
+        if not try_lock(fd):
             os.close(fd)
             raise StoreLockedError(f"the disk store {self.path!r} is open in another "
                                    f"process (one process at a time opens a store)")
@@ -417,7 +393,8 @@ class DiskStore(FingerprintStore):
         keep = {name for name, _ in self._manifest["runs"]}
         keep.add(os.path.basename(self._journal_path()))
         for name in os.listdir(self.path):
-            if name.startswith(("run-", "journal-")) and name not in keep:
+            # .run-N.cdr.*.tmp: a run a crash left half written
+            if name.startswith(("run-", "journal-", ".run-")) and name not in keep:
                 os.unlink(os.path.join(self.path, name))
 
     def _replay(self) -> None:
@@ -427,6 +404,10 @@ class DiskStore(FingerprintStore):
         path = self._journal_path()
         ds = self.digest_size
         good = size = 0
+        if self._runs:
+            # A store with runs is large: its memtable will fill, and
+            # taking the whole room now saves the copies of growing to it.
+            self._make_room(self._memtable_room())
         try:
             f = open(path, "rb")
         except FileNotFoundError:
@@ -436,7 +417,7 @@ class DiskStore(FingerprintStore):
                 size = os.fstat(f.fileno()).st_size
                 # the table made once for what the journal holds (growing
                 # as it fills would hold two tables for a moment)
-                self._make_room(size // max(ds, 1))
+                self._make_room(size // ds)
                 magic = f.read(len(JOURNAL_MAGIC))
                 if magic != JOURNAL_MAGIC:
                     if len(magic) < len(JOURNAL_MAGIC) and size == len(magic) \
@@ -668,7 +649,6 @@ class DiskStore(FingerprintStore):
         old_journal = self._journal_path()
         try:
             _write_run(os.path.join(self.path, name), ds, _sorted_rows(digests, ds))
-            fsync_folder(self.path)
             manifest = dict(self._manifest,
                             runs=self._manifest["runs"] + [(name, len(digests))],
                             journal=number, next=number + 1)
@@ -721,7 +701,6 @@ class DiskStore(FingerprintStore):
         path = os.path.join(self.path, name)
         total = sum(run.count for run in sources)
         _write_run(path, self.digest_size, _merged(sources, self.digest_size))
-        fsync_folder(self.path)
         runs = self._manifest["runs"][:-width] + [(name, total)]
         self._commit(dict(self._manifest, runs=runs, next=number + 1))
         merged = _Run(path, self.digest_size, total)
@@ -799,20 +778,14 @@ class DiskStore(FingerprintStore):
 
 def _sorted_rows(digests: np.ndarray, ds: int) -> Any:
     """The rows of a run of the distinct digests (an S<ds> array), in key
-    order, MERGE_BUFFER bytes at a time.  Besides the digests it holds their
-    keys and their order: 16 bytes a digest."""
-    raw = digests.view(np.uint8).reshape(len(digests), ds)
-    keys = _keys(raw, ds)
-    order = np.argsort(keys)  # ties (equal first 8 bytes) in any order
-    dtype = _row_dtype(ds)
-    step = max(1, MERGE_BUFFER // dtype.itemsize)
-    for start in range(0, len(order), step):
-        pick = order[start:start + step]
-        rows = np.empty(len(pick), dtype=dtype)
-        rows["k"] = keys[pick]
-        if ds > 8:
-            rows["r"] = raw[pick, 8:]
-        yield rows.view(np.uint8)
+    order (the core's run_sort), MERGE_BUFFER bytes at a time.  Besides
+    the digests it holds their rows: max(ds, 8) bytes a digest."""
+    row = max(ds, 8)
+    rows = np.empty(len(digests) * row, dtype=np.uint8)
+    run_sort(digests.view(np.uint8).reshape(-1), ds, rows)
+    step = max(1, MERGE_BUFFER // row) * row
+    for start in range(0, len(rows), step):
+        yield rows[start:start + step]
 
 
 def _merged(sources: List[_Run], ds: int) -> Any:

@@ -291,6 +291,22 @@ def check_path(path: object, what: str = "path") -> PathLike:
                     f"not {type(path).__name__}")
 
 
+def try_lock(fd: int) -> bool:
+    """Take an exclusive lock on the open file fd without waiting; False
+    when another process holds it.  The lock goes with the process: a
+    process killed with kill -9 releases it, and so does closing fd."""
+    try:
+        if sys.platform == "win32":  # pragma: no cover
+            import msvcrt
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
 def atomic_write(path: PathLike, write: Callable[[BinaryIO], None]) -> None:
     """Replace path with what write(file) writes, all or nothing (through a
     symbolic link: its target is replaced)."""

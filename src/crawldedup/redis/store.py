@@ -673,13 +673,18 @@ class StoreLogic:
             return np.zeros(0, dtype=np.bool_)
         if self.layout == SET:
             return (yield from self._set_add_op(raw, count))
+        return (yield from self._buckets_op(ADD_BUCKETS_SCRIPT, raw, count, True))
+
+    def _buckets_op(self, script: bytes, raw: bytes, count: int, write: bool) -> Op:
+        """Buckets layout: the script (an add, write, with the group's
+        counter, or a lookup) called once per slot group per CHUNK digests;
+        a bool array of the flags it answers."""
         digests = self._digests(raw, count)
         calls = list(self._calls(digests, np.arange(count), CHUNK))
         requests = []
         for call in calls:
-            counter = self._counters(call.group)[0]
-            payload, route = self._payload(ADD_BUCKETS_SCRIPT, call, digests, True, [counter],
-                                           [], True)
+            keys = [self._counters(call.group)[0]] if write else []
+            payload, route = self._payload(script, call, digests, True, keys, [], write)
             requests.append(Request(route, payload, 1, self.prefixes[call.group]))
         replies = yield requests
         out = np.zeros(count, dtype=np.bool_)
@@ -726,16 +731,20 @@ class StoreLogic:
         replies = yield requests
         out = np.zeros(count, dtype=np.bool_)
         for call, req, reply in zip(calls, requests, replies):
-            answer = self._check(reply[0], req)
-            n = len(call.positions)
-            flags = answer[16:] if isinstance(answer, bytes) else b""
-            if not isinstance(answer, bytes) or not answer.startswith(batch) \
-                    or len(flags) != n or flags.strip(b"\x00\x01"):
-                raise CorruptStateError(
-                    self._where(), f"its receipts {req.key.decode('utf-8', 'replace')!r} hold "
-                    f"for this batch {answer!r:.80}, not {n} flags")
-            out[call.positions] = np.frombuffer(flags, dtype=np.uint8).astype(np.bool_)
+            out[call.positions] = self._receipt_flags(self._check(reply[0], req), batch,
+                                                      len(call.positions), req.key)
         return out
+
+    def _receipt_flags(self, answer: Any, batch: bytes, n: int, receipts: bytes) -> np.ndarray:
+        """The n flags of an add-once script's answer (the batch's 16 bytes,
+        then a byte a digest); CorruptStateError for anything else."""
+        flags = bytes(answer)[16:] if isinstance(answer, bytes) else b""
+        if not isinstance(answer, bytes) or not answer.startswith(batch) \
+                or len(flags) != n or flags.strip(b"\x00\x01"):
+            raise CorruptStateError(
+                self._where(), f"its receipts {receipts.decode('utf-8', 'replace')!r} hold "
+                f"for this batch {answer!r:.80}, not {n} flags")
+        return np.frombuffer(flags, dtype=np.uint8).astype(np.bool_)
 
     def _set_add_once_op(self, raw: bytes, count: int, hexed: bytes, batch: bytes) -> Op:
         key = self.name
@@ -748,17 +757,9 @@ class StoreLogic:
                               hexed, batch, call)
             requests.append(Request(key, [head, body], 1))
         replies = yield requests
-        parts = []
-        for n, req, reply in zip(sizes, requests, replies):
-            answer = check_reply(reply[0], req, self.address)
-            flags = bytes(answer)[16:] if isinstance(answer, bytes) else b""
-            if not isinstance(answer, bytes) or not answer.startswith(batch) \
-                    or len(flags) != n or flags.strip(b"\x00\x01"):
-                raise CorruptStateError(
-                    self._where(), f"its receipts {receipts.decode('utf-8', 'replace')!r} hold "
-                    f"for this batch {answer!r:.80}, not {n} flags")
-            parts.append(np.frombuffer(flags, dtype=np.uint8).astype(np.bool_))
-        return np.concatenate(parts)
+        return np.concatenate([
+            self._receipt_flags(check_reply(reply[0], req, self.address), batch, n, receipts)
+            for n, req, reply in zip(sizes, requests, replies)])
 
     def forget_op(self, receipt: bytes) -> Op:
         requests = [Request(key, _resp.command(b"EVAL", FORGET_SCRIPT, 1, key, receipt.hex()), 1)
@@ -772,18 +773,7 @@ class StoreLogic:
             return np.zeros(0, dtype=np.bool_)
         if self.layout == SET:
             return (yield from self._set_contains_op(raw, count))
-        digests = self._digests(raw, count)
-        calls = list(self._calls(digests, np.arange(count), CHUNK))
-        requests = []
-        for call in calls:
-            payload, route = self._payload(CONTAINS_BUCKETS_SCRIPT, call, digests, True, [], [],
-                                           False)
-            requests.append(Request(route, payload, 1, self.prefixes[call.group]))
-        replies = yield requests
-        out = np.zeros(count, dtype=np.bool_)
-        for call, req, reply in zip(calls, requests, replies):
-            out[call.positions] = self._answer(reply[0], req, len(call.positions))
-        return out
+        return (yield from self._buckets_op(CONTAINS_BUCKETS_SCRIPT, raw, count, False))
 
     def _set_contains_op(self, raw: bytes, count: int) -> Op:
         keys, _ = self._set_keys()
