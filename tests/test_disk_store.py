@@ -128,6 +128,7 @@ def test_a_cascade_of_merges_is_one_pass(tmp_path, monkeypatch):
             store.add_many(batch)
             model.update(batch.tolist())
         store.add(digests(rng, 1)[0].tobytes())
+        store._settle()
         assert max(widths) >= 3
         assert store.runs <= 2
         assert store.contains_many(np.array(sorted(model), dtype="S16")).all()
@@ -162,6 +163,64 @@ def test_a_failed_spill_keeps_the_memtable(tmp_path, monkeypatch):
     with disk_module.DiskStore(tmp_path / "s") as store:
         assert len(store) == 60
         assert store.contains_many(np.concatenate([first, second])).all()
+
+
+def test_a_merge_that_fails_on_its_thread_changes_nothing(tmp_path, monkeypatch):
+    """A merge runs on a thread of its own; when it fails (here a full
+    disk), the next spill raises its OSError before changing anything, and
+    the spill after that goes on (and merges again)."""
+    import threading
+    small(monkeypatch, disk_module, 100)
+    write_run = disk_module._write_run
+    failures = []
+
+    def full_on_the_merge_thread(path, ds, parts):
+        if threading.current_thread() is not threading.main_thread() and not failures:
+            failures.append(path)
+            raise OSError(28, "No space left on device")
+        return write_run(path, ds, parts)
+
+    monkeypatch.setattr(disk_module, "_write_run", full_on_the_merge_thread)
+    rng = np.random.default_rng(10)
+    added = [digests(rng, 100) for _ in range(4)]
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        store.add_many(added[0])
+        store.add_many(added[1])  # spills run 1
+        store.add_many(added[2])  # spills run 2, whose merge fails on its thread
+        with pytest.raises(OSError):
+            store.add_many(added[3])  # the spill that would follow it
+        assert len(store) == 300 and store.runs == 2
+        assert not os.path.exists(failures[0])
+        assert store.add_many(added[3]).all()  # spills now, and merges again
+        store._settle()
+        assert store.runs == 1 and len(store) == 400
+        assert store.contains_many(np.concatenate(added)).all()
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        assert len(store) == 400
+
+
+def test_close_finishes_a_merge_in_flight(tmp_path, monkeypatch):
+    import time
+    small(monkeypatch, disk_module, 100)
+    merged = disk_module._merged
+
+    def slow(sources, ds):
+        time.sleep(0.3)
+        return merged(sources, ds)
+
+    monkeypatch.setattr(disk_module, "_merged", slow)
+    rng = np.random.default_rng(11)
+    batches = [digests(rng, 100) for _ in range(3)]
+    store = disk_module.DiskStore(tmp_path / "s")
+    for batch in batches:
+        store.add_many(batch)  # the third spills run 2: a merge starts
+    assert store._merging is not None and store.runs == 2
+    store.close()
+    names = sorted(n for n in os.listdir(tmp_path / "s") if n.startswith("run-"))
+    assert len(names) == 1
+    with disk_module.DiskStore(tmp_path / "s") as store:
+        assert store.runs == 1 and len(store) == 300
+        assert store.contains_many(np.concatenate(batches)).all()
 
 
 @pytest.mark.parametrize("ds", [1, 4, 8, 9, 20, 32])
@@ -373,6 +432,7 @@ def test_a_crash_in_a_merge_recovers(tmp_path, monkeypatch):
     monkeypatch.setattr(disk_module.DiskStore, "_commit", crash)
     with pytest.raises(KeyboardInterrupt):
         store.add(b"\x01" * 16)
+        store._settle()  # where the merge's run is committed
     store._release()
     # and a run that a killed process had half written
     (folder / ".run-99.cdr.4242-1.tmp").write_bytes(b"CDDRUN01 half")

@@ -58,8 +58,9 @@ import mmap
 import os
 import struct
 import sys
+import threading
 import zlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -334,6 +335,7 @@ class DiskStore(FingerprintStore):
         self._lock_fd: Optional[int] = None
         self._journal_fd: Optional[int] = None
         self._runs: List[_Run] = []
+        self._merging: Optional[_Merge] = None
         os.makedirs(self.path, exist_ok=True)
         fd = os.open(os.path.join(self.path, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         if not try_lock(fd):
@@ -362,6 +364,7 @@ class DiskStore(FingerprintStore):
             raise ValueError(f"the disk store {self.path!r} holds {manifest['digest_size']}"
                              f"-byte digests, not {ds}-byte ones")
         self._manifest = manifest
+        self._next = int(manifest["next"])  # the number the next file takes
         self._remove_strays()
         self._runs = [_Run(os.path.join(self.path, name), ds, count)
                       for name, count in manifest["runs"]]
@@ -629,29 +632,35 @@ class DiskStore(FingerprintStore):
         free = self.memory - self.memory // 8 - fences
         return max(1024, free // (2 * self.digest_size + MEMTABLE_OVERHEAD))
 
-    def _name(self) -> Tuple[str, int]:
-        number = self._manifest["next"]
-        return f"run-{number}.cdr", number
+    def _number(self) -> int:
+        """The number of a new file (a run or a journal): never one the
+        manifest or a merge in flight has taken."""
+        number = self._next
+        self._next += 1
+        return number
 
     def _spill(self) -> None:
-        """Write the memtable as a run, start a new journal, then merge runs
-        while the newest is at least half the size of the one before
-        (about log2(size / memtable) runs).  A crash at any point leaves the
-        store as it was before or after the spill."""
+        """Write the memtable as a run, start a new journal, then start a
+        merge (see _start_merge).  A merge still running is finished first
+        (its error, if it failed, is raised here, before anything changes).
+        A crash at any point leaves the store as it was before or after the
+        spill."""
         ds = self.digest_size
+        self._settle()
         self._write_journal()  # the records before the spill stay whole
         digests = self._memtable.to_array()
         # The memtable's table is let go before the sort, whose arrays take
         # its place in the budget; should the spill fail, it is rebuilt.
         self._memtable = FingerprintSet(ds)
         self._reserved = 0
-        name, number = self._name()
+        number = self._number()
+        name = f"run-{number}.cdr"
         old_journal = self._journal_path()
         try:
             _write_run(os.path.join(self.path, name), ds, _sorted_rows(digests, ds))
             manifest = dict(self._manifest,
                             runs=self._manifest["runs"] + [(name, len(digests))],
-                            journal=number, next=number + 1)
+                            journal=number, next=self._next)
             self._commit(manifest)
         except BaseException:
             self._make_room(len(digests))
@@ -666,7 +675,7 @@ class DiskStore(FingerprintStore):
         self._journal_fd = None
         os.unlink(old_journal)
         self._replay()  # the new, empty journal
-        self._merge()
+        self._start_merge()
 
     def _commit(self, manifest: Dict[str, Any]) -> None:
         """Make ``manifest`` the store's (atomically), removing nothing."""
@@ -683,31 +692,57 @@ class DiskStore(FingerprintStore):
             raise
         self._manifest = manifest
 
-    def _merge(self) -> None:
-        """Merge the newest runs while the newest is at least half the size
-        of the one before, in one k-way pass (each digest is written once
-        for the whole cascade)."""
+    def _start_merge(self) -> None:
+        """Start merging the newest runs, on a thread of its own, while the
+        newest is at least half the size of the one before (about
+        log2(size / memtable) runs), in one k-way pass (each digest written
+        once for the whole cascade).  The store goes on meanwhile: lookups
+        read the merge's sources, which stay until the merge is committed
+        by _settle (at the next spill, or at close)."""
         counts = [run.count for run in self._runs]
         width = 1
         while len(counts) >= 2 and counts[-2] <= 2 * counts[-1]:
             counts[-2:] = [counts[-2] + counts[-1]]
             width += 1
-        if width < 2:
+        if width >= 2:
+            path = os.path.join(self.path, f"run-{self._number()}.cdr")
+            self._merging = _Merge(self._runs[-width:], path, self.digest_size)
+
+    def _settle(self) -> None:
+        """Wait for the merge in flight, if any, and make it the store's:
+        its run replaces its sources in the manifest, then in the lookups.
+        A merge that failed (damage in a source, a full disk) changes
+        nothing, and its error is raised here."""
+        merge = self._merging
+        if merge is None:
             return
-        sources = self._runs[-width:]
-        for run in sources:  # what is merged is checked again, not trusted
-            run.verify()
-        name, number = self._name()
-        path = os.path.join(self.path, name)
-        total = sum(run.count for run in sources)
-        _write_run(path, self.digest_size, _merged(sources, self.digest_size))
-        runs = self._manifest["runs"][:-width] + [(name, total)]
-        self._commit(dict(self._manifest, runs=runs, next=number + 1))
-        merged = _Run(path, self.digest_size, total)
-        self._runs[-width:] = [merged]
-        for old in sources:
+        merge.thread.join()
+        self._merging = None
+        if merge.error is not None or merge.run is None:
+            merge.discard()
+            raise merge.error or RuntimeError("the merge ended without its run")
+        at = next(i for i, run in enumerate(self._runs) if run is merge.sources[0])
+        width = len(merge.sources)
+        name = os.path.basename(merge.path)
+        runs = self._manifest["runs"]
+        try:
+            self._commit(dict(self._manifest, runs=runs[:at] + [(name, merge.run.count)]
+                              + runs[at + width:], next=self._next))
+        except BaseException:
+            merge.discard()
+            raise
+        self._runs[at:at + width] = [merge.run]
+        for old in merge.sources:
             old.close()
             os.unlink(old.path)
+
+    def _abandon_merge(self) -> None:
+        """Wait for the merge in flight, if any, and throw its run away."""
+        merge = self._merging
+        if merge is not None:
+            merge.thread.join()
+            self._merging = None
+            merge.discard()
 
     # ----------------------------------------------------------- the rest
 
@@ -723,10 +758,11 @@ class DiskStore(FingerprintStore):
     def clear(self) -> None:
         """Remove every digest."""
         self._check_open()
+        self._abandon_merge()
         old = [run.path for run in self._runs]
         old_journal = self._journal_path()
-        number = self._manifest["next"]
-        self._commit(dict(self._manifest, runs=[], journal=number, next=number + 1))
+        number = self._number()
+        self._commit(dict(self._manifest, runs=[], journal=number, next=self._next))
         for run in self._runs:
             run.close()
         self._runs, self._stored = [], 0
@@ -744,16 +780,19 @@ class DiskStore(FingerprintStore):
         self._replay()
 
     def close(self) -> None:
-        """Flush and release the store (a second close does nothing)."""
+        """Flush, finish a merge in flight and release the store (a second
+        close does nothing)."""
         if self.closed:
             return
         try:
             self.flush()
+            self._settle()
         finally:
             self.closed = True
             self._release()
 
     def _release(self) -> None:
+        self._abandon_merge()  # before the runs it reads are closed
         self._memtable = FingerprintSet(self.digest_size)  # its memory goes now
         self._pending = bytearray()
         for run in self._runs:
@@ -774,6 +813,40 @@ class DiskStore(FingerprintStore):
 
     def _select(self, unique: List[bytes]) -> Any:
         raise NotImplementedError
+
+
+class _Merge:
+    """A merge of runs into the file path, on a thread of its own: the
+    sources checked again (not trusted), merged, written whole, and opened
+    (``run``); or ``error``.  It reads the sources and writes its own file:
+    everything else is the store's, on the store's thread."""
+
+    def __init__(self, sources: List[_Run], path: str, ds: int) -> None:
+        self.sources, self.path = list(sources), path
+        self.run: Optional[_Run] = None
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._work, args=(ds,), daemon=True,
+                                       name="crawldedup-disk-merge")
+        self.thread.start()
+
+    def _work(self, ds: int) -> None:
+        try:
+            for run in self.sources:
+                run.verify()
+            total = _write_run(self.path, ds, _merged(self.sources, ds))
+            self.run = _Run(self.path, ds, total)
+        except BaseException as exc:  # raised on the store's thread
+            self.error = exc
+
+    def discard(self) -> None:
+        """Close and remove the merged run (never named by a manifest)."""
+        if self.run is not None:
+            self.run.close()
+            self.run = None
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 def _sorted_rows(digests: np.ndarray, ds: int) -> Any:
