@@ -9,7 +9,8 @@ working set in memory (``memory``, 256 MiB by default):
   added digest: appended, and fsynced by :meth:`DiskStore.flush`;
 * **runs** (``run-N.cdr``): immutable files of distinct digests sorted by
   their first 8 bytes, written when the memtable fills (a *spill*) and
-  merged as later spills come, so that the store holds about
+  merged on a thread of their own as later spills come (committed at
+  the next spill or at close), so that the store holds about
   log2(size / memtable) runs; a run's rows are its digests with their
   first 8 bytes turned into a little-endian integer (the sort key), and
   every MiB of it is checksummed;
@@ -20,9 +21,9 @@ working set in memory (``memory``, 256 MiB by default):
   next open.
 
 A digest is looked up in the memtable, then in each run: a binary search of
-a run's first-bytes column (a mapped file, read through the page cache),
-narrowed by a fence of every 256th key kept in memory, and a comparison of
-the remaining bytes.  Runs are pairwise disjoint (a digest joins the store
+the run's keys (a mapped file, read through the page cache), narrowed by a
+fence of every 256th key kept in memory, and a comparison of the remaining
+bytes.  Runs are pairwise disjoint (a digest joins the store
 once), so a merge is a plain k-way merge of sorted rows: the core's
 run_merge, reading its runs through their mappings (the page cache, not the
 process's memory) into a buffer of MERGE_BUFFER bytes.
