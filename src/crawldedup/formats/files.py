@@ -21,6 +21,11 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, Optional, Union
 
+if sys.platform == "win32":  # pragma: no cover
+    import msvcrt
+else:
+    import fcntl
+
 from crawldedup._types import PathLike as PathLike  # re-exported
 from crawldedup.errors import CorruptFileError as CorruptFileError  # re-exported
 from crawldedup.errors import IncompatibleFilterError
@@ -297,10 +302,8 @@ def try_lock(fd: int) -> bool:
     process killed with kill -9 releases it, and so does closing fd."""
     try:
         if sys.platform == "win32":  # pragma: no cover
-            import msvcrt
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
         else:
-            import fcntl
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
