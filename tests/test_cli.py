@@ -259,6 +259,36 @@ def test_info_describes_a_state(tmp_path):
     assert run.returncode == 1 and b"not a valid crawldedup file" in run.stderr
 
 
+def test_info_describes_and_verifies_a_disk_store(tmp_path):
+    import numpy as np
+
+    from crawldedup import DiskStore
+    folder = tmp_path / "seen.disk"
+    digests = np.random.default_rng(5).integers(0, 256, (50_000, 16), dtype=np.uint8)
+    with DiskStore(folder, memory=1 << 20) as store:  # a small memtable: a few runs
+        for part in np.split(digests.view("S16").ravel(), 10):
+            store.add_many(part)
+        runs, stored = store.runs, len(store)
+    assert runs >= 1 and stored == 50_000
+    run = crawldedup("info", folder)
+    assert run.returncode == 0, run.stderr
+    text = run.stdout.decode()
+    assert "kind: disk store" in text and "digest size: 16 bytes" in text, text
+    assert f"in {runs} run" in text, text
+    run = crawldedup("info", folder, "--verify")
+    assert run.returncode == 0, run.stderr
+    assert "verified: every run's checksums; 50,000 digests in all" in run.stdout.decode()
+    name = sorted(p for p in os.listdir(folder) if p.startswith("run-"))[0]
+    with open(folder / name, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 1]))
+    run = crawldedup("info", folder, "--verify")
+    assert run.returncode == 1 and name.encode() in run.stderr, run.stderr
+    assert b"Traceback" not in run.stderr
+
+
 def test_info_repairs_a_killed_writers_file(tmp_path):
     state = tmp_path / "s"
     code = ("import os, sys; from crawldedup import BloomFilter; "
