@@ -13,6 +13,7 @@ module         core part                    holds
 ``bloom``      ``src/_core_bloom.pxi``      key access, MurmurHash3, bit positions,
                                             ``BloomBits``, the batch switches
 ``simhash``    ``src/_core_simhash.pxi``    SimHash, Hamming distances, leonsim
+``minhash``    ``src/_core_minhash.pxi``    MinHash signatures
 ``index``      ``src/_core_index.pxi``      ``HammingIndex``
 ``url``        ``src/_core_url.pxi``        the URL fast path and fingerprints
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
@@ -51,6 +52,14 @@ from crawldedup._reference.lines import (
                                          span_hashes,
                                          span_key_hashes,
                                          split_lines,
+)
+from crawldedup._reference.minhash import (
+                                         minhash_hashes,
+                                         minhash_keys,
+                                         minhash_sha1,
+                                         minhash_text,
+                                         minhash_texts,
+                                         minhash_version,
 )
 from crawldedup._reference.resp import bloom_resp
 from crawldedup._reference.runs import run_find, run_merge, run_sort
@@ -91,6 +100,9 @@ __all__ = [
     "TOKENIZER_AUTO", "TOKENIZER_WORDS", "TOKENIZER_CHARS", "MAX_NGRAM", "simhash_text",
     "simhash_texts", "simhash_hashes", "hamming_many", "md5_digest", "lower_text",
     "leonsim_text", "leonsim_features",
+    # minhash
+    "minhash_text", "minhash_texts", "minhash_keys", "minhash_sha1", "minhash_hashes",
+    "minhash_version",
     # index
     "HammingIndex", "MAX_HAMMING_K", "hamming_blocks",
     # url

@@ -80,6 +80,16 @@ def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
     _check_tokenizer(mode, word_n, char_n)
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
+    word_features, char_features = text_features(text, mode, word_n, char_n)
+    hashes: List[int] = list(dict.fromkeys(hash64(f.encode("utf-8")) for f in word_features))
+    hashes += [hash64(f.encode("utf-8")) for f in char_features]
+    return _majority(hashes)
+
+
+def text_features(text: str, mode: int, word_n: int, char_n: int) -> Tuple[List[str], List[str]]:
+    """The features of text, lower-cased by str.lower(), as simhash_text
+    defines them: its word n-grams and its character n-grams, in order, each
+    at every occurrence.  The MinHash twin uses them too."""
     text = text.lower()
     words: List[str] = []
     units: List[str] = []
@@ -100,12 +110,9 @@ def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
             units.append(ch)
     if current:
         words.append("".join(current))
-    hashes: List[int] = []
-    if mode != TOKENIZER_CHARS:
-        hashes += dict.fromkeys(hash64(f.encode("utf-8")) for f in _ngrams(words, word_n, " "))
-    if mode != TOKENIZER_WORDS:
-        hashes += [hash64(f.encode("utf-8")) for f in _ngrams(units, char_n, "")]
-    return _majority(hashes)
+    word_features = _ngrams(words, word_n, " ") if mode != TOKENIZER_CHARS else []
+    char_features = _ngrams(units, char_n, "") if mode != TOKENIZER_WORDS else []
+    return word_features, char_features
 
 
 def simhash_texts(texts: List[str], mode: int, word_n: int, char_n: int) -> np.ndarray:

@@ -57,8 +57,9 @@ def _ngram_int(value: object, name: str) -> int:
     return value
 
 
-def _plan(tokenizer: object, ngram: object) -> Tuple[int, int, int]:
-    """(mode, word_n, char_n) for a built-in tokenizer name."""
+def _plan(tokenizer: object, ngram: object, name: str = "ngram") -> Tuple[int, int, int]:
+    """(mode, word_n, char_n) for a built-in tokenizer name; name is what the
+    caller calls ngram in its messages."""
     if not isinstance(tokenizer, str):
         raise TypeError(f"tokenizer must be one of {TOKENIZERS} or a callable, "
                         f"not {type(tokenizer).__name__}")
@@ -69,11 +70,12 @@ def _plan(tokenizer: object, ngram: object) -> Tuple[int, int, int]:
         word_n, char_n = _DEFAULT_NGRAM[tokenizer]
     elif isinstance(ngram, tuple):
         if tokenizer != "auto" or len(ngram) != 2:
-            raise ValueError("ngram may be a (word_n, char_n) pair only with tokenizer='auto'")
-        word_n = _ngram_int(ngram[0], "ngram[0]")
-        char_n = _ngram_int(ngram[1], "ngram[1]")
+            raise ValueError(f"{name} may be a (word_n, char_n) pair only with "
+                             "tokenizer='auto'")
+        word_n = _ngram_int(ngram[0], f"{name}[0]")
+        char_n = _ngram_int(ngram[1], f"{name}[1]")
     else:
-        word_n = char_n = _ngram_int(ngram, "ngram")
+        word_n = char_n = _ngram_int(ngram, name)
     return _MODES[tokenizer], word_n, char_n
 
 
