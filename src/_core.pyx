@@ -8,7 +8,8 @@
 # (_core_bloom.pxi: _core_keys.pxi, shared by every part,
 # _core_bloom_batch.pxi and _core_bloom_large.pxi), SimHash
 # (_core_simhash.pxi), MinHash signatures over the SimHash tokenizers
-# (_core_minhash.pxi, with _cd_minhash.h), the exact Hamming-distance index (_core_index_*.pxi,
+# (_core_minhash.pxi, with _cd_minhash.h) and their LSH band tables
+# (_core_lsh.pxi), the exact Hamming-distance index (_core_index_*.pxi,
 # its Python face _core_index.pxi),
 # URL canonicalization and URL and request fingerprints (_core_url.pxi), the
 # compact fingerprint table behind FingerprintSet (_core_fpset.pxi), Redis
@@ -151,6 +152,7 @@ MAX_SEED = 0xFFFFFFFF
 include "_core_bloom.pxi"
 include "_core_simhash.pxi"
 include "_core_minhash.pxi"
+include "_core_lsh.pxi"
 include "_core_index_seg.pxi"
 include "_core_index_sort.pxi"
 include "_core_index_query.pxi"

@@ -14,6 +14,7 @@ module         core part                    holds
                                             ``BloomBits``, the batch switches
 ``simhash``    ``src/_core_simhash.pxi``    SimHash, Hamming distances, leonsim
 ``minhash``    ``src/_core_minhash.pxi``    MinHash signatures
+``lsh``        ``src/_core_lsh.pxi``        ``BandTable``, band keys (MinHash LSH)
 ``index``      ``src/_core_index.pxi``      ``HammingIndex``
 ``url``        ``src/_core_url.pxi``        the URL fast path and fingerprints
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
@@ -53,6 +54,7 @@ from crawldedup._reference.lines import (
                                          span_key_hashes,
                                          split_lines,
 )
+from crawldedup._reference.lsh import BandTable, lsh_agree, lsh_keys
 from crawldedup._reference.minhash import (
                                          minhash_hashes,
                                          minhash_keys,
@@ -103,6 +105,8 @@ __all__ = [
     # minhash
     "minhash_text", "minhash_texts", "minhash_keys", "minhash_sha1", "minhash_hashes",
     "minhash_version",
+    # lsh
+    "BandTable", "lsh_keys", "lsh_agree",
     # index
     "HammingIndex", "MAX_HAMMING_K", "hamming_blocks",
     # url

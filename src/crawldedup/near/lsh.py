@@ -20,11 +20,14 @@ above the curve over the threshold).
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+import sys
+from typing import Any, Dict, Hashable, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["optimal_bands", "candidate_probability"]
+from crawldedup import _kernel
+
+__all__ = ["optimal_bands", "candidate_probability", "MinHashIndex"]
 
 
 def candidate_probability(similarity: float, bands: int, rows: int) -> float:
@@ -99,3 +102,241 @@ def optimal_bands(threshold: float, num_perm: int,
     b, r, fp, fn = _errors_gauss(t, n)
     i = int(np.argmin(fp * fp_weight + fn * fn_weight))
     return int(b[i]), int(r[i])
+
+
+def _check_bands(bands: object, rows: object, num_perm: int) -> Tuple[int, int]:
+    for name, value in (("bands", bands), ("rows", rows)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    assert isinstance(bands, int) and isinstance(rows, int)
+    if bands * rows > num_perm:
+        raise ValueError(f"bands * rows must be at most num_perm ({num_perm}), got "
+                         f"{bands} * {rows} = {bands * rows}")
+    return bands, rows
+
+
+class MinHashIndex:
+    """Near duplicates among MinHash signatures by LSH banding.
+
+    ``MinHashIndex(threshold=0.8, num_perm=128)`` chooses the bands and rows
+    for the threshold as datasketch does (:func:`optimal_bands`, with
+    ``weights`` for false positives and false negatives);
+    ``MinHashIndex(num_perm=128, bands=16, rows=8)`` takes them as given.
+    Two signatures are candidates when all values of one band are equal
+    (exactly: the band's 64-bit key only finds them).  ``min_jaccard`` in
+    :meth:`query`, :meth:`query_many` and :meth:`pairs` keeps only the
+    candidates whose estimated Jaccard similarity reaches it.
+
+    Ids may be any hashable (int, str and bytes ids can be saved).  Each id
+    holds one signature; the index keeps the signatures (4 bytes a value)
+    to verify bands and estimate similarities.
+
+    >>> from crawldedup.near.minhash import minhash_many
+    >>> from crawldedup.near.lsh import MinHashIndex
+    >>> docs = ["the cat sat on the mat with another cat nearby",
+    ...         "the cat sat on the mat with another cat close by",
+    ...         "an entirely different sentence about dogs"]
+    >>> sigs = minhash_many(docs, shingle=2)
+    >>> index = MinHashIndex(threshold=0.5)
+    >>> index.add_many(["a", "b", "c"], sigs)
+    >>> [(a, b) for a, b, _ in index.pairs()]
+    [('a', 'b')]
+    >>> [id for id, _ in index.query(sigs[1])]
+    ['a', 'b']
+    """
+
+    def __init__(self, threshold: float = 0.8, num_perm: int = 128, *,
+                 bands: Optional[int] = None, rows: Optional[int] = None,
+                 weights: Tuple[float, float] = (0.5, 0.5)) -> None:
+        t, n, w = _check(threshold, num_perm, weights)
+        if (bands is None) != (rows is None):
+            raise ValueError("give both bands and rows, or neither (to choose them from "
+                             "the threshold)")
+        if bands is None:
+            bands, rows = optimal_bands(t, n, w)
+        self._bands, self._rows = _check_bands(bands, rows, n)
+        self._threshold = t
+        self._num_perm = n
+        self._weights = w
+        self._table = _kernel.BandTable(self._bands, self._rows, n)
+        self._sigs = np.empty((0, n), dtype=np.uint32)
+        self._alive = np.empty(0, dtype=np.uint8)
+        self._names: List[Hashable] = []
+        self._where: Dict[Hashable, int] = {}
+
+    # ------------------------------------------------------------ basics
+
+    @property
+    def threshold(self) -> float:
+        return self._threshold
+
+    @property
+    def num_perm(self) -> int:
+        return self._num_perm
+
+    @property
+    def bands(self) -> int:
+        return self._bands
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, id: object) -> bool:
+        try:
+            return id in self._where
+        except TypeError:
+            return False
+
+    def __repr__(self) -> str:
+        return (f"MinHashIndex(threshold={self._threshold}, num_perm={self._num_perm}, "
+                f"bands={self._bands}, rows={self._rows}, len={len(self)})")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory of the signatures, band tables and id maps (the
+        ids' own objects aside)."""
+        n = len(self._names)
+        return int(self._sigs[:n].nbytes + n + self._table.nbytes
+                   + sys.getsizeof(self._names) + sys.getsizeof(self._where))
+
+    def _signatures(self, signatures: Any, name: str) -> np.ndarray:
+        sigs = np.asarray(signatures)
+        if sigs.ndim == 1:
+            sigs = sigs[None, :]
+        if sigs.ndim != 2 or sigs.shape[1] != self._num_perm:
+            raise ValueError(f"{name} must be signatures of {self._num_perm} values, got "
+                             f"shape {np.shape(signatures)}")
+        if sigs.dtype != np.uint32:
+            if sigs.dtype.kind not in "iu":
+                raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
+            if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
+                raise ValueError(f"{name} must hold values in [0, 2**32)")
+            sigs = sigs.astype(np.uint32)
+        return np.ascontiguousarray(sigs)
+
+    def _reserve(self, extra: int) -> None:
+        need = len(self._names) + extra
+        if need <= len(self._alive):
+            return
+        cap = max(need, 2 * len(self._alive), 1024)
+        sigs = np.empty((cap, self._num_perm), dtype=np.uint32)
+        sigs[:len(self._names)] = self._sigs[:len(self._names)]
+        alive = np.zeros(cap, dtype=np.uint8)
+        alive[:len(self._names)] = self._alive[:len(self._names)]
+        self._sigs, self._alive = sigs, alive
+
+    def add(self, id: Hashable, signature: Any) -> None:
+        """Store signature under id; ValueError if id is present."""
+        self.add_many([id], self._signatures(signature, "signature"))
+
+    def add_many(self, ids: Iterable[Hashable], signatures: Any) -> None:
+        """Store signatures[i] (an (n, num_perm) array) under ids[i], all or
+        nothing: ValueError if an id repeats or is present."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("ids must be an iterable of ids, not a single str or bytes")
+        keys = [int(v) if isinstance(v, np.integer) else v
+                for v in (ids.tolist() if isinstance(ids, np.ndarray) else list(ids))]
+        sigs = self._signatures(signatures, "signatures")
+        if len(keys) != len(sigs):
+            raise ValueError(f"ids and signatures differ in length: {len(keys)} and "
+                             f"{len(sigs)}")
+        fresh: Dict[Hashable, int] = {}
+        for v in keys:
+            if v in self._where or v in fresh:
+                raise ValueError(f"id {v!r} is repeated or already in the index")
+            fresh[v] = 0
+        self._reserve(len(keys))
+        first = len(self._names)
+        self._table.add_many(sigs)
+        self._sigs[first:first + len(keys)] = sigs
+        self._alive[first:first + len(keys)] = 1
+        for i, v in enumerate(keys):
+            self._where[v] = first + i
+        self._names.extend(keys)
+
+    def remove(self, id: Hashable) -> None:
+        """Remove id and its signature; KeyError if it is not present."""
+        row = self._where.pop(id)
+        self._alive[row] = 0
+
+    def compact(self) -> None:
+        """Rebuild the band tables without the removed signatures (their
+        rows are skipped until then, and take memory)."""
+        n = len(self._names)
+        live = np.flatnonzero(self._alive[:n])
+        if len(live) == n:
+            return
+        names = [self._names[i] for i in live.tolist()]
+        sigs = self._sigs[live]
+        self._table = _kernel.BandTable(self._bands, self._rows, self._num_perm)
+        self._sigs = np.empty((0, self._num_perm), dtype=np.uint32)
+        self._alive = np.empty(0, dtype=np.uint8)
+        self._names, self._where = [], {}
+        self.add_many(names, sigs)
+
+    # ------------------------------------------------------------ search
+
+    def _min_agree(self, min_jaccard: Optional[float]) -> int:
+        if min_jaccard is None:
+            return 0
+        if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
+            raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
+        if not 0.0 <= min_jaccard <= 1.0:
+            raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
+        return int(np.ceil(min_jaccard * self._num_perm - 1e-9))
+
+    def query(self, signature: Any,
+              min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
+        """[(id, estimated Jaccard)] of the candidates of signature, in the
+        order they were added."""
+        offsets, ids, jaccards = self.query_many(
+            self._signatures(signature, "signature"), min_jaccard)
+        return list(zip(ids.tolist(), jaccards.tolist()))
+
+    def query_many(self, signatures: Any, min_jaccard: Optional[float] = None
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The candidates of many signatures at once (without the GIL).
+
+        Returns (offsets, ids, jaccards), a CSR layout: the candidates of
+        signatures[i] are ids[offsets[i]:offsets[i + 1]] (an object array,
+        in the order they were added) with their estimated Jaccard
+        similarities (float64).
+        """
+        sigs = self._signatures(signatures, "signatures")
+        floor = self._min_agree(min_jaccard)
+        n = len(self._names)
+        offsets, rows, agree = self._table.query_many(sigs, self._sigs[:n], self._alive[:n])
+        if floor:
+            keep = agree >= floor
+            owner = np.repeat(np.arange(len(sigs)), np.diff(offsets))
+            counts = np.bincount(owner[keep], minlength=len(sigs))
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            rows, agree = rows[keep], agree[keep]
+        ids = np.empty(len(rows), dtype=object)
+        names = self._names
+        for i, r in enumerate(rows.tolist()):
+            ids[i] = names[r]
+        return offsets, ids, agree / self._num_perm
+
+    def pairs(self, min_jaccard: Optional[float] = None
+              ) -> Iterator[Tuple[Hashable, Hashable, float]]:
+        """Every candidate pair once: (id_a, id_b, estimated Jaccard), id_a
+        added before id_b, in the order of (id_a, id_b)."""
+        floor = self._min_agree(min_jaccard)
+        n = len(self._names)
+        a, b = self._table.pairs(self._sigs[:n], self._alive[:n])
+        agree = _kernel.lsh_agree(self._sigs[a], self._sigs[b]) if len(a) else \
+            np.zeros(0, dtype=np.uint32)
+        if floor:
+            keep = agree >= floor
+            a, b, agree = a[keep], b[keep], agree[keep]
+        names = self._names
+        k = self._num_perm
+        return ((names[x], names[y], c / k)
+                for x, y, c in zip(a.tolist(), b.tolist(), agree.tolist()))
