@@ -205,3 +205,97 @@ def test_index_argument_checks(api):
         index.add_many("ab", np.stack([sig, sig]))
     assert index.query(sig) == [("a", 1.0)]
     assert index.nbytes > 0 and "len=1" in repr(index)
+
+
+# ------------------------------------------------------------ files
+
+def small_index(api, n=12, k=8):
+    index = lsh(api).MinHashIndex(threshold=0.6, num_perm=k, weights=(0.4, 0.6))
+    sigs = signatures(n, k, 3, 3)
+    index.add_many([i if i % 3 else f"s{i}" for i in range(n - 1)] + [b"raw"], sigs)
+    index.remove(1)
+    return index, sigs
+
+
+def test_save_load_pickle_round_trip(api, tmp_path):
+    import pickle
+    index, sigs = small_index(api)
+    path = tmp_path / "near.mhx"
+    index.save(path)
+    for other in (lsh(api).MinHashIndex.load(path), pickle.loads(pickle.dumps(index)),
+                  lsh(api).MinHashIndex.from_bytes(index.to_bytes())):
+        assert (other.threshold, other.num_perm, other.bands, other.rows) == \
+            (index.threshold, index.num_perm, index.bands, index.rows)
+        assert len(other) == len(index) == 11 and 1 not in other and b"raw" in other
+        assert list(other.pairs()) == list(index.pairs())
+        for q in sigs:
+            assert other.query(q) == index.query(q)
+    with open(path, "rb") as f:
+        assert lsh(api).MinHashIndex.load(f).query(sigs[0]) == index.query(sigs[0])
+
+
+def test_unsavable_ids_are_refused_before_writing(api, tmp_path):
+    index = lsh(api).MinHashIndex(num_perm=4, bands=2, rows=2)
+    index.add(("tuple", 1), np.zeros(4, dtype=np.uint32))
+    with pytest.raises(TypeError, match="tuple"):
+        index.save(tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_every_truncation_and_bit_flip_is_detected(api):
+    from crawldedup import CorruptFileError, CrawldedupError
+    from crawldedup.formats import files as _files
+    data = small_index(api, n=5, k=4)[0].to_bytes()
+    for cut in range(0, len(data), 7):
+        with pytest.raises(CorruptFileError):
+            lsh(api).MinHashIndex.from_bytes(data[:cut])
+    for pos in range(len(data)):
+        if _files.HEADER_SIZE // 2 < pos < _files.HEADER_SIZE and pos % 16:
+            continue     # the header's zero padding: a sample of it
+        bad = bytearray(data)
+        bad[pos] ^= 1 << (pos % 8)
+        expected = CrawldedupError if pos in (8, 9) else CorruptFileError
+        with pytest.raises(expected):
+            lsh(api).MinHashIndex.from_bytes(bad)
+
+
+def test_well_sealed_but_inconsistent_files(api):
+    from crawldedup import CorruptFileError
+    from crawldedup.formats import files as _files
+    good = small_index(api)[0].to_bytes()
+
+    def resealed(payload, **fields):
+        header = _files.parse_header(good[:_files.HEADER_SIZE], len(good), None)
+        header.payload_size = len(payload)
+        for name, value in fields.items():
+            setattr(header, name, value)
+        header.checksum = _files.checksum(header, payload)
+        return bytes(header.pack()) + payload
+    payload = good[_files.HEADER_SIZE:]
+    with pytest.raises(CorruptFileError, match="after the last id record"):
+        lsh(api).MinHashIndex.from_bytes(resealed(payload + b"x"))
+    with pytest.raises(CorruptFileError, match="do not fit"):
+        lsh(api).MinHashIndex.from_bytes(resealed(payload, insert_count=10**6))
+    with pytest.raises(CorruptFileError, match="parameters"):
+        lsh(api).MinHashIndex.from_bytes(resealed(payload, num_hashes=9))
+    bad = bytearray(payload)
+    bad[4:8] = (99).to_bytes(4, "little")              # bands * rows > num_perm
+    with pytest.raises(CorruptFileError, match="bad parameters"):
+        lsh(api).MinHashIndex.from_bytes(resealed(bytes(bad)))
+    with pytest.raises(CorruptFileError, match="not a MinHash LSH index"):
+        lsh(api).MinHashIndex.from_bytes(resealed(payload, kind=_files.KIND_INDEX))
+    with pytest.raises(CorruptFileError, match="unused"):
+        lsh(api).MinHashIndex.from_bytes(resealed(payload, seed=3))
+
+
+def test_info_describes_an_index(tmp_path):
+    import subprocess
+    import sys
+    from crawldedup.near.lsh import MinHashIndex
+    index = MinHashIndex(threshold=0.8)
+    index.add("a", np.arange(128, dtype=np.uint32))
+    path = tmp_path / "pages.mhx"
+    index.save(path)
+    out = subprocess.run([sys.executable, "-m", "crawldedup", "info", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "kind: MinHash LSH index" in out and "bands=9, rows=13, len=1" in out

@@ -20,6 +20,7 @@ from crawldedup.exact.disk import DiskStore, read_manifest
 from crawldedup.exact.fpset import FingerprintSet
 from crawldedup.formats import files as _files
 from crawldedup.near.index import SimhashIndex
+from crawldedup.near.lsh import MinHashIndex
 from crawldedup.recrawl.stores import SQLITE_FORMAT, check_wal
 
 try:  # some Pythons are built without it; only the re-crawl description needs it
@@ -207,6 +208,8 @@ def _composite_loader(kind: int) -> Optional[Any]:
         return FingerprintSet.load
     if kind == _files.KIND_INDEX:
         return SimhashIndex.load
+    if kind == _files.KIND_MINHASH:
+        return MinHashIndex.load
     return None
 
 

@@ -47,6 +47,7 @@ KIND_SCALABLE = 2
 KIND_ROTATING = 3
 KIND_INDEX = 4  # SimhashIndex (docs/simhash-index.md)
 KIND_FPSET = 5
+KIND_MINHASH = 6  # MinHashIndex (docs/minhash.md)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ KINDS = {kind.id: kind for kind in (
     Kind(KIND_ROTATING, "rotating Bloom filter", HASH_MURMUR3_EDH, FLAG_DIRTY),
     Kind(KIND_INDEX, "SimHash index", 0, 0),
     Kind(KIND_FPSET, "fingerprint set", HASH_FPSET_FMIX, 0),
+    Kind(KIND_MINHASH, "MinHash LSH index", 0, 0),
 )}
 KIND_NAMES = {kind.id: kind.name for kind in KINDS.values()}
 

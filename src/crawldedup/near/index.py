@@ -18,7 +18,6 @@ False
 from __future__ import annotations
 
 import operator
-import struct
 from typing import (
     Any,
     BinaryIO,
@@ -38,6 +37,7 @@ import numpy as np
 from crawldedup._kernel import MAX_HAMMING_K, HammingIndex
 from crawldedup.errors import CorruptFileError
 from crawldedup.formats import files as _files
+from crawldedup.formats import ids as _ids
 from crawldedup.formats.files import PathLike
 
 __all__ = ["SimhashIndex"]
@@ -47,8 +47,6 @@ _U64_MAX = (1 << 64) - 1
 # Header "layout" field of an index file: how ids are stored.
 IDS_UINT64 = 0  # ids[n] as uint64 after the fingerprints
 IDS_KEYS = 1  # one tagged record per entry (int, str or bytes) after the fingerprints
-_TAG_INT, _TAG_STR, _TAG_BYTES = 0, 1, 2
-_RECORD = struct.Struct("<BI")
 
 
 def _u64_int(v: object) -> Optional[int]:
@@ -330,20 +328,7 @@ class SimhashIndex:
         order = np.argsort(ids, kind="stable")
         fps, ids = fps[order], ids[order]
         parts = [fps.astype("<u8").tobytes()]
-        for c in ids.tolist():
-            key = self._names[c]
-            if isinstance(key, bool) or not isinstance(key, (int, str, bytes)):
-                raise TypeError(f"only int, str and bytes ids can be saved; id {key!r} is "
-                                f"a {type(key).__name__}")
-            if isinstance(key, int):
-                data = key.to_bytes((key.bit_length() + 8) // 8, "little", signed=True)
-                tag = _TAG_INT
-            elif isinstance(key, str):
-                data, tag = key.encode("utf-8"), _TAG_STR
-            else:
-                data, tag = bytes(key), _TAG_BYTES
-            parts.append(_RECORD.pack(tag, len(data)))
-            parts.append(data)
+        parts += _ids.pack_ids([self._names[c] for c in ids.tolist()])
         return IDS_KEYS, parts
 
     def _header(self, layout: int, payload_size: int) -> _files.Header:
@@ -426,36 +411,8 @@ class SimhashIndex:
             except ValueError:
                 raise bad("an id appears twice") from None
             return self
-        keys: List[Hashable] = []
-        pos = n * 8
+        keys, pos = _ids.unpack_ids(payload, n * 8, n, bad)
         end = len(payload)
-        for _ in range(n):
-            if pos + _RECORD.size > end:
-                raise bad("id records end early")
-            tag, length = _RECORD.unpack_from(payload, pos)
-            pos += _RECORD.size
-            if length > end - pos:
-                raise bad("an id record runs past the end of the payload")
-            raw = bytes(payload[pos:pos + length])
-            pos += length
-            if tag == _TAG_INT:
-                if not length:
-                    raise bad("an int id record of length 0")
-                value = int.from_bytes(raw, "little", signed=True)
-                # save writes the shortest form: a longer one is not its file
-                if length != (value.bit_length() + 8) // 8:
-                    raise bad(f"an int id record of {length} bytes for id {value} (save "
-                              f"writes {(value.bit_length() + 8) // 8})")
-                keys.append(value)
-            elif tag == _TAG_STR:
-                try:
-                    keys.append(raw.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise bad("a str id is not valid UTF-8") from None
-            elif tag == _TAG_BYTES:
-                keys.append(raw)
-            else:
-                raise bad(f"unknown id record tag {tag}")
         if pos != end:
             raise bad(f"{end - pos} bytes after the last id record")
         ids_map = {key: i for i, key in enumerate(keys)}

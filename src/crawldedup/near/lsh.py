@@ -20,12 +20,28 @@ above the curve over the threshold).
 from __future__ import annotations
 
 import functools
+import struct
 import sys
-from typing import Any, Dict, Hashable, Iterable, Iterator, List, Optional, Tuple
+from typing import (
+    Any,
+    BinaryIO,
+    Dict,
+    Hashable,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
 from crawldedup import _kernel
+from crawldedup.errors import CorruptFileError
+from crawldedup.formats import files as _files
+from crawldedup.formats import ids as _ids
+from crawldedup.formats.files import PathLike
 
 __all__ = ["optimal_bands", "candidate_probability", "MinHashIndex"]
 
@@ -102,6 +118,15 @@ def optimal_bands(threshold: float, num_perm: int,
     b, r, fp, fn = _errors_gauss(t, n)
     i = int(np.argmin(fp * fp_weight + fn * fn_weight))
     return int(b[i]), int(r[i])
+
+
+# The parameters at the start of an index file's payload: num_perm, bands,
+# rows, the threshold, the two weights, and four zero bytes.
+_PARAMS = struct.Struct("<IIIdddI")
+
+
+def _check_kind(header: _files.Header, path: Optional[PathLike]) -> None:
+    _files.check_kind(header, path, _files.KIND_MINHASH)
 
 
 def _check_bands(bands: object, rows: object, num_perm: int) -> Tuple[int, int]:
@@ -340,3 +365,88 @@ class MinHashIndex:
         k = self._num_perm
         return ((names[x], names[y], c / k)
                 for x, y, c in zip(a.tolist(), b.tolist(), agree.tolist()))
+
+    # ------------------------------------------------------------ files
+
+    def to_bytes(self) -> bytes:
+        """The index in the file format of :meth:`save` (docs/minhash.md):
+        the shared header, then the parameters, the signatures of the ids
+        present (uint32 little-endian, in the order they were added) and
+        one record per id.  TypeError if an id is not an int, str or bytes."""
+        n = len(self._names)
+        live = np.flatnonzero(self._alive[:n])
+        keys = [self._names[i] for i in live.tolist()]
+        parts = [_PARAMS.pack(self._num_perm, self._bands, self._rows, self._threshold,
+                              self._weights[0], self._weights[1], 0),
+                 self._sigs[live].astype("<u4").tobytes()]
+        parts += _ids.pack_ids(keys)
+        payload = b"".join(parts)
+        header = _files.sealed(_files.Header(
+            kind=_files.KIND_MINHASH, hash_algorithm=0, layout=_files.LAYOUT_NONE, flags=0,
+            seed=0, num_bits=32, num_hashes=self._num_perm, capacity=0, error_rate=0.0,
+            insert_count=len(keys), payload_size=len(payload)), payload)
+        return bytes(header.pack()) + payload
+
+    def save(self, path: PathLike) -> None:
+        """Write the index to path atomically (the old file or the new one
+        survives a crash, never a mix).  TypeError if an id is not an int,
+        str or bytes (checked before anything is written)."""
+        data = self.to_bytes()
+
+        def write(f: BinaryIO) -> None:
+            f.write(data)
+        _files.atomic_write(path, write)
+
+    @classmethod
+    def load(cls, path: PathLike) -> "MinHashIndex":
+        """Read an index written by :meth:`save`.  CorruptFileError for a
+        truncated, damaged, empty or foreign file.  ``path`` may also be a
+        binary file object."""
+        header, payload = _files.read_file(path, _check_kind)
+        return cls._from_payload(header, payload, path)
+
+    @classmethod
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "MinHashIndex":
+        """The index that :meth:`to_bytes` wrote; CorruptFileError if damaged."""
+        header, payload = _files.split_bytes(data, _check_kind)
+        return cls._from_payload(header, payload, None)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_files.restore, (type(self), self.to_bytes()))
+
+    @classmethod
+    def _from_payload(cls, header: _files.Header, payload: memoryview,
+                      path: Optional[PathLike]) -> "MinHashIndex":
+        def bad(reason: str) -> CorruptFileError:
+            return CorruptFileError(path, reason)
+        if _files.checksum(header, payload) != header.checksum:
+            raise bad("checksum mismatch (the file was damaged)")
+        if header.flags:
+            raise bad(f"unknown flags {header.flags:#x}")
+        if header.hash_algorithm != 0 or header.seed != 0 or header.capacity != 0 \
+                or header.layout != _files.LAYOUT_NONE or not _files.zero_float(header.error_rate):
+            raise bad("fields unused by a MinHash index are not zero")
+        if header.num_bits != 32:
+            raise bad(f"signature values of {header.num_bits} bits, expected 32")
+        if len(payload) < _PARAMS.size:
+            raise bad("the payload ends before the parameters")
+        k, b, r, threshold, fp_w, fn_w, zero = _PARAMS.unpack_from(payload, 0)
+        if zero or k != header.num_hashes:
+            raise bad("the parameters do not match the header")
+        try:
+            self = cls(threshold, k, bands=b, rows=r, weights=(fp_w, fn_w))
+        except (TypeError, ValueError) as exc:
+            raise bad(f"bad parameters: {exc}") from None
+        n = header.insert_count
+        start = _PARAMS.size
+        if n * k * 4 > len(payload) - start:
+            raise bad(f"{n} signatures do not fit in a payload of {len(payload)} bytes")
+        sigs = np.frombuffer(payload[start:start + n * k * 4], dtype="<u4").astype(
+            np.uint32).reshape(n, k)
+        keys, pos = _ids.unpack_ids(payload, start + n * k * 4, n, bad)
+        if pos != len(payload):
+            raise bad(f"{len(payload) - pos} bytes after the last id record")
+        if len(set(keys)) != n:
+            raise bad("an id appears twice")
+        self.add_many(keys, sigs)
+        return self
