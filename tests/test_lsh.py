@@ -291,6 +291,7 @@ def test_well_sealed_but_inconsistent_files(api):
 def test_info_describes_an_index(tmp_path):
     import subprocess
     import sys
+
     from crawldedup.near.lsh import MinHashIndex
     index = MinHashIndex(threshold=0.8)
     index.add("a", np.arange(128, dtype=np.uint32))
