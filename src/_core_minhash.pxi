@@ -1,15 +1,17 @@
 # MinHash kernels (included by _core.pyx after the SimHash part).
 #
-# A signature is the k minimums, over a document's 32-bit feature hashes x,
+# A signature is the k minimums, over a document's 32-bit shingle hashes x,
 # of the permutations a[j] * x + b[j] mod 2**32 (cd_mh_min in
-# _cd_minhash.h).  Texts are tokenized by the SimHash tokenizers
-# (_core_simhash_text.pxi), whose features go to a MhSink instead of the
-# bit counter.  Keys are hashed with MurmurHash3 (our signatures) or with
+# _cd_minhash.h).  Texts are cut into words and characters as the SimHash
+# tokenizers cut them (the character classes and lower-casing of
+# _core_simhash_text.pxi), and shingled here.  Keys are hashed with MurmurHash3 (our signatures) or with
 # datasketch's SHA-1 hash and the MurmurHash3 finalizer (its "affine32"
 # scheme, for crawldedup.compat.datasketch).  Twin:
 # crawldedup._reference.minhash.
 
 cdef extern from "_cd_minhash.h" nogil:
+    void cd_mh_min(const uint32_t* h, size_t n, const uint32_t* a, const uint32_t* b,
+                   uint32_t* mins, size_t k)
     uint32_t cd_fmix32(uint32_t h)
     uint32_t cd_sha1_hash32(const unsigned char* p, size_t n)
     const char* cd_mh_version()
@@ -21,7 +23,7 @@ cdef extern from "_cd_digest.h" nogil:
     const char* cd_sha1_version()
 
 # A batch of texts is cut into one job per thread when it has at least this
-# many characters per thread (a 1,000-character text takes about 10 us).
+# many characters per thread (a 1,000-character text takes a few us).
 DEF MH_CHARS_PER_THREAD = 1 << 18
 
 
@@ -38,22 +40,160 @@ cdef int _mh_check_mins(const uint32_t[::1] a, uint32_t[::1] mins) except -1:
     return 0
 
 
+# ------------------------------------------------------------ the sink
+# Shingle hashes are buffered, and each full buffer is folded into the k
+# minimums at once (cd_mh_min holds 32 minimums in registers while the
+# buffer streams past).
+cdef enum:
+    MH_SINK_SIZE = 1024
+
+ctypedef struct MhSink:
+    uint32_t* mins
+    const uint32_t* a
+    const uint32_t* b
+    size_t k
+    size_t n                        # hashes in buf
+    uint32_t buf[MH_SINK_SIZE]
+
+
+cdef inline void mh_sink_flush(MhSink* m) noexcept nogil:
+    if m.n:
+        cd_mh_min(m.buf, m.n, m.a, m.b, m.mins, m.k)
+        m.n = 0
+
+
+cdef inline void mh_sink_add(MhSink* m, uint64_t h) noexcept nogil:
+    m.buf[m.n] = <uint32_t>h
+    m.n += 1
+    if m.n == MH_SINK_SIZE:
+        mh_sink_flush(m)
+
+
+# ------------------------------------------------------------ shingles
+# A shingle's hash is made from the hashes of its units (words, or
+# characters of unspaced scripts: hash64 of their UTF-8), each multiplied by
+# the odd constant of its position, summed modulo 2**64 and mixed with the
+# MurmurHash3 finalizer: a unit is hashed once, not once per shingle that
+# holds it.  The last SH_MAX_NGRAM unit hashes are kept in a ring.
+cdef uint64_t mh_pos[SH_MAX_NGRAM]
+
+
+cdef void mh_init() noexcept nogil:
+    cdef int i
+    for i in range(SH_MAX_NGRAM):
+        mh_pos[i] = cd_fmix64(<uint64_t>(i + 1)) | 1
+
+
+mh_init()
+
+ctypedef struct MhRing:
+    uint64_t h[SH_MAX_NGRAM]
+    Py_ssize_t count
+
+
+cdef inline void mh_ring_push(MhRing* ring, uint64_t h) noexcept nogil:
+    ring.h[ring.count % SH_MAX_NGRAM] = h
+    ring.count += 1
+
+
+cdef inline void mh_ring_emit(MhSink* m, const MhRing* ring, Py_ssize_t n) noexcept nogil:
+    """The shingle of the last n units of the ring."""
+    cdef uint64_t acc = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        acc += mh_pos[i] * ring.h[(ring.count - n + i) % SH_MAX_NGRAM]
+    mh_sink_add(m, cd_fmix64(acc))
+
+
+cdef inline uint64_t _mh_bytes_hash(const unsigned char* p, size_t n) noexcept nogil:
+    """hash64 of p[0:n] (zero-padded to 16 bytes when shorter)."""
+    cdef uint64_t h1, h2
+    if n < 16:
+        return sh_murmur3_short(p, n)
+    cd_murmur3_x64_128(p, n, 0, &h1, &h2)
+    return h1
+
+
+cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, int mode,
+                 int word_n, int char_n) noexcept nogil:
+    """Every shingle of the text into the sink: word n-grams over the words,
+    character n-grams over the character stream (as sh_simhash_scan cuts
+    them), and, for a sequence shorter than n, the whole sequence as one.
+    -1 when out of memory, SH_NEEDS_PY_LOWER when the text must be
+    lower-cased by str.lower() first."""
+    cdef Py_ssize_t i, n = t.length
+    cdef size_t wlen = 0
+    cdef bint in_word = False, lower = t.lower
+    cdef uint32_t c, w
+    cdef unsigned length
+    cdef bint caseless, unspaced, word
+    cdef MhRing words, chars
+    words.count = 0
+    chars.count = 0
+    for i in range(n + 1):
+        if i == n:
+            c = 32      # a final separator
+        else:
+            c = data[i]
+        if c < 256:     # Latin-1: one table lookup
+            caseless = unspaced = False
+            if lower:
+                c = sh_latin1[c].lower
+            word = sh_latin1[c].word
+        else:
+            caseless = c >= 0x0E00 and sh_is_unspaced(c)
+            unspaced = mode == SH_TOK_AUTO and caseless
+            if lower and not caseless:
+                if sh_lower_special(c):
+                    return SH_NEEDS_PY_LOWER
+                c = sh_lower(c)
+            word = not unspaced and sh_is_word(c)
+        if mode == SH_TOK_CHARS:
+            if word:
+                w = sh_utf8_word(c, &length)      # sets length: a statement of its own
+                mh_ring_push(&chars, sh_murmur3_word(w, length))
+                if chars.count >= char_n:
+                    mh_ring_emit(m, &chars, char_n)
+            continue
+        if word:
+            if not in_word:
+                in_word = True
+                wlen = 0
+                memset(s.buf, 0, 16)    # sh_murmur3_short reads 16 bytes
+            if wlen + 4 > s.buf_cap and sh_buf_reserve(s, 2 * (wlen + 4)) < 0:
+                return -1
+            wlen += sh_put_utf8(s.buf + wlen, c)
+        elif in_word:
+            in_word = False
+            mh_ring_push(&words, _mh_bytes_hash(s.buf, wlen))
+            if words.count >= word_n:
+                mh_ring_emit(m, &words, word_n)
+        if unspaced:
+            w = sh_utf8_word(c, &length)
+            mh_ring_push(&chars, sh_murmur3_word(w, length))
+            if chars.count >= char_n:
+                mh_ring_emit(m, &chars, char_n)
+    if 0 < words.count < word_n:
+        mh_ring_emit(m, &words, words.count)
+    if 0 < chars.count < char_n:
+        mh_ring_emit(m, &chars, chars.count)
+    return 0
+
+
 cdef int mh_text(ShScratch* s, MhSink* m, const ShText* t, int mode, int word_n, int char_n,
                  uint32_t* mins) noexcept nogil:
     """The signature of one text into mins (m.a, m.b and m.k set); the codes
-    of sh_simhash_text (SH_NEEDS_PY_LOWER: mins is not finished)."""
+    of mh_scan (SH_NEEDS_PY_LOWER: mins is not finished)."""
     cdef int rc
     memset(mins, 0xFF, m.k * sizeof(uint32_t))
     m.mins = mins
     m.n = 0
-    s.sink = m
-    sh_hashset_clear(&s.seen)
     if t.kind == PyUnicode_1BYTE_KIND:
-        rc = sh_simhash_scan(s, t, <const uint8_t*>t.data, mode, word_n, char_n)
+        rc = mh_scan(s, m, t, <const uint8_t*>t.data, mode, word_n, char_n)
     elif t.kind == PyUnicode_2BYTE_KIND:
-        rc = sh_simhash_scan(s, t, <const uint16_t*>t.data, mode, word_n, char_n)
+        rc = mh_scan(s, m, t, <const uint16_t*>t.data, mode, word_n, char_n)
     else:
-        rc = sh_simhash_scan(s, t, <const uint32_t*>t.data, mode, word_n, char_n)
+        rc = mh_scan(s, m, t, <const uint32_t*>t.data, mode, word_n, char_n)
     if rc == 0:
         mh_sink_flush(m)
     return rc

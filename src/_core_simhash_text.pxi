@@ -20,10 +20,6 @@ cdef extern from "Python.h" nogil:
     uint32_t Py_UNICODE_TOLOWER(uint32_t c)
     int Py_UNICODE_ISALNUM(uint32_t c)
 
-cdef extern from "_cd_minhash.h" nogil:
-    void cd_mh_min(const uint32_t* h, size_t n, const uint32_t* a, const uint32_t* b,
-                   uint32_t* mins, size_t k)
-
 cdef extern from "_cd_support.h" nogil:
     uint64_t cd_load64le(const unsigned char* p)
     uint64_t cd_rotl64(uint64_t x, int r)
@@ -127,27 +123,6 @@ cdef inline uint32_t sh_text_get(const ShText* t, Py_ssize_t i) noexcept nogil:
 
 
 # --------------------------------------------------------- our tokenizers
-# Where a MinHash signature is made (see _core_minhash.pxi) the features go
-# to a sink instead of the counter: their low 32 bits are buffered, and each
-# full buffer is folded into the k minimums at once.
-cdef enum:
-    MH_SINK_SIZE = 1024
-
-ctypedef struct MhSink:
-    uint32_t* mins
-    const uint32_t* a
-    const uint32_t* b
-    size_t k
-    size_t n                        # hashes in buf
-    uint32_t buf[MH_SINK_SIZE]
-
-
-cdef inline void mh_sink_flush(MhSink* m) noexcept nogil:
-    if m.n:
-        cd_mh_min(m.buf, m.n, m.a, m.b, m.mins, m.k)
-        m.n = 0
-
-
 # Per-document scratch, reused across the documents of a batch.  The
 # tokenizers stream: only the last n words (as index ranges into the text)
 # and the last n characters of the character stream are kept (rings indexed
@@ -156,7 +131,6 @@ cdef inline void mh_sink_flush(MhSink* m) noexcept nogil:
 ctypedef struct ShScratch:
     ShHashset seen
     ShCounter counter
-    MhSink* sink                    # NULL: count the features (SimHash)
     uint32_t units[16]               # ring: the last characters
     unsigned char unit_utf8[64]     # ... their UTF-8, 4 bytes each, zero-padded
     unsigned char unit_len[16]      # ... and its length
@@ -192,18 +166,6 @@ cdef inline void sh_scratch_free(ShScratch* s) noexcept nogil:
     sh_hashset_free(&s.seen)
     free(s.buf)
     s.buf = NULL
-
-
-cdef inline void sh_emit(ShScratch* s, uint64_t h) noexcept nogil:
-    """One feature hash: counted for a SimHash, or buffered for a MinHash."""
-    cdef MhSink* m = s.sink
-    if m == NULL:
-        sh_counter_add(&s.counter, h)
-        return
-    m.buf[m.n] = <uint32_t>h
-    m.n += 1
-    if m.n == MH_SINK_SIZE:
-        mh_sink_flush(m)
 
 
 cdef inline size_t sh_put_utf8(unsigned char* p, uint32_t c) noexcept nogil:
@@ -290,7 +252,7 @@ cdef inline void sh_feature_tf(ShScratch* s, const unsigned char* p, size_t n) n
     """Count the feature p[0:n] at every occurrence (character n-grams)."""
     cdef uint64_t h1, h2
     cd_murmur3_x64_128(p, n, 0, &h1, &h2)
-    sh_emit(s, h1)
+    sh_counter_add(&s.counter, h1)
 
 
 cdef inline int sh_feature(ShScratch* s, const unsigned char* p, size_t n) noexcept nogil:
@@ -304,7 +266,7 @@ cdef inline int sh_feature(ShScratch* s, const unsigned char* p, size_t n) noexc
         cd_murmur3_x64_128(p, n, 0, &h1, &h2)
     r = sh_hashset_add(&s.seen, h1)
     if r > 0:
-        sh_emit(s, h1)
+        sh_counter_add(&s.counter, h1)
     return -1 if r < 0 else 0
 
 
@@ -330,19 +292,18 @@ cdef inline void sh_emit_chars(ShScratch* s, size_t m, size_t n) noexcept nogil:
         length = <size_t>s.unit_len[a] + s.unit_len[z]
         if length <= 8:
             word = <uint64_t>s.unit_word[a] | (<uint64_t>s.unit_word[z] << (8 * s.unit_len[a]))
-            sh_emit(s, sh_murmur3_word(word, length))
+            sh_counter_add(&s.counter, sh_murmur3_word(word, length))
             return
         length = 0
-    if n < 16:
-        # Copy each character's zero-padded 4 bytes (the next one overwrites
-        # the padding; at most 4 * 15 bytes) and, when the n-gram is shorter
-        # than 16 bytes (5 CJK characters are 15), hash with whole-word loads.
+    if n <= 4:
+        # At most 16 bytes: copy each character's zero-padded 4 bytes (the
+        # next one overwrites the padding) and hash with whole-word loads.
         memset(b, 0, 16)
         for k in range(m - n, m):
             memcpy(b + length, &s.unit_utf8[4 * (k % SH_MAX_NGRAM)], 4)
             length += s.unit_len[k % SH_MAX_NGRAM]
         if length < 16:
-            sh_emit(s, sh_murmur3_short(b, length))
+            sh_counter_add(&s.counter, sh_murmur3_short(b, length))
             return
         length = 0
     for k in range(m - n, m):
@@ -445,7 +406,7 @@ cdef int sh_simhash_scan(ShScratch* s, const ShText* t, const sh_ucs* data, int 
                 # UTF-8 word and this one's, in registers.
                 w = sh_utf8_word(c, &length)
                 if m:
-                    sh_emit(s, sh_murmur3_word(
+                    sh_counter_add(&s.counter, sh_murmur3_word(
                         prev_word | (<uint64_t>w << (8 * prev_len)), prev_len + length))
                 m += 1
                 prev_word = w
@@ -458,7 +419,7 @@ cdef int sh_simhash_scan(ShScratch* s, const ShText* t, const sh_ucs* data, int 
     if nw > 0 and nw < word_n and sh_emit_words(s, t, nw, <int>nw) < 0:
         return -1
     if bigrams and m == 1:
-        sh_emit(s, sh_murmur3_word(prev_word, prev_len))
+        sh_counter_add(&s.counter, sh_murmur3_word(prev_word, prev_len))
     elif m > 0 and m < char_n:
         sh_emit_chars(s, <size_t>m, <size_t>m)
     return 0

@@ -61,14 +61,30 @@ def test_minhash_texts_is_minhash_text_of_each(core, reference, batch, mode, wor
 
 def test_reference_text_signature_is_the_definition(reference):
     """The twin's signature of a text is the brute-force minimum over the
-    low 32 bits of hash64 of its shingles (the SimHash features)."""
+    low 32 bits of its shingles' hashes: the units' hash64, weighted by the
+    constants of their positions, summed and mixed."""
+    from crawldedup._reference.minhash import shingle_hashes
+    from crawldedup._reference.simhash import text_units
     a, b = params(16)
     text = "The quick brown fox jumps over the lazy dog; 我们的世界很大"
-    from crawldedup._reference.simhash import text_features
-    words, chars = text_features(text, 0, 3, 2)
-    assert words[0] == "the quick brown" and chars[0] == "我们"
-    hashes = [reference.hash64(f.encode()) & MAX32 for f in words + chars]
-    assert reference.minhash_text(text, 0, 3, 2, a, b).tolist() == brute(hashes, a, b)
+    words, chars = text_units(text, 0)
+    assert words[:3] == ["the", "quick", "brown"] and chars[:2] == ["我", "们"]
+    mask = (1 << 64) - 1
+
+    def fmix(h):
+        h ^= h >> 33
+        h = (h * 0xFF51AFD7ED558CCD) & mask
+        h ^= h >> 33
+        h = (h * 0xC4CEB9FE1A85EC53) & mask
+        return h ^ (h >> 33)
+    pos = [fmix(i + 1) | 1 for i in range(3)]
+    hw = [reference.hash64(w.encode()) for w in words]
+    first = fmix((pos[0] * hw[0] + pos[1] * hw[1] + pos[2] * hw[2]) & mask)
+    assert shingle_hashes(words, 3)[0] == first
+    shingles = shingle_hashes(words, 3) + shingle_hashes(chars, 2)
+    assert len(shingles) == (len(words) - 2) + (len(chars) - 1)
+    assert reference.minhash_text(text, 0, 3, 2, a, b).tolist() == \
+        brute([h & MAX32 for h in shingles], a, b)
 
 
 def test_text_without_features_keeps_every_minimum(impl):
@@ -81,9 +97,10 @@ def test_text_without_features_keeps_every_minimum(impl):
 def test_short_text_is_one_shingle(impl):
     """Fewer words than the shingle size: the whole word sequence is one
     shingle, as for SimHash."""
+    from crawldedup._reference.minhash import shingle_hashes
     a, b = params(8)
-    assert impl.minhash_text("two words", 1, 5, 5, a, b).tolist() == \
-        brute([impl.hash64(b"two words") & MAX32], a, b)
+    (h,) = shingle_hashes(["two", "words"], 5)
+    assert impl.minhash_text("two words", 1, 5, 5, a, b).tolist() == brute([h & MAX32], a, b)
 
 
 def test_minhash_text_lowercases_like_str_lower(impl):
@@ -219,10 +236,11 @@ def test_big_batch_on_threads_equals_one_at_a_time(core):
 def test_huge_text_streams(impl):
     """A text of more shingles than the buffer folds them in several passes
     to the signature of all of them."""
+    from crawldedup._reference.minhash import shingle_hashes
     a, b = params(16)
-    text = " ".join(f"w{i}" for i in range(sized(5000, 3000)))
-    got = impl.minhash_text(text, 1, 1, 1, a, b)
-    hashes = [impl.hash64(f"w{i}".encode()) & MAX32 for i in range(sized(5000, 3000))]
+    words = [f"w{i}" for i in range(sized(5000, 3000))]
+    got = impl.minhash_text(" ".join(words), 1, 2, 2, a, b)
+    hashes = [h & MAX32 for h in shingle_hashes(words, 2)]
     expect = ((a.astype(np.uint64)[None, :] * np.array(hashes, dtype=np.uint64)[:, None]
                + b.astype(np.uint64)[None, :]) & MAX32).min(axis=0)
     assert got.tolist() == expect.tolist()

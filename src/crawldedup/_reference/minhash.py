@@ -8,9 +8,9 @@ features keeps every minimum at ``2**32 - 1``.
 
 The feature hashes:
 
-* texts (``minhash_text``): the features of ``simhash_text`` (word n-grams
-  and character n-grams of the lower-cased text, see ``text_features``),
-  each hashed to the low 32 bits of ``hash64`` of its UTF-8;
+* texts (``minhash_text``): the word n-grams and character n-grams of the
+  lower-cased text, cut as ``simhash_text`` cuts it, each hashed from the
+  hashes of its units (``shingle_hashes``), low 32 bits;
 * keys (``minhash_keys``): the low 32 bits of ``hash64`` of each key (str
   as UTF-8, or bytes);
 * keys (``minhash_sha1``): datasketch's default, the first four bytes of
@@ -28,7 +28,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from crawldedup._reference.bloom import _key_bytes, hash64
-from crawldedup._reference.simhash import _check_tokenizer, text_features
+from crawldedup._reference.simhash import _check_tokenizer, text_units
 
 _MASK32 = 0xFFFFFFFF
 
@@ -69,16 +69,46 @@ def _fold(mins: np.ndarray, hashes: List[int], a: np.ndarray, b: np.ndarray) -> 
     mins[:] = np.minimum(mins, values.min(axis=0).astype(np.uint32))
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
+    return h ^ (h >> 33)
+
+
+# The odd constant of each position in a shingle.
+_POSITION = [_fmix64(i + 1) | 1 for i in range(16)]
+
+
+def shingle_hashes(units: List[str], n: int) -> List[int]:
+    """The 64-bit hashes of the n-grams of units (the whole sequence as one
+    when shorter): each unit hashed once (hash64 of its UTF-8), an n-gram's
+    unit hashes multiplied by the constants of their positions, summed modulo
+    2**64, and mixed with the MurmurHash3 finalizer."""
+    if not units:
+        return []
+    hs = [hash64(u.encode("utf-8")) for u in units]
+    n = min(n, len(hs))
+    return [_fmix64(sum(_POSITION[j] * hs[i + j] for j in range(n)) & _MASK64)
+            for i in range(len(hs) - n + 1)]
+
+
 def minhash_text(text: str, mode: int, word_n: int, char_n: int, a: Any, b: Any) -> np.ndarray:
-    """The signature (uint32, one value per permutation) of text with one of
-    the SimHash tokenizers (see text_features in the SimHash twin)."""
+    """The signature (uint32, one value per permutation) of text: the low 32
+    bits of the hashes of its word n-grams and character n-grams, cut as the
+    SimHash tokenizers cut text (text_units in the SimHash twin)."""
     _check_tokenizer(mode, word_n, char_n)
     a, b = _params(a, b)
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
-    words, chars = text_features(text, mode, word_n, char_n)
+    words, chars = text_units(text, mode)
+    shingles = shingle_hashes(words, word_n) + shingle_hashes(chars, char_n)
     mins = np.full(a.shape[0], _MASK32, dtype=np.uint32)
-    _fold(mins, [hash64(f.encode("utf-8")) & _MASK32 for f in words + chars], a, b)
+    _fold(mins, [h & _MASK32 for h in shingles], a, b)
     return mins
 
 

@@ -86,10 +86,10 @@ def simhash_text(text: str, mode: int, word_n: int, char_n: int) -> int:
     return _majority(hashes)
 
 
-def text_features(text: str, mode: int, word_n: int, char_n: int) -> Tuple[List[str], List[str]]:
-    """The features of text, lower-cased by str.lower(), as simhash_text
-    defines them: its word n-grams and its character n-grams, in order, each
-    at every occurrence.  The MinHash twin uses them too."""
+def text_units(text: str, mode: int) -> Tuple[List[str], List[str]]:
+    """The words and the character stream of text, lower-cased by
+    str.lower(), as simhash_text cuts them (the MinHash twin cuts them so
+    too)."""
     text = text.lower()
     words: List[str] = []
     units: List[str] = []
@@ -110,6 +110,13 @@ def text_features(text: str, mode: int, word_n: int, char_n: int) -> Tuple[List[
             units.append(ch)
     if current:
         words.append("".join(current))
+    return words, units
+
+
+def text_features(text: str, mode: int, word_n: int, char_n: int) -> Tuple[List[str], List[str]]:
+    """The features of text as simhash_text defines them: its word n-grams
+    and its character n-grams, in order, each at every occurrence."""
+    words, units = text_units(text, mode)
     word_features = _ngrams(words, word_n, " ") if mode != TOKENIZER_CHARS else []
     char_features = _ngrams(units, char_n, "") if mode != TOKENIZER_WORDS else []
     return word_features, char_features

@@ -5,17 +5,21 @@ at which two signatures agree estimates the Jaccard similarity of the two
 documents' shingle sets (:func:`jaccard`).  Near duplicates are found among
 many signatures by banding them (:class:`crawldedup.near.lsh.MinHashIndex`).
 
-Shingles are the features of the SimHash tokenizers with n-grams of
-``shingle`` units: the ``"auto"`` tokenizer lower-cases the text, makes word
-n-grams of space-separated scripts and character n-grams of scripts written
-without spaces (Chinese, Japanese kana, Thai, ...), so mixed pages work.  A
-text with fewer units than ``shingle`` is one shingle, itself.
+Shingles are n-grams of ``shingle`` units, cut by the SimHash tokenizers:
+the ``"auto"`` tokenizer lower-cases the text and makes word n-grams of
+space-separated scripts and character n-grams of scripts written without
+spaces (Chinese, Japanese kana, Thai, ...), so mixed pages work.  A text
+with fewer units than ``shingle`` is one shingle, itself.
 
-Each shingle is hashed to the low 32 bits of :func:`crawldedup.hash64` of its
-UTF-8, and value j of the signature is the minimum over the shingles of
-``a[j] * x + b[j] mod 2**32``, with odd ``a[j]`` and ``b[j]`` drawn from
-``seed`` by :func:`permutations`.  All of it is frozen: the same text, num_perm
-and seed give the same signature in every release.
+Each unit (a word or a character) is hashed once, with
+:func:`crawldedup.hash64` of its UTF-8; a shingle's hash is the sum of its
+units' hashes, each multiplied by an odd constant of its position, mixed by
+the MurmurHash3 finalizer; its low 32 bits x enter the signature, whose
+value j is the minimum over the shingles of ``a[j] * x + b[j] mod 2**32``,
+with odd ``a[j]`` and ``b[j]`` drawn from ``seed`` by :func:`permutations`.
+All of it is frozen: the same text, num_perm and seed give the same
+signature in every release (``crawldedup._reference.minhash`` is the
+definition in Python).
 
 >>> from crawldedup.near.minhash import minhash, jaccard
 >>> page = ("Crawlers fetch the same article from many portals, and a page that "
