@@ -210,7 +210,8 @@ def test_index_argument_checks(api):
 # ------------------------------------------------------------ files
 
 def small_index(api, n=12, k=8):
-    index = lsh(api).MinHashIndex(threshold=0.6, num_perm=k, weights=(0.4, 0.6))
+    index = lsh(api).MinHashIndex(threshold=0.6, num_perm=k, weights=(0.4, 0.6),
+                                  recipe="shingle=5 ✓")
     sigs = signatures(n, k, 3, 3)
     index.add_many([i if i % 3 else f"s{i}" for i in range(n - 1)] + [b"raw"], sigs)
     index.remove(1)
@@ -224,8 +225,8 @@ def test_save_load_pickle_round_trip(api, tmp_path):
     index.save(path)
     for other in (lsh(api).MinHashIndex.load(path), pickle.loads(pickle.dumps(index)),
                   lsh(api).MinHashIndex.from_bytes(index.to_bytes())):
-        assert (other.threshold, other.num_perm, other.bands, other.rows) == \
-            (index.threshold, index.num_perm, index.bands, index.rows)
+        assert (other.threshold, other.num_perm, other.bands, other.rows, other.recipe) == \
+            (index.threshold, index.num_perm, index.bands, index.rows, "shingle=5 ✓")
         assert len(other) == len(index) == 11 and 1 not in other and b"raw" in other
         assert list(other.pairs()) == list(index.pairs())
         for q in sigs:
@@ -286,6 +287,14 @@ def test_well_sealed_but_inconsistent_files(api):
         lsh(api).MinHashIndex.from_bytes(resealed(payload, kind=_files.KIND_INDEX))
     with pytest.raises(CorruptFileError, match="unused"):
         lsh(api).MinHashIndex.from_bytes(resealed(payload, seed=3))
+    bad = bytearray(payload)
+    bad[36:40] = (10**6).to_bytes(4, "little")         # the recipe's length
+    with pytest.raises(CorruptFileError, match="recipe"):
+        lsh(api).MinHashIndex.from_bytes(resealed(bytes(bad)))
+    bad = bytearray(payload)
+    bad[40] = 0xFF                                     # the recipe's first byte
+    with pytest.raises(CorruptFileError, match="UTF-8"):
+        lsh(api).MinHashIndex.from_bytes(resealed(bytes(bad)))
 
 
 def test_info_describes_an_index(tmp_path):

@@ -1,20 +1,24 @@
 """``crawldedup near-dups``: near-duplicate documents in a stream of JSON lines.
 
 Each document is fingerprinted with :func:`crawldedup.simhash_many` (the
-default ``"auto"`` tokenizer) in batches, on a worker thread while the next
-batch is read and parsed (the kernel runs without the GIL), and given to a
-:class:`crawldedup.NearDuplicates` over a :class:`crawldedup.SimhashIndex`:
-every pair of documents within Hamming distance k is found exactly once, as
-(earlier, later).  The command parses the arguments, reads the documents
+default ``"auto"`` tokenizer), or with ``--method minhash`` signed with
+:func:`crawldedup.near.minhash.minhash_many`, in batches, on a worker thread
+while the next batch is read and parsed (the kernels run without the GIL),
+and given to a :class:`crawldedup.NearDuplicates` over a
+:class:`crawldedup.SimhashIndex` (every pair of documents within Hamming
+distance k) or a :class:`crawldedup.near.lsh.MinHashIndex` (every pair that
+shares an LSH band and whose estimated Jaccard similarity reaches
+``--min-jaccard``, by default the threshold): each pair is found exactly
+once, as (earlier, later).  The command parses the arguments, reads the documents
 and prints what NearDuplicates finds.  With
 ``--index PATH`` the index is loaded first (documents of earlier runs count as
 earlier than every document of this run) and saved at the end, atomically.
 
 Output, one JSON object a line on standard output:
 
-* ``--format pairs`` (default): ``{"a": ID, "b": ID, "distance": D}`` as the
-  later document of each pair is read, its pairs by distance, then by the
-  index's order;
+* ``--format pairs`` (default): ``{"a": ID, "b": ID, "distance": D}`` (with
+  MinHash ``{"a": ID, "b": ID, "jaccard": J}``) as the later document of each
+  pair is read, its pairs by distance, then by the index's order;
 * ``--format clusters``: connected components of the pairs, each
   ``{"representative": ID, "members": [ID, ...], "size": N}`` with the
   earliest document first (it is the representative), clusters in the order
@@ -34,18 +38,23 @@ treats them as any other document.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import re
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import crawldedup
 from crawldedup.cli._common import file_kind
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
+from crawldedup.near.index import SimhashIndex
+from crawldedup.near.lsh import MinHashIndex
+from crawldedup.near.minhash import MAX_PERM, minhash_many
 from crawldedup.near.simhash import simhash_many
 from crawldedup.warc import near_dups_documents  # WARC/WET: docs/spark.md
 
@@ -182,26 +191,93 @@ def _json_type(value: Any) -> str:
             dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
-
-    index_path = os.path.abspath(args.index) if args.index else None
+def _simhash_index(args: argparse.Namespace, index_path: Optional[str]) -> SimhashIndex:
+    """The --index to continue, or a new SimhashIndex."""
+    for flag, value in (("--threshold", args.threshold), ("--num-perm", args.num_perm),
+                        ("--shingle", args.shingle), ("--min-jaccard", args.min_jaccard)):
+        if value is not None:
+            raise CrawldedupError(f"{flag} is for --method minhash; SimHash takes --k")
     if index_path and os.path.exists(index_path):
         kind = file_kind(index_path)
         if kind != _files.KIND_INDEX:
             name = _files.kind_name(kind)
+            hint = " (give --method minhash)" if kind == _files.KIND_MINHASH else ""
             raise CrawldedupError(f"the index {args.index!r} holds a {name}, not a SimHash "
-                                  f"index; give another --index path")
-        index = crawldedup.SimhashIndex.load(index_path)
+                                  f"index{hint}; give another --index path")
+        index = SimhashIndex.load(index_path)
         if args.k is not None and args.k != index.k:
             raise CrawldedupError(f"the index {args.index!r} was built for k={index.k}; "
                                   f"omit --k or give --k {index.k}")
+        return index
+    return SimhashIndex(3 if args.k is None else args.k)
+
+
+def _recipe(shingle: int) -> str:
+    """How near-dups makes MinHash signatures, saved with its index."""
+    return f"crawldedup near-dups: minhash tokenizer=auto shingle={shingle} seed=1"
+
+
+def _minhash_index(args: argparse.Namespace, index_path: Optional[str]) -> MinHashIndex:
+    """The --index to continue (its threshold, num_perm and shingle unless
+    the same are given), or a new MinHashIndex."""
+    if args.k is not None:
+        raise CrawldedupError("--k is for --method simhash; MinHash takes --threshold")
+    if index_path and os.path.exists(index_path):
+        kind = file_kind(index_path)
+        if kind != _files.KIND_MINHASH:
+            name = _files.kind_name(kind)
+            hint = " (give --method simhash)" if kind == _files.KIND_INDEX else ""
+            raise CrawldedupError(f"the index {args.index!r} holds a {name}, not a MinHash LSH "
+                                  f"index{hint}; give another --index path")
+        index = MinHashIndex.load(index_path)
+        found = re.fullmatch(r"crawldedup near-dups: minhash tokenizer=auto shingle=(\d+) seed=1",
+                             index.recipe)
+        if found is None:
+            raise CrawldedupError(f"the index {args.index!r} holds signatures made another way "
+                                  f"({index.recipe or 'no recipe saved'}); near-dups can add "
+                                  f"only its own; give another --index path")
+        for flag, given, kept in (("--threshold", args.threshold, index.threshold),
+                                  ("--num-perm", args.num_perm, index.num_perm),
+                                  ("--shingle", args.shingle, int(found.group(1)))):
+            if given is not None and given != kept:
+                raise CrawldedupError(f"the index {args.index!r} was built with {flag} {kept:g}; "
+                                      f"omit {flag} or give {flag} {kept:g}")
+        args.shingle = int(found.group(1))
+        return index
+    shingle = 5 if args.shingle is None else args.shingle
+    args.shingle = shingle
+    try:
+        return MinHashIndex(0.8 if args.threshold is None else args.threshold,
+                            128 if args.num_perm is None else args.num_perm,
+                            recipe=_recipe(shingle))
+    except ValueError as exc:
+        raise CrawldedupError(str(exc)) from None
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
+
+    index_path = os.path.abspath(args.index) if args.index else None
+    index: Union[SimhashIndex, MinHashIndex]
+    fingerprints: Callable[[List[str]], Any]
+    if args.method == "minhash":
+        index = _minhash_index(args, index_path)
+        fingerprints = functools.partial(minhash_many, num_perm=index.num_perm,
+                                         shingle=args.shingle)
+        score = "jaccard"
     else:
-        index = crawldedup.SimhashIndex(3 if args.k is None else args.k)
+        index = _simhash_index(args, index_path)
+        fingerprints = simhash_many
+        score = "distance"
     if index_path:
         _check_writable(args.index, index_path)
     index_before = _identity(index_path)
     near = crawldedup.NearDuplicates(index, clusters=args.format == "clusters",
-                                     include_featureless=args.include_featureless)
+                                     include_featureless=args.include_featureless,
+                                     min_jaccard=args.min_jaccard)
+    if isinstance(index, MinHashIndex):
+        criterion = f"with an estimated Jaccard similarity of at least {near.min_jaccard:g}"
+    else:
+        criterion = f"within distance {index.k}"
     earlier = near.earlier
     counts = {"documents": 0, "skipped": 0, "pairs": 0, "featureless": 0, "compared": 0}
     bar = progress_bar(err)
@@ -212,17 +288,17 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         counts["skipped"] += 1
         err.write(f"crawldedup: skipped {problem}\n")
 
-    # A batch is fingerprinted on a worker thread (simhash_many runs without
-    # the GIL) while the next one is read and parsed; its results are taken
-    # in order, by the next flush or by drain.
-    pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-simhash")
+    # A batch is fingerprinted on a worker thread (simhash_many and
+    # minhash_many run without the GIL) while the next one is read and
+    # parsed; its results are taken in order, by the next flush or by drain.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-fingerprints")
     pending: List[Tuple[List[Tuple[str, Any, str]], Any]] = []
 
     def flush(batch: List[Tuple[str, Any, str]]) -> None:
         drain()
         if batch:
             texts = [text for _, _, text in batch]
-            pending.append((batch, pool.submit(simhash_many, texts)))
+            pending.append((batch, pool.submit(fingerprints, texts)))
 
     def drain() -> None:
         while pending:
@@ -232,8 +308,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
     def take(batch: List[Tuple[str, Any, str]], fps: Any) -> None:
         if bar is not None:
             bar.update(len(batch))
-        for a, b, distance in near.add([ident for _, ident, _ in batch], fps):
-            line = json.dumps({"a": a, "b": b, "distance": distance}, ensure_ascii=False) + "\n"
+        for a, b, value in near.add([ident for _, ident, _ in batch], fps):
+            line = json.dumps({"a": a, "b": b, score: value}, ensure_ascii=False) + "\n"
             try:
                 out.write(line)
             finally:
@@ -312,12 +388,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
         progress["phase"] = "done"
         if args.format == "clusters":
             summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
-                       f"{_count(sum(len(g) for g in groups), 'near duplicate')} within distance "
-                       f"{index.k} in {_count(len(groups), 'cluster')}")
+                       f"{_count(sum(len(g) for g in groups), 'near duplicate')} {criterion} "
+                       f"in {_count(len(groups), 'cluster')}")
         else:
             summary = (f"crawldedup: {_count(counts['documents'], 'document')}, "
-                       f"{_count(counts['pairs'], 'near-duplicate pair')} within distance "
-                       f"{index.k}")
+                       f"{_count(counts['pairs'], 'near-duplicate pair')} {criterion}")
         if counts["featureless"]:
             summary += (f", {_count(counts['featureless'], 'document')} without features (empty or "
                         f"no word character) left out (--include-featureless pairs them)")
@@ -401,10 +476,15 @@ def main(args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     """Add ``near-dups`` to the crawldedup command line."""
     near = reading_command(
-        commands, "near-dups", help="find near-duplicate documents (SimHash)",
+        commands, "near-dups", help="find near-duplicate documents (SimHash or MinHash)",
         description="Read documents, one JSON object a line (or plain text lines with "
-                    "--lines), fingerprint each with SimHash and print every pair of "
-                    "documents within Hamming distance k, or their clusters, as JSON lines.")
+                    "--lines), fingerprint each with SimHash (default) and print every pair "
+                    "of documents within Hamming distance k, or with MinHash (--method "
+                    "minhash) and print every pair whose estimated Jaccard similarity "
+                    "reaches the threshold, or their clusters, as JSON lines.")
+    near.add_argument("--method", choices=("simhash", "minhash"), default="simhash",
+                      help="simhash (default): 64-bit fingerprints within Hamming distance "
+                           "--k; minhash: signatures banded by LSH, pairs at --threshold")
     near.add_argument("--text-field", default="text", metavar="NAME",
                       help="the field that holds a document's text (default: text)")
     near.add_argument("--id-field", default="id", metavar="NAME",
@@ -415,6 +495,17 @@ def add_parsers(commands: Any) -> None:
     near.add_argument("--k", type=_k, metavar="K",
                       help="the largest Hamming distance of a near duplicate, 0 to 8 "
                            "(default 3, or the --index's)")
+    near.add_argument("--threshold", type=_fraction, metavar="T",
+                      help="minhash: the Jaccard similarity of a near duplicate, which "
+                           "chooses the LSH bands (default 0.8, or the --index's)")
+    near.add_argument("--min-jaccard", type=_fraction, metavar="J",
+                      help="minhash: keep the pairs whose estimated Jaccard similarity is at "
+                           "least J (default: the threshold; 0 keeps every LSH candidate)")
+    near.add_argument("--num-perm", type=_num_perm, metavar="N",
+                      help="minhash: values in a signature (default 128, or the --index's)")
+    near.add_argument("--shingle", type=_shingle, metavar="N",
+                      help="minhash: words (or characters of Chinese and other unspaced "
+                           "scripts) a shingle (default 5, or the --index's)")
     near.add_argument("--format", choices=("pairs", "clusters"), default="pairs",
                       help="print pairs (default) or clusters (connected components)")
     near.add_argument("--skip-bad", action="store_true",
@@ -424,8 +515,9 @@ def add_parsers(commands: Any) -> None:
                            "fingerprint 0) like any other; by default they are left out and "
                            "counted")
     near.add_argument("--index", metavar="PATH",
-                      help="a SimhashIndex file: loaded first when it exists (its documents "
-                           "count as earlier ones), saved with this run's documents at the end")
+                      help="a SimhashIndex (or, with --method minhash, MinHashIndex) file: "
+                           "loaded first when it exists (its documents count as earlier "
+                           "ones), saved with this run's documents at the end")
 
 
 def _k(text: str) -> int:
@@ -435,4 +527,34 @@ def _k(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if not 0 <= value <= 8:
         raise argparse.ArgumentTypeError(f"must be in [0, 8], got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def _num_perm(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 2 <= value <= MAX_PERM:
+        raise argparse.ArgumentTypeError(f"must be in [2, {MAX_PERM}], got {value}")
+    return value
+
+
+def _shingle(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"must be in [1, 16], got {value}")
     return value

@@ -121,8 +121,10 @@ def optimal_bands(threshold: float, num_perm: int,
 
 
 # The parameters at the start of an index file's payload: num_perm, bands,
-# rows, the threshold, the two weights, and four zero bytes.
+# rows, the threshold, the two weights, and the length of the recipe's
+# UTF-8, which follows them.
 _PARAMS = struct.Struct("<IIIdddI")
+_MAX_RECIPE = 1 << 16
 
 
 def _check_kind(header: _files.Header, path: Optional[PathLike]) -> None:
@@ -156,7 +158,8 @@ class MinHashIndex:
 
     Ids may be any hashable (int, str and bytes ids can be saved).  Each id
     holds one signature; the index keeps the signatures (4 bytes a value)
-    to verify bands and estimate similarities.
+    to verify bands and estimate similarities.  ``recipe`` is free text
+    saved with the index, for saying how its signatures were made.
 
     >>> from crawldedup.near.minhash import minhash_many
     >>> from crawldedup.near.lsh import MinHashIndex
@@ -174,8 +177,13 @@ class MinHashIndex:
 
     def __init__(self, threshold: float = 0.8, num_perm: int = 128, *,
                  bands: Optional[int] = None, rows: Optional[int] = None,
-                 weights: Tuple[float, float] = (0.5, 0.5)) -> None:
+                 weights: Tuple[float, float] = (0.5, 0.5), recipe: str = "") -> None:
         t, n, w = _check(threshold, num_perm, weights)
+        if not isinstance(recipe, str):
+            raise TypeError(f"recipe must be a str, not {type(recipe).__name__}")
+        if len(recipe.encode("utf-8")) > _MAX_RECIPE:
+            raise ValueError(f"recipe must be at most {_MAX_RECIPE} bytes of UTF-8")
+        self._recipe = recipe
         if (bands is None) != (rows is None):
             raise ValueError("give both bands and rows, or neither (to choose them from "
                              "the threshold)")
@@ -196,6 +204,13 @@ class MinHashIndex:
     @property
     def threshold(self) -> float:
         return self._threshold
+
+    @property
+    def recipe(self) -> str:
+        """How the signatures were made, in words (saved with the index):
+        ``crawldedup near-dups`` writes its shingling and num_perm there and
+        refuses to add signatures made another way."""
+        return self._recipe
 
     @property
     def num_perm(self) -> int:
@@ -219,8 +234,9 @@ class MinHashIndex:
             return False
 
     def __repr__(self) -> str:
+        recipe = f", recipe={self._recipe!r}" if self._recipe else ""
         return (f"MinHashIndex(threshold={self._threshold}, num_perm={self._num_perm}, "
-                f"bands={self._bands}, rows={self._rows}, len={len(self)})")
+                f"bands={self._bands}, rows={self._rows}{recipe}, len={len(self)})")
 
     @property
     def nbytes(self) -> int:
@@ -376,8 +392,9 @@ class MinHashIndex:
         n = len(self._names)
         live = np.flatnonzero(self._alive[:n])
         keys = [self._names[i] for i in live.tolist()]
+        recipe = self._recipe.encode("utf-8")
         parts = [_PARAMS.pack(self._num_perm, self._bands, self._rows, self._threshold,
-                              self._weights[0], self._weights[1], 0),
+                              self._weights[0], self._weights[1], len(recipe)), recipe,
                  self._sigs[live].astype("<u4").tobytes()]
         parts += _ids.pack_ids(keys)
         payload = b"".join(parts)
@@ -430,15 +447,21 @@ class MinHashIndex:
             raise bad(f"signature values of {header.num_bits} bits, expected 32")
         if len(payload) < _PARAMS.size:
             raise bad("the payload ends before the parameters")
-        k, b, r, threshold, fp_w, fn_w, zero = _PARAMS.unpack_from(payload, 0)
-        if zero or k != header.num_hashes:
+        k, b, r, threshold, fp_w, fn_w, recipe_size = _PARAMS.unpack_from(payload, 0)
+        if k != header.num_hashes:
             raise bad("the parameters do not match the header")
+        start = _PARAMS.size + recipe_size
+        if recipe_size > _MAX_RECIPE or start > len(payload):
+            raise bad(f"a recipe of {recipe_size} bytes does not fit")
         try:
-            self = cls(threshold, k, bands=b, rows=r, weights=(fp_w, fn_w))
+            recipe = bytes(payload[_PARAMS.size:start]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise bad("the recipe is not valid UTF-8") from None
+        try:
+            self = cls(threshold, k, bands=b, rows=r, weights=(fp_w, fn_w), recipe=recipe)
         except (TypeError, ValueError) as exc:
             raise bad(f"bad parameters: {exc}") from None
         n = header.insert_count
-        start = _PARAMS.size
         if n * k * 4 > len(payload) - start:
             raise bad(f"{n} signatures do not fit in a payload of {len(payload)} bytes")
         sigs = np.frombuffer(payload[start:start + n * k * 4], dtype="<u4").astype(

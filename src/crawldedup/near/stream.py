@@ -1,6 +1,9 @@
 """Near-duplicate documents in a stream, as ``crawldedup near-dups`` finds
-them: each pair within Hamming distance k once, as (earlier, later), or the
-clusters the pairs join, against a SimhashIndex of earlier documents.
+them: each pair once, as (earlier, later), or the clusters the pairs join,
+against an index of earlier documents: a SimhashIndex (pairs within Hamming
+distance k of their SimHash fingerprints) or a MinHashIndex (pairs sharing
+an LSH band of their MinHash signatures, kept when their estimated Jaccard
+similarity reaches ``min_jaccard``).
 
 >>> from crawldedup import SimhashIndex, simhash_many
 >>> page = ("crawldedup tells a crawler whether it has seen a url a request or a page "
@@ -16,11 +19,15 @@ clusters the pairs join, against a SimhashIndex of earlier documents.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from crawldedup.near.index import SimhashIndex
+from crawldedup.near.lsh import MinHashIndex
+from crawldedup.near.minhash import EMPTY_VALUE
+
+Index = Union[SimhashIndex, MinHashIndex]
 
 
 class _Clusters:
@@ -61,17 +68,24 @@ class NearDuplicates:
     :meth:`finish` it can be saved and given to the next run.  With
     ``clusters``, :meth:`add` yields nothing and :meth:`clusters` gives the
     connected components of the pairs, each earliest document first.
-    Documents whose fingerprint is 0 (no features: empty, or no word
-    character) are left out and counted in ``featureless``, unless
-    ``include_featureless``.
+    Documents without features (empty, or no word character: SimHash
+    fingerprint 0, or a MinHash signature of :data:`EMPTY_VALUE` only) are
+    left out and counted in ``featureless``, unless ``include_featureless``.
+    With a MinHashIndex, a pair's third value is its estimated Jaccard
+    similarity, and pairs below ``min_jaccard`` are dropped (default: the
+    index's threshold; 0 keeps every LSH candidate).
     """
 
-    def __init__(self, index: SimhashIndex, *, clusters: bool = False,
-                 include_featureless: bool = False) -> None:
+    def __init__(self, index: Index, *, clusters: bool = False,
+                 include_featureless: bool = False,
+                 min_jaccard: Optional[float] = None) -> None:
         self.index = index
         self.earlier = len(index)
         self.include_featureless = include_featureless
         self.featureless = 0
+        self._minhash = isinstance(index, MinHashIndex)
+        self.min_jaccard = (None if not isinstance(index, MinHashIndex) else
+                            index.threshold if min_jaccard is None else min_jaccard)
         # The order documents arrived in, for "earlier".
         self._order: Dict[Hashable, int] = {}
         self._clusters = _Clusters() if clusters else None
@@ -79,13 +93,29 @@ class NearDuplicates:
         # (the others of its group join the cluster through it), this run's
         # distinct fingerprints (ids = themselves), and the run's documents,
         # added to the index by finish().
-        self._first_with: Dict[int, Hashable] = {}
-        self._distinct = SimhashIndex(index.k)
+        self._first_with: Dict[Any, Hashable] = {}
+        self._distinct: Index = (
+            MinHashIndex(num_perm=index.num_perm, bands=index.bands, rows=index.rows)
+            if isinstance(index, MinHashIndex) else SimhashIndex(index.k))
         self._run_ids: List[Any] = []
         self._run_fps: List[np.ndarray] = []
 
+    def _keys(self, fps: np.ndarray) -> List[Any]:
+        """A hashable key of each fingerprint or signature."""
+        if self._minhash:
+            return [row.tobytes() for row in fps]
+        return fps.tolist()  # type: ignore[no-any-return]
+
+    def _query(self, index: Index, fps: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if isinstance(index, MinHashIndex):
+            return index.query_many(fps, self.min_jaccard)
+        return index.query_many(fps)
+
     @property
     def k(self) -> int:
+        """The SimhashIndex's k (a MinHashIndex has none)."""
+        if isinstance(self.index, MinHashIndex):
+            raise AttributeError("a MinHash index has no k; see min_jaccard")
         return self.index.k
 
     def given(self, ident: Any) -> Optional[str]:
@@ -104,13 +134,14 @@ class NearDuplicates:
         """Note the next document's id (its place in the order)."""
         self._order[ident] = len(self._order)
 
-    def add(self, ids: Sequence[Any], fps: np.ndarray) -> Iterator[Tuple[Any, Any, int]]:
-        """Add a batch (ids that arrived, their fingerprints) and yield each
-        new pair (earlier, later, distance): the pairs whose later document
-        is in the batch, by the later one's place, then by distance."""
+    def add(self, ids: Sequence[Any], fps: np.ndarray) -> Iterator[Tuple[Any, Any, Any]]:
+        """Add a batch (ids that arrived, their fingerprints or signatures)
+        and yield each new pair (earlier, later, distance or estimated
+        Jaccard): the pairs whose later document is in the batch, by the
+        later one's place, then in the index's order."""
         ids = list(ids)
-        if not self.include_featureless and not fps.all():
-            keep = fps != 0
+        keep = ((fps != EMPTY_VALUE).any(axis=1) if self._minhash else fps != 0)
+        if not self.include_featureless and not keep.all():
             self.featureless += int(keep.size - np.count_nonzero(keep))
             ids = [ident for ident, kept in zip(ids, keep.tolist()) if kept]
             fps = fps[keep]
@@ -121,7 +152,7 @@ class NearDuplicates:
             return
         index, order = self.index, self._order
         index.add_many(ids, fps)
-        offsets, found, distances = index.query_many(fps)
+        offsets, found, distances = self._query(index, fps)
         found_list, dist_list = found.tolist(), distances.tolist()
         for i, ident in enumerate(ids):
             mine = order[ident]
@@ -141,26 +172,27 @@ class NearDuplicates:
         assert clusters is not None
         self._run_ids.extend(ids)
         self._run_fps.append(fps)
-        asked_ids, asked_fps = [], []
-        for ident, fp in zip(ids, fps.tolist()):
-            if fp in first_with:
-                clusters.union(first_with[fp], ident)
+        asked_ids, asked_keys, asked_rows = [], [], []
+        for row, (ident, key) in enumerate(zip(ids, self._keys(fps))):
+            if key in first_with:
+                clusters.union(first_with[key], ident)
             else:
-                first_with[fp] = ident
+                first_with[key] = ident
                 asked_ids.append(ident)
-                asked_fps.append(fp)
+                asked_keys.append(key)
+                asked_rows.append(row)
         if not asked_ids:
             return
-        asked = np.array(asked_fps, dtype=np.uint64)
-        self._distinct.add_many(asked, asked)
-        offsets, found, _ = self._distinct.query_many(asked)
+        asked = fps[asked_rows]
+        self._distinct.add_many(asked_keys, asked)
+        offsets, found, _ = self._query(self._distinct, asked)
         found_list = found.tolist()
         for i, ident in enumerate(asked_ids):
             for j in range(int(offsets[i]), int(offsets[i + 1])):
-                if found_list[j] != asked_fps[i]:
+                if found_list[j] != asked_keys[i]:
                     clusters.union(first_with[found_list[j]], ident)
         if self.earlier:
-            offsets, found, _ = self.index.query_many(asked)
+            offsets, found, _ = self._query(self.index, asked)
             found_list = found.tolist()
             for i, ident in enumerate(asked_ids):
                 for j in range(int(offsets[i]), int(offsets[i + 1])):
