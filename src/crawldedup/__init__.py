@@ -49,6 +49,10 @@ _HOMES: Dict[str, str] = {
     "FingerprintSet": "crawldedup.exact.fpset",
     "DiskStore": "crawldedup.exact.disk",
     "SimhashIndex": "crawldedup.near.index",
+    "MinHashIndex": "crawldedup.near.lsh",
+    "minhash": "crawldedup.near.minhash",
+    "minhash_many": "crawldedup.near.minhash",
+    "jaccard": "crawldedup.near.minhash",
     "NearDuplicates": "crawldedup.near.stream",
     "RotatingBloomFilter": "crawldedup.bloom.rotating",
     "ScalableBloomFilter": "crawldedup.bloom.scalable",
@@ -76,6 +80,8 @@ if TYPE_CHECKING:
         url_fingerprints,
     )
     from crawldedup.near.index import SimhashIndex
+    from crawldedup.near.lsh import MinHashIndex
+    from crawldedup.near.minhash import jaccard, minhash, minhash_many
     from crawldedup.near.stream import NearDuplicates
 
 
@@ -103,10 +109,14 @@ __all__ = [
     "url_fingerprint",
     "url_fingerprints",
     # near duplicates
+    "MinHashIndex",
     "NearDuplicates",
     "SimhashIndex",
     "hamming",
     "hamming_many",
+    "jaccard",
+    "minhash",
+    "minhash_many",
     "simhash",
     "simhash_features",
     "simhash_many",
