@@ -49,49 +49,48 @@ def lsh_keys(const uint32_t[:, ::1] sigs, Py_ssize_t bands, Py_ssize_t rows):
     return result
 
 
+ctypedef struct LshSlot:
+    uint64_t key
+    uint32_t head           # 1 + the newest row with this key; 0: an empty slot
+    uint32_t pad
+
 ctypedef struct LshSlots:
-    uint64_t* keys
-    uint32_t* heads         # 1 + the newest row with this key; 0: an empty slot
+    LshSlot* s              # key and head side by side: one cache line a probe
     size_t mask
     size_t used
 
 
-cdef int _lsh_slots_init(LshSlots* s, size_t cap) noexcept nogil:
-    s.keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
-    s.heads = <uint32_t*>calloc(cap, sizeof(uint32_t))
-    s.mask = cap - 1
-    s.used = 0
-    if s.keys == NULL or s.heads == NULL:
-        free(s.keys)
-        free(s.heads)
-        s.keys = NULL
-        s.heads = NULL
-        return -1
-    return 0
+cdef int _lsh_slots_init(LshSlots* t, size_t cap) noexcept nogil:
+    t.s = <LshSlot*>calloc(cap, sizeof(LshSlot))
+    t.mask = cap - 1
+    t.used = 0
+    return -1 if t.s == NULL else 0
 
 
-cdef inline size_t _lsh_find(const LshSlots* s, uint64_t key) noexcept nogil:
+cdef inline size_t _lsh_home(const LshSlots* t, uint64_t key) noexcept nogil:
+    return <size_t>(key >> 11) & t.mask
+
+
+cdef inline size_t _lsh_find(const LshSlots* t, uint64_t key) noexcept nogil:
     """The slot of key, or the empty slot where it would go."""
-    cdef size_t i = <size_t>(key >> 11) & s.mask
-    while s.heads[i] and s.keys[i] != key:
-        i = (i + 1) & s.mask
+    cdef size_t i = _lsh_home(t, key)
+    while t.s[i].head and t.s[i].key != key:
+        i = (i + 1) & t.mask
     return i
 
 
-cdef int _lsh_slots_grow(LshSlots* s) noexcept nogil:
+cdef int _lsh_slots_grow(LshSlots* t) noexcept nogil:
     cdef LshSlots bigger
     cdef size_t i, j
-    if _lsh_slots_init(&bigger, 2 * (s.mask + 1)) < 0:
+    if _lsh_slots_init(&bigger, 2 * (t.mask + 1)) < 0:
         return -1
-    for i in range(s.mask + 1):
-        if s.heads[i]:
-            j = _lsh_find(&bigger, s.keys[i])
-            bigger.keys[j] = s.keys[i]
-            bigger.heads[j] = s.heads[i]
-    bigger.used = s.used
-    free(s.keys)
-    free(s.heads)
-    s[0] = bigger
+    for i in range(t.mask + 1):
+        if t.s[i].head:
+            j = _lsh_find(&bigger, t.s[i].key)
+            bigger.s[j] = t.s[i]
+    bigger.used = t.used
+    free(t.s)
+    t[0] = bigger
     return 0
 
 
@@ -150,8 +149,7 @@ cdef class BandTable:
         cdef Py_ssize_t j
         if self._slots != NULL:
             for j in range(self._b):
-                free(self._slots[j].keys)
-                free(self._slots[j].heads)
+                free(self._slots[j].s)
             free(self._slots)
         free(self._nxt)
 
@@ -176,7 +174,7 @@ cdef class BandTable:
         cdef Py_ssize_t j
         cdef size_t total = <size_t>self._cap * <size_t>self._b * sizeof(uint32_t)
         for j in range(self._b):
-            total += (self._slots[j].mask + 1) * (sizeof(uint64_t) + sizeof(uint32_t))
+            total += (self._slots[j].mask + 1) * sizeof(LshSlot)
         return total
 
     cdef int _check_stored(self, const uint32_t[:, ::1] stored,
@@ -196,7 +194,7 @@ cdef class BandTable:
         cdef uint32_t* nxt
         cdef LshSlots* s
         cdef size_t slot
-        cdef uint64_t key
+        cdef uint64_t* keys = NULL
         cdef int failed = 0
         if sigs.shape[1] != self._k:
             raise ValueError(f"signatures must have {self._k} values, got {sigs.shape[1]}")
@@ -222,16 +220,24 @@ cdef class BandTable:
                 if failed:
                     break
             if not failed:
+                keys = <uint64_t*>malloc(<size_t>self._b * sizeof(uint64_t))
+                failed = keys == NULL
+            if not failed:
                 for i in range(n):
+                    # every band's key first, its slot asked for from memory,
+                    # so that the b cache misses overlap
+                    for j in range(self._b):
+                        keys[j] = lsh_key(&sigs[i, j * self._r], self._r, j)
+                        cd_prefetch(&self._slots[j].s[_lsh_home(&self._slots[j], keys[j])])
                     for j in range(self._b):
                         s = &self._slots[j]
-                        key = lsh_key(&sigs[i, j * self._r], self._r, j)
-                        slot = _lsh_find(s, key)
-                        if not s.heads[slot]:
-                            s.keys[slot] = key
+                        slot = _lsh_find(s, keys[j])
+                        if not s.s[slot].head:
+                            s.s[slot].key = keys[j]
                             s.used += 1
-                        self._nxt[(first + i) * self._b + j] = s.heads[slot]
-                        s.heads[slot] = <uint32_t>(first + i + 1)
+                        self._nxt[(first + i) * self._b + j] = s.s[slot].head
+                        s.s[slot].head = <uint32_t>(first + i + 1)
+                free(keys)
         if failed:
             raise MemoryError()
         self._n = first + n
@@ -246,6 +252,7 @@ cdef class BandTable:
         cdef Py_ssize_t m = queries.shape[0], q, j, start
         cdef Py_ssize_t b = self._b, r = self._r, k = self._k
         cdef uint32_t* stamp = NULL
+        cdef uint64_t* keys = NULL
         cdef uint32_t head, row, t
         cdef const uint32_t* qv
         cdef LshSlots* s
@@ -261,19 +268,27 @@ cdef class BandTable:
         found.data = NULL
         found.n = found.cap = 0
         found.item = sizeof(uint32_t)
+        keys = <uint64_t*>malloc(<size_t>b * sizeof(uint64_t))
+        if keys == NULL:
+            raise MemoryError()
         if self._n:
             stamp = <uint32_t*>calloc(<size_t>self._n, sizeof(uint32_t))
             if stamp == NULL:
+                free(keys)
                 raise MemoryError()
         with nogil:
             for q in range(m):
                 qv = &queries[q, 0]
                 start = <Py_ssize_t>found.n
+                if self._n == 0:
+                    offsets[q + 1] = <int64_t>found.n
+                    continue
+                for j in range(b):      # the b probes' cache misses overlap
+                    keys[j] = lsh_key(qv + j * r, r, j)
+                    cd_prefetch(&self._slots[j].s[_lsh_home(&self._slots[j], keys[j])])
                 for j in range(b):
-                    if self._n == 0:
-                        break
                     s = &self._slots[j]
-                    head = s.heads[_lsh_find(s, lsh_key(qv + j * r, r, j))]
+                    head = s.s[_lsh_find(s, keys[j])].head
                     while head:
                         row = head - 1
                         head = self._nxt[<Py_ssize_t>row * b + j]
@@ -293,6 +308,7 @@ cdef class BandTable:
                           sizeof(uint32_t), _lsh_cmp_u32)
                 offsets[q + 1] = <int64_t>found.n
         free(stamp)
+        free(keys)
         if failed:
             free(found.data)
             raise MemoryError()
@@ -331,7 +347,7 @@ cdef class BandTable:
             for j in range(b):
                 s = &self._slots[j]
                 for slot in range(s.mask + 1):
-                    head = s.heads[slot]
+                    head = s.s[slot].head
                     if not head or not self._nxt[<Py_ssize_t>(head - 1) * b + j]:
                         continue            # empty, or a chain of one row
                     chain.n = 0

@@ -196,7 +196,11 @@ class MinHashIndex:
         self._table = _kernel.BandTable(self._bands, self._rows, n)
         self._sigs = np.empty((0, n), dtype=np.uint32)
         self._alive = np.empty(0, dtype=np.uint8)
-        self._names: List[Hashable] = []
+        # Row r holds the signature _sigs[r] of id _names[r] (an object
+        # array, so that query results are one numpy take); _where maps the
+        # ids present to their rows; rows of removed ids have _alive 0.
+        self._n = 0
+        self._names = np.empty(0, dtype=object)
         self._where: Dict[Hashable, int] = {}
 
     # ------------------------------------------------------------ basics
@@ -242,9 +246,9 @@ class MinHashIndex:
     def nbytes(self) -> int:
         """Bytes of memory of the signatures, band tables and id maps (the
         ids' own objects aside)."""
-        n = len(self._names)
-        return int(self._sigs[:n].nbytes + n + self._table.nbytes
-                   + sys.getsizeof(self._names) + sys.getsizeof(self._where))
+        n = self._n
+        return int(self._sigs[:n].nbytes + n + self._table.nbytes + self._names[:n].nbytes
+                   + sys.getsizeof(self._where))
 
     def _signatures(self, signatures: Any, name: str) -> np.ndarray:
         sigs = np.asarray(signatures)
@@ -262,15 +266,17 @@ class MinHashIndex:
         return np.ascontiguousarray(sigs)
 
     def _reserve(self, extra: int) -> None:
-        need = len(self._names) + extra
-        if need <= len(self._alive):
+        n = self._n
+        if n + extra <= len(self._alive):
             return
-        cap = max(need, 2 * len(self._alive), 1024)
+        cap = max(n + extra, 2 * len(self._alive), 1024)
         sigs = np.empty((cap, self._num_perm), dtype=np.uint32)
-        sigs[:len(self._names)] = self._sigs[:len(self._names)]
+        sigs[:n] = self._sigs[:n]
         alive = np.zeros(cap, dtype=np.uint8)
-        alive[:len(self._names)] = self._alive[:len(self._names)]
-        self._sigs, self._alive = sigs, alive
+        alive[:n] = self._alive[:n]
+        names = np.empty(cap, dtype=object)
+        names[:n] = self._names[:n]
+        self._sigs, self._alive, self._names = sigs, alive, names
 
     def add(self, id: Hashable, signature: Any) -> None:
         """Store signature under id; ValueError if id is present."""
@@ -287,19 +293,23 @@ class MinHashIndex:
         if len(keys) != len(sigs):
             raise ValueError(f"ids and signatures differ in length: {len(keys)} and "
                              f"{len(sigs)}")
-        fresh: Dict[Hashable, int] = {}
-        for v in keys:
-            if v in self._where or v in fresh:
-                raise ValueError(f"id {v!r} is repeated or already in the index")
-            fresh[v] = 0
+        fresh = dict.fromkeys(keys)
+        if len(fresh) != len(keys) or not self._where.keys().isdisjoint(fresh):
+            seen: Dict[Hashable, None] = {}
+            for v in keys:
+                if v in self._where or v in seen:
+                    raise ValueError(f"id {v!r} is repeated or already in the index")
+                seen[v] = None
         self._reserve(len(keys))
-        first = len(self._names)
+        first, n = self._n, len(keys)
         self._table.add_many(sigs)
-        self._sigs[first:first + len(keys)] = sigs
-        self._alive[first:first + len(keys)] = 1
-        for i, v in enumerate(keys):
-            self._where[v] = first + i
-        self._names.extend(keys)
+        self._sigs[first:first + n] = sigs
+        self._alive[first:first + n] = 1
+        names = self._names
+        for i, v in enumerate(keys, first):   # one by one: a tuple id stays one object
+            names[i] = v
+        self._where.update(zip(keys, range(first, first + n)))
+        self._n = first + n
 
     def remove(self, id: Hashable) -> None:
         """Remove id and its signature; KeyError if it is not present."""
@@ -309,16 +319,17 @@ class MinHashIndex:
     def compact(self) -> None:
         """Rebuild the band tables without the removed signatures (their
         rows are skipped until then, and take memory)."""
-        n = len(self._names)
+        n = self._n
         live = np.flatnonzero(self._alive[:n])
         if len(live) == n:
             return
-        names = [self._names[i] for i in live.tolist()]
+        names = self._names[live].tolist()
         sigs = self._sigs[live]
         self._table = _kernel.BandTable(self._bands, self._rows, self._num_perm)
         self._sigs = np.empty((0, self._num_perm), dtype=np.uint32)
         self._alive = np.empty(0, dtype=np.uint8)
-        self._names, self._where = [], {}
+        self._names = np.empty(0, dtype=object)
+        self._n, self._where = 0, {}
         self.add_many(names, sigs)
 
     # ------------------------------------------------------------ search
@@ -351,7 +362,7 @@ class MinHashIndex:
         """
         sigs = self._signatures(signatures, "signatures")
         floor = self._min_agree(min_jaccard)
-        n = len(self._names)
+        n = self._n
         offsets, rows, agree = self._table.query_many(sigs, self._sigs[:n], self._alive[:n])
         if floor:
             keep = agree >= floor
@@ -359,28 +370,23 @@ class MinHashIndex:
             counts = np.bincount(owner[keep], minlength=len(sigs))
             offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
             rows, agree = rows[keep], agree[keep]
-        ids = np.empty(len(rows), dtype=object)
-        names = self._names
-        for i, r in enumerate(rows.tolist()):
-            ids[i] = names[r]
-        return offsets, ids, agree / self._num_perm
+        return offsets, self._names[rows], agree / self._num_perm
 
     def pairs(self, min_jaccard: Optional[float] = None
               ) -> Iterator[Tuple[Hashable, Hashable, float]]:
         """Every candidate pair once: (id_a, id_b, estimated Jaccard), id_a
         added before id_b, in the order of (id_a, id_b)."""
         floor = self._min_agree(min_jaccard)
-        n = len(self._names)
+        n = self._n
         a, b = self._table.pairs(self._sigs[:n], self._alive[:n])
         agree = _kernel.lsh_agree(self._sigs[a], self._sigs[b]) if len(a) else \
             np.zeros(0, dtype=np.uint32)
         if floor:
             keep = agree >= floor
             a, b, agree = a[keep], b[keep], agree[keep]
-        names = self._names
         k = self._num_perm
-        return ((names[x], names[y], c / k)
-                for x, y, c in zip(a.tolist(), b.tolist(), agree.tolist()))
+        return ((x, y, c / k) for x, y, c in zip(self._names[a].tolist(),
+                                                  self._names[b].tolist(), agree.tolist()))
 
     # ------------------------------------------------------------ files
 
@@ -389,9 +395,8 @@ class MinHashIndex:
         the shared header, then the parameters, the signatures of the ids
         present (uint32 little-endian, in the order they were added) and
         one record per id.  TypeError if an id is not an int, str or bytes."""
-        n = len(self._names)
-        live = np.flatnonzero(self._alive[:n])
-        keys = [self._names[i] for i in live.tolist()]
+        live = np.flatnonzero(self._alive[:self._n])
+        keys = self._names[live].tolist()
         recipe = self._recipe.encode("utf-8")
         parts = [_PARAMS.pack(self._num_perm, self._bands, self._rows, self._threshold,
                               self._weights[0], self._weights[1], len(recipe)), recipe,
