@@ -4,6 +4,8 @@
   atomic test-and-set per key, the same bits as a local BloomFilter.
 * :class:`RedisSimhashIndex` -- exact near-duplicate search, the pigeonhole
   blocks as Redis sets, one round trip per query batch.
+* :class:`RedisMinHashIndex` -- MinHash LSH, the bands as Redis sets, two
+  round trips per query batch.
 * :class:`RedisStore` -- exact fingerprints (raw digests) in small Redis
   hashes, buckets chosen by the digest's first bytes (a store crawldedup
   0.1.0 wrote keeps its Redis set), "new" reported exactly once across
@@ -24,8 +26,8 @@ from crawldedup._lazy import lazy_names
 from crawldedup.redis._conn import RedisKeyTypeError
 
 __all__ = ["AsyncRedisBloomFilter", "AsyncRedisSimhashIndex", "AsyncRedisStore",
-           "RedisBloomFilter", "RedisDataLostError", "RedisKeyTypeError", "RedisSimhashIndex",
-           "RedisStore"]
+           "RedisBloomFilter", "RedisDataLostError", "RedisKeyTypeError", "RedisMinHashIndex",
+           "RedisSimhashIndex", "RedisStore"]
 
 _HOMES = {
     "AsyncRedisBloomFilter": "crawldedup.redis.aio",
@@ -33,6 +35,7 @@ _HOMES = {
     "AsyncRedisStore": "crawldedup.redis.aio",
     "RedisBloomFilter": "crawldedup.redis.bloom",
     "RedisSimhashIndex": "crawldedup.redis.simhash",
+    "RedisMinHashIndex": "crawldedup.redis.minhash",
     "RedisDataLostError": "crawldedup.redis.bloom",
     "RedisStore": "crawldedup.redis.store",
 }

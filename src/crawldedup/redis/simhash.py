@@ -31,15 +31,16 @@ OLD_ID_MAPS = 16
 MAX_SHARDS = 1024
 
 # One shard's id map (KEYS[1]) and the buckets of a chunk of entries
-# (KEYS[2..], k + 1 per entry, in entry order); ARGV[1] is "check" or
-# "write", then each entry's id and member (8 bytes of fingerprint + id).
-# Every key's type and every id is checked before anything is written, and
-# the script runs alone, so a chunk is stored whole or not at all.  An id
-# held with the same fingerprint is an entry stored before (a batch sent
-# again after it was cut): it is left as it is.  The reply: {0, flags}
+# (KEYS[2..], the same number per entry, in entry order); ARGV[1] is "check"
+# or "write", then each entry's id, value (what the id map holds for it: a
+# SimHash fingerprint, a MinHash signature) and member (what its buckets
+# hold).  Every key's type and every id is checked before anything is
+# written, and the script runs alone, so a chunk is stored whole or not at
+# all.  An id held with the same value is an entry stored before (a batch
+# sent again after it was cut): it is left as it is.  The reply: {0, flags}
 # (flag 1: stored by this call, 0: present already), {-1, i} (KEYS[i] has
-# another type) or {-2, e} (entry e's id holds another fingerprint).
-ADD_SCRIPT = b"""local per = (#KEYS - 1) / ((#ARGV - 1) / 2)
+# another type) or {-2, e} (entry e's id holds another value).
+ADD_SCRIPT = b"""local per = (#KEYS - 1) / ((#ARGV - 1) / 3)
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'hash' and t ~= 'none' then return {-1, 1} end
 for i = 2, #KEYS do
@@ -47,10 +48,10 @@ for i = 2, #KEYS do
   if t ~= 'set' and t ~= 'none' then return {-1, i} end
 end
 local r = {0}
-for e = 1, (#ARGV - 1) / 2 do
-  local old = redis.call('HGET', KEYS[1], ARGV[2 * e])
+for e = 1, (#ARGV - 1) / 3 do
+  local old = redis.call('HGET', KEYS[1], ARGV[3 * e - 1])
   if old then
-    if old ~= string.sub(ARGV[2 * e + 1], 1, 8) then return {-2, e} end
+    if old ~= ARGV[3 * e] then return {-2, e} end
     r[e + 1] = 0
   else
     r[e + 1] = 1
@@ -59,22 +60,20 @@ end
 if ARGV[1] == 'write' then
   for e = 1, #r - 1 do
     if r[e + 1] == 1 then
-      local member = ARGV[2 * e + 1]
-      redis.call('HSET', KEYS[1], ARGV[2 * e], string.sub(member, 1, 8))
-      for j = 1, per do redis.call('SADD', KEYS[1 + (e - 1) * per + j], member) end
+      redis.call('HSET', KEYS[1], ARGV[3 * e - 1], ARGV[3 * e])
+      for j = 1, per do redis.call('SADD', KEYS[1 + (e - 1) * per + j], ARGV[3 * e + 1]) end
     end
   end
 end
 return r"""
-# The same keys and arguments (no mode): each entry whose id holds its
-# fingerprint is removed with its buckets, atomically; 1 for each removed.
-REMOVE_SCRIPT = b"""local per = (#KEYS - 1) / (#ARGV / 2)
+# The same keys and arguments (no mode): each entry whose id holds its value
+# is removed with its buckets, atomically; 1 for each removed.
+REMOVE_SCRIPT = b"""local per = (#KEYS - 1) / (#ARGV / 3)
 local r = {}
-for e = 1, #ARGV / 2 do
-  local member = ARGV[2 * e]
-  if redis.call('HGET', KEYS[1], ARGV[2 * e - 1]) == string.sub(member, 1, 8) then
-    redis.call('HDEL', KEYS[1], ARGV[2 * e - 1])
-    for j = 1, per do redis.call('SREM', KEYS[1 + (e - 1) * per + j], member) end
+for e = 1, #ARGV / 3 do
+  if redis.call('HGET', KEYS[1], ARGV[3 * e - 2]) == ARGV[3 * e - 1] then
+    redis.call('HDEL', KEYS[1], ARGV[3 * e - 2])
+    for j = 1, per do redis.call('SREM', KEYS[1 + (e - 1) * per + j], ARGV[3 * e]) end
     r[e] = 1
   else
     r[e] = 0
@@ -148,6 +147,10 @@ class SimhashLogic:
     atomically, on a cluster too.  A query reads its buckets in every
     shard.  ``name:meta`` (JSON) holds the format, k and the shard count.
     """
+
+    #: What the index is called in messages, and what an id holds.
+    _title = "a SimHash index"
+    _value_name = "fingerprint"
 
     def __init__(self, name: Any, k: Optional[int], shards: Optional[int] = None) -> None:
         self.name = check_name(name)
@@ -277,11 +280,23 @@ class SimhashLogic:
         return [prefix + b"%d:%x" % (j, (fp >> shift) & ((1 << w) - 1))
                 for j, (shift, w) in enumerate(self.blocks)]
 
+    # What an entry stores: its value in the id map, its member in its
+    # buckets, and the item (fingerprint) a value stands for.
+    def _values(self, items: np.ndarray) -> Tuple[List[Any], List[bytes]]:
+        fps = [int(f) for f in items.tolist()]
+        return fps, [f.to_bytes(8, "big") for f in fps]
+
+    def _member(self, enc: bytes, value: bytes) -> bytes:
+        return value + enc
+
+    def _item(self, value: bytes) -> Any:
+        return int.from_bytes(value, "big")
+
     def _check(self, reqs: List[Request], replies: List[List[Any]]) -> List[Any]:
         return [check_reply(r[0], q, self.address) for q, r in zip(reqs, replies)]
 
     def _entry_requests(self, script: bytes, mode: Optional[bytes], encs: List[bytes],
-                        values: List[bytes], fps: List[int]
+                        values: List[bytes], items: List[Any]
                         ) -> Tuple[List[Request], List[Tuple[List[int], List[bytes]]]]:
         """One script call per shard per ENTRY_CHUNK entries: the calls, and
         the entries (indices) and the keys of each."""
@@ -295,8 +310,8 @@ class SimhashLogic:
                 keys = [self.id_keys[shard]]
                 args: List[bytes] = [] if mode is None else [mode]
                 for i in part:
-                    keys.extend(self.bucket_keys(shard, fps[i]))
-                    args += [encs[i], values[i] + encs[i]]
+                    keys.extend(self.bucket_keys(shard, items[i]))
+                    args += [encs[i], values[i], self._member(encs[i], values[i])]
                 reqs.append(Request(keys[0], _resp.command(b"EVAL", script, len(keys),
                                                            *keys, *args)))
                 where.append((part, keys))
@@ -308,14 +323,15 @@ class SimhashLogic:
         code, at = int(reply[0]), int(reply[1])
         part, keys = where
         if code == -1:
-            return RedisKeyTypeError(keys[at - 1], "a SimHash index keeps hashes and sets there")
+            return RedisKeyTypeError(keys[at - 1], f"{self._title} keeps hashes and sets there")
         return ValueError(f"id {decode_id(encs[part[at - 1]])!r} is already in the index "
-                          f"(with another fingerprint)")
+                          f"(with another {self._value_name})")
 
     # ------------------------------------------------------------ changes
 
     def add_op(self, encs: List[bytes], fps: np.ndarray) -> Op:
-        """Store every (id, fp), all or nothing.
+        """Store every (id, fp) (for a MinHash index: (id, signature)), all
+        or nothing.
 
         A first round trip checks every shard (key types, ids held with
         another fingerprint: RedisKeyTypeError, ValueError) and writes
@@ -330,8 +346,7 @@ class SimhashLogic:
                 if e in seen:
                     raise ValueError(f"id {decode_id(e)!r} is repeated")
                 seen.add(e)
-        fp_list = [int(f) for f in fps.tolist()]
-        values = [f.to_bytes(8, "big") for f in fp_list]
+        fp_list, values = self._values(fps)
         checks, where = self._entry_requests(ADD_SCRIPT, b"check", encs, values, fp_list)
         for reply, at in zip(self._check(checks, (yield checks)), where):
             if int(reply[0]) != 0:
@@ -367,8 +382,8 @@ class SimhashLogic:
         value = self._check([get], (yield [get]))[0]
         if value is None:
             raise KeyError(id)
-        fp = int.from_bytes(value, "big")
-        reqs, _ = self._entry_requests(REMOVE_SCRIPT, None, [enc], [bytes(value)], [fp])
+        reqs, _ = self._entry_requests(REMOVE_SCRIPT, None, [enc], [bytes(value)],
+                                       [self._item(bytes(value))])
         if not int(self._check(reqs, (yield reqs))[0][0]):
             raise KeyError(id)  # removed (or replaced) by another client meanwhile
         return None
@@ -397,7 +412,7 @@ class SimhashLogic:
                 values.append(bytes(v))
         if encs:
             dels, _ = self._entry_requests(REMOVE_SCRIPT, None, encs, values,
-                                           [int.from_bytes(v, "big") for v in values])
+                                           [self._item(v) for v in values])
             self._check(dels, (yield dels))
         return None
 
