@@ -1,5 +1,6 @@
-"""crawldedup on Apache Spark: SimHash, exact near-duplicate pairs, clusters,
-URL deduplication, Bloom filter building and WARC/WET input over DataFrames.
+"""crawldedup on Apache Spark: SimHash and exact near-duplicate pairs, MinHash
+and LSH pairs, clusters, URL deduplication, Bloom filter building and
+WARC/WET input over DataFrames.
 
 ``pip install 'crawldedup[spark]'`` brings pyspark, pyarrow and pandas (and
 ``crawldedup[warc]`` the WARC reader).  Spark does the scheduling, the
@@ -37,10 +38,11 @@ if any(importlib.util.find_spec(name) is None for name in ("pyspark", "pyarrow",
 from crawldedup.spark._common import WorkerPythonError, check_workers
 from crawldedup.spark._components import clusters
 from crawldedup.spark._jsonl import simhash_jsonl
+from crawldedup.spark._minhash import minhash_column, minhash_near_duplicates
 from crawldedup.spark._near import near_duplicates, simhash_column, to_signed, to_unsigned
 from crawldedup.spark._urls import build_bloom, dedup_urls
 from crawldedup.spark._warc import read_warc
 
 __all__ = ["WorkerPythonError", "build_bloom", "check_workers", "clusters", "dedup_urls",
-           "near_duplicates", "read_warc", "simhash_column", "simhash_jsonl", "to_signed",
-           "to_unsigned"]
+           "minhash_column", "minhash_near_duplicates", "near_duplicates", "read_warc",
+           "simhash_column", "simhash_jsonl", "to_signed", "to_unsigned"]
