@@ -185,7 +185,8 @@ cdef int mh_text(ShScratch* s, MhSink* m, const ShText* t, int mode, int word_n,
     """The signature of one text into mins (m.a, m.b and m.k set); the codes
     of mh_scan (SH_NEEDS_PY_LOWER: mins is not finished)."""
     cdef int rc
-    memset(mins, 0xFF, m.k * sizeof(uint32_t))
+    if m.k:         # (mins is NULL for no permutations)
+        memset(mins, 0xFF, m.k * sizeof(uint32_t))
     m.mins = mins
     m.n = 0
     if t.kind == PyUnicode_1BYTE_KIND:
@@ -453,9 +454,11 @@ def _sha1_digest(const unsigned char[::1] data, bint ni):
     """SHA-1 of data through the SHA extensions (ni, where the CPU has them:
     see _sha1_version) or the plain compression, for the tests of both."""
     cdef unsigned char out[20]
+    cdef unsigned char empty = 0
     if ni and cd_sha1_version() != b"sha-ni":
         raise ValueError("this CPU has no SHA extensions")
-    cd_sha1_with(&data[0] if data.shape[0] else NULL, <size_t>data.shape[0], out, ni)
+    # never NULL, even for no bytes: memcpy's arguments must not be
+    cd_sha1_with(&data[0] if data.shape[0] else &empty, <size_t>data.shape[0], out, ni)
     return out[:20]
 
 
