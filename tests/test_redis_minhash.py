@@ -227,3 +227,33 @@ def test_an_id_taken_between_check_and_write_undoes_the_batch(redis_url, name):
         assert len(index) == 1 and index.query(sigs[0]) == []
         index.add_many(ids[:-1], sigs[:-1])
         assert len(index) == 600
+
+
+def test_asyncio_gives_the_same_answers(url):
+    import asyncio
+
+    from crawldedup.redis import AsyncRedisMinHashIndex
+    sigs = signatures(200, 16, 9)
+    name = f"cdtest:{uuid.uuid4().hex[:12]}"
+
+    async def main():
+        async with await AsyncRedisMinHashIndex.open(url, name, threshold=0.5,
+                                                     num_perm=16) as index:
+            try:
+                await index.add_many(range(200), sigs)
+                assert await index.count() == 200 and await index.contains(3)
+                offsets, ids, jac = await index.query_many(sigs[:30])
+                with RedisMinHashIndex(url, name, threshold=None, num_perm=None) as sync:
+                    so, si, sj = sync.query_many(sigs[:30])
+                    assert offsets.tolist() == so.tolist() and ids.tolist() == si.tolist()
+                    assert jac.tolist() == sj.tolist()
+                    assert await index.query(sigs[4], min_jaccard=0.7) == \
+                        sync.query(sigs[4], min_jaccard=0.7)
+                await index.remove(3)
+                assert not await index.contains(3) and await index.count() == 199
+                await index.add("new", sigs[0])
+                assert "new" in dict(await index.query(sigs[0]))
+            finally:
+                await index.drop()
+
+    asyncio.run(main())

@@ -11,10 +11,10 @@
   0.1.0 wrote keeps its Redis set), "new" reported exactly once across
   concurrent writers, optional time windows.
 
-The same three for asyncio crawlers, over ``redis.asyncio``:
+The same for asyncio crawlers, over ``redis.asyncio``:
 :class:`AsyncRedisBloomFilter`, :class:`AsyncRedisStore`,
-:class:`AsyncRedisSimhashIndex` (``await Class.open(...)``); the logic is
-written once (sans-I/O) and shared.
+:class:`AsyncRedisSimhashIndex`, :class:`AsyncRedisMinHashIndex` (``await
+Class.open(...)``); the logic is written once (sans-I/O) and shared.
 
 Needs redis-py: ``pip install 'crawldedup[redis]'``.  Importing this module
 does not import redis-py; using a class does.
@@ -25,13 +25,15 @@ from __future__ import annotations
 from crawldedup._lazy import lazy_names
 from crawldedup.redis._conn import RedisKeyTypeError
 
-__all__ = ["AsyncRedisBloomFilter", "AsyncRedisSimhashIndex", "AsyncRedisStore",
+__all__ = ["AsyncRedisBloomFilter", "AsyncRedisMinHashIndex", "AsyncRedisSimhashIndex",
+           "AsyncRedisStore",
            "RedisBloomFilter", "RedisDataLostError", "RedisKeyTypeError", "RedisMinHashIndex",
            "RedisSimhashIndex", "RedisStore"]
 
 _HOMES = {
     "AsyncRedisBloomFilter": "crawldedup.redis.aio",
     "AsyncRedisSimhashIndex": "crawldedup.redis.aio",
+    "AsyncRedisMinHashIndex": "crawldedup.redis.aio",
     "AsyncRedisStore": "crawldedup.redis.aio",
     "RedisBloomFilter": "crawldedup.redis.bloom",
     "RedisSimhashIndex": "crawldedup.redis.simhash",

@@ -74,6 +74,13 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
+from crawldedup.redis.minhash import (
+    MinHashLogic,
+    check_signatures,
+    id_signatures,
+    jaccard_csr,
+    min_agree,
+)
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 
@@ -603,6 +610,89 @@ class AsyncRedisSimhashIndex(_AsyncBase):
 
     async def clear(self) -> None:
         # Reads the whole index to find its buckets: prepared off the loop.
+        await self._run(self._logic.clear_op(), None)
+
+    async def drop(self) -> None:
+        await self._run(self._logic.drop_op(), None)
+        await self.aclose()
+
+
+class AsyncRedisMinHashIndex(_AsyncBase):
+    """RedisMinHashIndex for asyncio: ``index = await
+    AsyncRedisMinHashIndex.open(url, name, threshold=0.8, num_perm=128)``;
+    ``await index.add(id, signature)``, ``add_many``, ``remove``, ``query``,
+    ``query_many``, ``contains``, ``count``, ``clear``, ``drop`` (all
+    awaited)."""
+
+    _logic: MinHashLogic
+
+    @classmethod
+    async def open(cls, client_or_url: Any, name: Any, threshold: Optional[float] = 0.8,
+                   num_perm: Optional[int] = 128, *, bands: Optional[int] = None,
+                   rows: Optional[int] = None, weights: Tuple[float, float] = (0.5, 0.5),
+                   shards: Optional[int] = None) -> "AsyncRedisMinHashIndex":
+        self = cls()
+        self._logic = MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards)
+        await _attach(self, client_or_url, self._logic)
+        try:
+            client = self._transport.client
+            nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
+            await self._transport.run(self._logic.open_op(nodes))
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    @property
+    def num_perm(self) -> int:
+        return int(self._logic.num_perm)
+
+    @property
+    def bands(self) -> int:
+        return int(self._logic.bands)
+
+    @property
+    def rows(self) -> int:
+        return int(self._logic.rows)
+
+    async def add(self, id: Hashable, signature: Any) -> None:
+        await self._run(self._logic.add_op(
+            [encode_id(id)], check_signatures(signature, self.num_perm, "signature")))
+
+    async def add_many(self, ids: Iterable[Hashable], signatures: Any) -> None:
+        encs, sigs = await _prepare(_size(ids), id_signatures, ids, signatures, self.num_perm)
+        if encs:
+            await self._run(self._logic.add_op(encs, sigs), len(encs))
+
+    async def remove(self, id: Hashable) -> None:
+        await self._run(self._logic.remove_op(encode_id(id), id))
+
+    async def contains(self, id: Hashable) -> bool:
+        try:
+            enc = encode_id(id)
+        except (TypeError, ValueError):
+            return False
+        return bool(await self._run(self._logic.contains_op(enc)))
+
+    async def count(self) -> int:
+        return int(await self._run(self._logic.len_op()))
+
+    async def query(self, signature: Any,
+                    min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
+        floor = min_agree(min_jaccard, self.num_perm)
+        sig = check_signatures(signature, self.num_perm, "signature")
+        return cast("List[Tuple[Hashable, float]]",
+                    (await self._run(self._logic.query_op(sig, floor)))[0])
+
+    async def query_many(self, signatures: Any, min_jaccard: Optional[float] = None
+                         ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        floor = min_agree(min_jaccard, self.num_perm)
+        sigs = await _prepare(_size(signatures), check_signatures, signatures, self.num_perm,
+                              "signatures")
+        results = await self._run(self._logic.query_op(sigs, floor), len(sigs))
+        return await _prepare(len(sigs), jaccard_csr, results)
+
+    async def clear(self) -> None:
         await self._run(self._logic.clear_op(), None)
 
     async def drop(self) -> None:

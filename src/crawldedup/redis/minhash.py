@@ -247,6 +247,63 @@ class MinHashLogic(SimhashLogic):
         return out
 
 
+def check_signatures(signatures: Any, num_perm: int, name: str) -> np.ndarray:
+    """signatures (one, or an (n, num_perm) array) as a contiguous uint32
+    array, checked."""
+    sigs = np.asarray(signatures)
+    if sigs.ndim == 1:
+        sigs = sigs[None, :]
+    if sigs.ndim != 2 or sigs.shape[1] != num_perm:
+        raise ValueError(f"{name} must be signatures of {num_perm} values, got "
+                         f"shape {np.shape(signatures)}")
+    if sigs.dtype != np.uint32:
+        if sigs.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
+        if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
+            raise ValueError(f"{name} must hold values in [0, 2**32)")
+    return np.ascontiguousarray(sigs, dtype=np.uint32)
+
+
+def id_signatures(ids: Iterable[Hashable], signatures: Any,
+                  num_perm: int) -> Tuple[List[bytes], np.ndarray]:
+    """The encoded ids and the signatures of an add_many, checked."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError("ids must be an iterable of ids, not a single str or bytes")
+    encs = [encode_id(i) for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
+    sigs = check_signatures(signatures, num_perm, "signatures")
+    if len(encs) != len(sigs):
+        raise ValueError(f"ids and signatures differ in length: {len(encs)} and {len(sigs)}")
+    return encs, sigs
+
+
+def min_agree(min_jaccard: Optional[float], num_perm: int) -> int:
+    """The fewest equal values of a kept candidate."""
+    if min_jaccard is None:
+        return 0
+    if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
+        raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
+    if not 0.0 <= min_jaccard <= 1.0:
+        raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
+    return int(np.ceil(min_jaccard * num_perm - 1e-9))
+
+
+def jaccard_csr(results: List[List[Tuple[Hashable, float]]]
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, ids, jaccards) of per-query results, as MinHashIndex.query_many."""
+    offsets = np.zeros(len(results) + 1, dtype=np.int64)
+    flat: List[Any] = []
+    jac: List[float] = []
+    for i, res in enumerate(results):
+        offsets[i + 1] = offsets[i] + len(res)
+        for id, j in res:
+            flat.append(id)
+            jac.append(j)
+    ids = np.empty(len(flat), dtype=object)
+    for i, v in enumerate(flat):
+        ids[i] = v
+    return offsets, ids, np.array(jac, dtype=np.float64)
+
+
 class RedisMinHashIndex(SyncHandle):
     """MinHash LSH over Redis, the :class:`crawldedup.MinHashIndex`
     interface: ``RedisMinHashIndex(url_or_client, name, threshold=0.8,
@@ -311,24 +368,10 @@ class RedisMinHashIndex(SyncHandle):
                 f"threshold={self.threshold}, num_perm={self.num_perm}, bands={self.bands}, "
                 f"rows={self.rows}, shards={self.shards})")
 
-    def _sigs(self, signatures: Any, name: str) -> np.ndarray:
-        sigs = np.asarray(signatures)
-        if sigs.ndim == 1:
-            sigs = sigs[None, :]
-        if sigs.ndim != 2 or sigs.shape[1] != self.num_perm:
-            raise ValueError(f"{name} must be signatures of {self.num_perm} values, got "
-                             f"shape {np.shape(signatures)}")
-        if sigs.dtype != np.uint32:
-            if sigs.dtype.kind not in "iu":
-                raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
-            if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
-                raise ValueError(f"{name} must hold values in [0, 2**32)")
-        return np.ascontiguousarray(sigs, dtype=np.uint32)
-
     def add(self, id: Hashable, signature: Any) -> None:
         """Store signature under id.  ValueError if id holds another
         signature (the same one: nothing to do)."""
-        self.add_many([id], self._sigs(signature, "signature"))
+        self.add_many([id], check_signatures(signature, self.num_perm, "signature"))
 
     def add_many(self, ids: Iterable[Hashable], signatures: Any) -> None:
         """Store signatures[i] under ids[i], all or nothing: ValueError if an
@@ -336,13 +379,7 @@ class RedisMinHashIndex(SyncHandle):
         of the index holds another Redis type (nothing stored then).  An id
         that holds the same signature is left as it is, so a batch cut by an
         error can be sent again."""
-        if isinstance(ids, (str, bytes)):
-            raise TypeError("ids must be an iterable of ids, not a single str or bytes")
-        encs = [encode_id(i) for i in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
-        sigs = self._sigs(signatures, "signatures")
-        if len(encs) != len(sigs):
-            raise ValueError(f"ids and signatures differ in length: {len(encs)} and "
-                             f"{len(sigs)}")
+        encs, sigs = id_signatures(ids, signatures, self.num_perm)
         if encs:
             self._run(self._logic.add_op(encs, sigs))
 
@@ -360,42 +397,22 @@ class RedisMinHashIndex(SyncHandle):
     def __len__(self) -> int:
         return int(self._run(self._logic.len_op()))
 
-    def _floor(self, min_jaccard: Optional[float]) -> int:
-        if min_jaccard is None:
-            return 0
-        if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
-            raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
-        if not 0.0 <= min_jaccard <= 1.0:
-            raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
-        return int(np.ceil(min_jaccard * self.num_perm - 1e-9))
-
     def query(self, signature: Any,
               min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
         """[(id, estimated Jaccard)] of the entries sharing a band's values
         with signature (ints, then str, then bytes ids, each in order)."""
-        floor = self._floor(min_jaccard)
-        res: List[Tuple[Hashable, float]] = self._run(
-            self._logic.query_op(self._sigs(signature, "signature"), floor))[0]
+        floor = min_agree(min_jaccard, self.num_perm)
+        res: List[Tuple[Hashable, float]] = self._run(self._logic.query_op(
+            check_signatures(signature, self.num_perm, "signature"), floor))[0]
         return res
 
     def query_many(self, signatures: Any, min_jaccard: Optional[float] = None
                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets, ids, jaccards) in CSR layout, as MinHashIndex.query_many
         (ids an object array)."""
-        floor = self._floor(min_jaccard)
-        results = self._run(self._logic.query_op(self._sigs(signatures, "signatures"), floor))
-        offsets = np.zeros(len(results) + 1, dtype=np.int64)
-        flat: List[Any] = []
-        jac: List[float] = []
-        for i, res in enumerate(results):
-            offsets[i + 1] = offsets[i] + len(res)
-            for id, j in res:
-                flat.append(id)
-                jac.append(j)
-        ids = np.empty(len(flat), dtype=object)
-        for i, v in enumerate(flat):
-            ids[i] = v
-        return offsets, ids, np.array(jac, dtype=np.float64)
+        floor = min_agree(min_jaccard, self.num_perm)
+        return jaccard_csr(self._run(self._logic.query_op(
+            check_signatures(signatures, self.num_perm, "signatures"), floor)))
 
     def clear(self) -> None:
         """Remove every entry (the parameters stay)."""
