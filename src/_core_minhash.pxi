@@ -70,39 +70,53 @@ cdef inline void mh_sink_add(MhSink* m, uint64_t h) noexcept nogil:
 
 
 # ------------------------------------------------------------ shingles
-# A shingle's hash is made from the hashes of its units (words, or
-# characters of unspaced scripts: hash64 of their UTF-8), each multiplied by
-# the odd constant of its position, summed modulo 2**64 and mixed with the
-# MurmurHash3 finalizer: a unit is hashed once, not once per shingle that
-# holds it.  The last SH_MAX_NGRAM unit hashes are kept in a ring.
-cdef uint64_t mh_pos[SH_MAX_NGRAM]
+# A shingle's hash is a polynomial of its units' hashes: for units u_0 ..
+# u_{m-1} (m = n, or fewer for a sequence shorter than n), the sum of
+# h(u_i) * B**(m - 1 - i) modulo 2**64, mixed by the MurmurHash3 finalizer.
+# A word's hash is hash64 of its UTF-8; a character's (of the character
+# stream) the finalizer of its code point xor a salt.  So each unit is
+# hashed once, and the next shingle's sum is the last one's, less its first
+# unit, times B, plus the new unit: two multiplies a shingle.
+cdef uint64_t MH_BASE = 0x9E3779B97F4A7C15ULL
+cdef uint64_t MH_CHAR_SALT = 0x2545F4914F6CDD1DULL
+
+ctypedef struct MhStream:
+    uint64_t h[SH_MAX_NGRAM]    # the hashes of the last units (a ring)
+    uint64_t acc                # the polynomial of the last min(count, n) units
+    uint64_t top                # B ** (n - 1): the weight of a window's first unit
+    Py_ssize_t count            # units so far
+    Py_ssize_t n
 
 
-cdef void mh_init() noexcept nogil:
-    cdef int i
-    for i in range(SH_MAX_NGRAM):
-        mh_pos[i] = cd_fmix64(<uint64_t>(i + 1)) | 1
-
-
-mh_init()
-
-ctypedef struct MhRing:
-    uint64_t h[SH_MAX_NGRAM]
-    Py_ssize_t count
-
-
-cdef inline void mh_ring_push(MhRing* ring, uint64_t h) noexcept nogil:
-    ring.h[ring.count % SH_MAX_NGRAM] = h
-    ring.count += 1
-
-
-cdef inline void mh_ring_emit(MhSink* m, const MhRing* ring, Py_ssize_t n) noexcept nogil:
-    """The shingle of the last n units of the ring."""
-    cdef uint64_t acc = 0
+cdef inline void mh_stream_init(MhStream* st, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
-    for i in range(n):
-        acc += mh_pos[i] * ring.h[(ring.count - n + i) % SH_MAX_NGRAM]
-    mh_sink_add(m, cd_fmix64(acc))
+    st.acc = 0
+    st.count = 0
+    st.n = n
+    st.top = 1
+    for i in range(n - 1):
+        st.top *= MH_BASE
+
+
+cdef inline void mh_stream_push(MhSink* m, MhStream* st, uint64_t h) noexcept nogil:
+    """The next unit; the shingle it ends, when there are n units."""
+    if st.count >= st.n:
+        st.acc -= st.h[<size_t>(st.count - st.n) & (SH_MAX_NGRAM - 1)] * st.top
+    st.acc = st.acc * MH_BASE + h
+    st.h[<size_t>st.count & (SH_MAX_NGRAM - 1)] = h
+    st.count += 1
+    if st.count >= st.n:
+        mh_sink_add(m, cd_fmix64(st.acc))
+
+
+cdef inline void mh_stream_end(MhSink* m, const MhStream* st) noexcept nogil:
+    """A sequence of fewer units than n is one shingle, all of it."""
+    if 0 < st.count < st.n:
+        mh_sink_add(m, cd_fmix64(st.acc))
+
+
+cdef inline uint64_t mh_char_hash(uint32_t c) noexcept nogil:
+    return cd_fmix64(<uint64_t>c ^ MH_CHAR_SALT)
 
 
 cdef inline uint64_t _mh_bytes_hash(const unsigned char* p, size_t n) noexcept nogil:
@@ -124,12 +138,11 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
     cdef Py_ssize_t i, n = t.length
     cdef size_t wlen = 0
     cdef bint in_word = False, lower = t.lower
-    cdef uint32_t c, w
-    cdef unsigned length
+    cdef uint32_t c
     cdef bint caseless, unspaced, word
-    cdef MhRing words, chars
-    words.count = 0
-    chars.count = 0
+    cdef MhStream words, chars
+    mh_stream_init(&words, word_n)
+    mh_stream_init(&chars, char_n)
     for i in range(n + 1):
         if i == n:
             c = 32      # a final separator
@@ -150,10 +163,7 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
             word = not unspaced and sh_is_word(c)
         if mode == SH_TOK_CHARS:
             if word:
-                w = sh_utf8_word(c, &length)      # sets length: a statement of its own
-                mh_ring_push(&chars, sh_murmur3_word(w, length))
-                if chars.count >= char_n:
-                    mh_ring_emit(m, &chars, char_n)
+                mh_stream_push(m, &chars, mh_char_hash(c))
             continue
         if word:
             if not in_word:
@@ -165,18 +175,11 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
             wlen += sh_put_utf8(s.buf + wlen, c)
         elif in_word:
             in_word = False
-            mh_ring_push(&words, _mh_bytes_hash(s.buf, wlen))
-            if words.count >= word_n:
-                mh_ring_emit(m, &words, word_n)
+            mh_stream_push(m, &words, _mh_bytes_hash(s.buf, wlen))
         if unspaced:
-            w = sh_utf8_word(c, &length)
-            mh_ring_push(&chars, sh_murmur3_word(w, length))
-            if chars.count >= char_n:
-                mh_ring_emit(m, &chars, char_n)
-    if 0 < words.count < word_n:
-        mh_ring_emit(m, &words, words.count)
-    if 0 < chars.count < char_n:
-        mh_ring_emit(m, &chars, chars.count)
+            mh_stream_push(m, &chars, mh_char_hash(c))
+    mh_stream_end(m, &words)
+    mh_stream_end(m, &chars)
     return 0
 
 

@@ -61,9 +61,10 @@ def test_minhash_texts_is_minhash_text_of_each(core, reference, batch, mode, wor
 
 def test_reference_text_signature_is_the_definition(reference):
     """The twin's signature of a text is the brute-force minimum over the
-    low 32 bits of its shingles' hashes: the units' hash64, weighted by the
-    constants of their positions, summed and mixed."""
-    from crawldedup._reference.minhash import shingle_hashes
+    low 32 bits of its shingles' hashes: a polynomial of the units' hashes
+    (hash64 of a word, the finalizer of a character's code point xor a
+    salt), mixed by the finalizer."""
+    from crawldedup._reference.minhash import char_hash, shingle_hashes, word_hash
     from crawldedup._reference.simhash import text_units
     a, b = params(16)
     text = "The quick brown fox jumps over the lazy dog; 我们的世界很大"
@@ -77,11 +78,13 @@ def test_reference_text_signature_is_the_definition(reference):
         h ^= h >> 33
         h = (h * 0xC4CEB9FE1A85EC53) & mask
         return h ^ (h >> 33)
-    pos = [fmix(i + 1) | 1 for i in range(3)]
+    base = 0x9E3779B97F4A7C15
     hw = [reference.hash64(w.encode()) for w in words]
-    first = fmix((pos[0] * hw[0] + pos[1] * hw[1] + pos[2] * hw[2]) & mask)
-    assert shingle_hashes(words, 3)[0] == first
-    shingles = shingle_hashes(words, 3) + shingle_hashes(chars, 2)
+    assert [word_hash(w) for w in words] == hw
+    assert char_hash("我") == fmix(ord("我") ^ 0x2545F4914F6CDD1D)
+    first = fmix((hw[0] * base * base + hw[1] * base + hw[2]) & mask)
+    assert shingle_hashes(hw, 3)[0] == first
+    shingles = shingle_hashes(hw, 3) + shingle_hashes([char_hash(c) for c in chars], 2)
     assert len(shingles) == (len(words) - 2) + (len(chars) - 1)
     assert reference.minhash_text(text, 0, 3, 2, a, b).tolist() == \
         brute([h & MAX32 for h in shingles], a, b)
@@ -97,9 +100,9 @@ def test_text_without_features_keeps_every_minimum(impl):
 def test_short_text_is_one_shingle(impl):
     """Fewer words than the shingle size: the whole word sequence is one
     shingle, as for SimHash."""
-    from crawldedup._reference.minhash import shingle_hashes
+    from crawldedup._reference.minhash import shingle_hashes, word_hash
     a, b = params(8)
-    (h,) = shingle_hashes(["two", "words"], 5)
+    (h,) = shingle_hashes([word_hash("two"), word_hash("words")], 5)
     assert impl.minhash_text("two words", 1, 5, 5, a, b).tolist() == brute([h & MAX32], a, b)
 
 
@@ -236,11 +239,11 @@ def test_big_batch_on_threads_equals_one_at_a_time(core):
 def test_huge_text_streams(impl):
     """A text of more shingles than the buffer folds them in several passes
     to the signature of all of them."""
-    from crawldedup._reference.minhash import shingle_hashes
+    from crawldedup._reference.minhash import shingle_hashes, word_hash
     a, b = params(16)
     words = [f"w{i}" for i in range(sized(5000, 3000))]
     got = impl.minhash_text(" ".join(words), 1, 2, 2, a, b)
-    hashes = [h & MAX32 for h in shingle_hashes(words, 2)]
+    hashes = [h & MAX32 for h in shingle_hashes([word_hash(w) for w in words], 2)]
     expect = ((a.astype(np.uint64)[None, :] * np.array(hashes, dtype=np.uint64)[:, None]
                + b.astype(np.uint64)[None, :]) & MAX32).min(axis=0)
     assert got.tolist() == expect.tolist()

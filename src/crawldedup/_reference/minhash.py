@@ -10,7 +10,8 @@ The feature hashes:
 
 * texts (``minhash_text``): the word n-grams and character n-grams of the
   lower-cased text, cut as ``simhash_text`` cuts it, each hashed from the
-  hashes of its units (``shingle_hashes``), low 32 bits;
+  hashes of its units (``shingle_hashes`` of ``word_hash`` and
+  ``char_hash``), low 32 bits;
 * keys (``minhash_keys``): the low 32 bits of ``hash64`` of each key (str
   as UTF-8, or bytes);
 * keys (``minhash_sha1``): datasketch's default, the first four bytes of
@@ -80,21 +81,37 @@ def _fmix64(h: int) -> int:
     return h ^ (h >> 33)
 
 
-# The odd constant of each position in a shingle.
-_POSITION = [_fmix64(i + 1) | 1 for i in range(16)]
+# The base of a shingle's polynomial, and the salt of a character's hash.
+_BASE = 0x9E3779B97F4A7C15
+_CHAR_SALT = 0x2545F4914F6CDD1D
 
 
-def shingle_hashes(units: List[str], n: int) -> List[int]:
-    """The 64-bit hashes of the n-grams of units (the whole sequence as one
-    when shorter): each unit hashed once (hash64 of its UTF-8), an n-gram's
-    unit hashes multiplied by the constants of their positions, summed modulo
-    2**64, and mixed with the MurmurHash3 finalizer."""
-    if not units:
+def word_hash(word: str) -> int:
+    """A word's hash: hash64 of its UTF-8."""
+    return hash64(word.encode("utf-8"))
+
+
+def char_hash(ch: str) -> int:
+    """A character's hash (a unit of the character stream): the MurmurHash3
+    finalizer of its code point xor a salt."""
+    return _fmix64(ord(ch) ^ _CHAR_SALT)
+
+
+def shingle_hashes(unit_hashes: List[int], n: int) -> List[int]:
+    """The 64-bit hashes of the n-grams of a sequence of units, given the
+    units' hashes (the whole sequence as one n-gram when shorter): for
+    units u_0 .. u_{m-1}, the sum of h(u_i) * B**(m - 1 - i) modulo 2**64,
+    mixed by the MurmurHash3 finalizer."""
+    if not unit_hashes:
         return []
-    hs = [hash64(u.encode("utf-8")) for u in units]
-    n = min(n, len(hs))
-    return [_fmix64(sum(_POSITION[j] * hs[i + j] for j in range(n)) & _MASK64)
-            for i in range(len(hs) - n + 1)]
+    n = min(n, len(unit_hashes))
+    out = []
+    for i in range(len(unit_hashes) - n + 1):
+        acc = 0
+        for h in unit_hashes[i:i + n]:
+            acc = (acc * _BASE + h) & _MASK64
+        out.append(_fmix64(acc))
+    return out
 
 
 def minhash_text(text: str, mode: int, word_n: int, char_n: int, a: Any, b: Any) -> np.ndarray:
@@ -106,7 +123,8 @@ def minhash_text(text: str, mode: int, word_n: int, char_n: int, a: Any, b: Any)
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
     words, chars = text_units(text, mode)
-    shingles = shingle_hashes(words, word_n) + shingle_hashes(chars, char_n)
+    shingles = (shingle_hashes([word_hash(w) for w in words], word_n)
+                + shingle_hashes([char_hash(c) for c in chars], char_n))
     mins = np.full(a.shape[0], _MASK32, dtype=np.uint32)
     _fold(mins, [h & _MASK32 for h in shingles], a, b)
     return mins

@@ -11,10 +11,10 @@ space-separated scripts and character n-grams of scripts written without
 spaces (Chinese, Japanese kana, Thai, ...), so mixed pages work.  A text
 with fewer units than ``shingle`` is one shingle, itself.
 
-Each unit (a word or a character) is hashed once, with
-:func:`crawldedup.hash64` of its UTF-8; a shingle's hash is the sum of its
-units' hashes, each multiplied by an odd constant of its position, mixed by
-the MurmurHash3 finalizer; its low 32 bits x enter the signature, whose
+Each unit is hashed once (a word with :func:`crawldedup.hash64` of its
+UTF-8, a character from its code point); a shingle's hash is a polynomial
+of its units' hashes, mixed by the MurmurHash3 finalizer; its low 32 bits x
+enter the signature, whose
 value j is the minimum over the shingles of ``a[j] * x + b[j] mod 2**32``,
 with odd ``a[j]`` and ``b[j]`` drawn from ``seed`` by :func:`permutations`.
 All of it is frozen: the same text, num_perm and seed give the same
