@@ -81,7 +81,6 @@ cdef uint64_t MH_BASE = 0x9E3779B97F4A7C15ULL
 cdef uint64_t MH_CHAR_SALT = 0x2545F4914F6CDD1DULL
 
 ctypedef struct MhStream:
-    uint64_t h[SH_MAX_NGRAM]    # the hashes of the last units (a ring)
     uint64_t acc                # the polynomial of the last min(count, n) units
     uint64_t top                # B ** (n - 1): the weight of a window's first unit
     Py_ssize_t count            # units so far
@@ -98,21 +97,35 @@ cdef inline void mh_stream_init(MhStream* st, Py_ssize_t n) noexcept nogil:
         st.top *= MH_BASE
 
 
-cdef inline void mh_stream_push(MhSink* m, MhStream* st, uint64_t h) noexcept nogil:
-    """The next unit; the shingle it ends, when there are n units."""
+cdef inline void mh_stream_push(MhSink* m, size_t* nb, MhStream* st, uint64_t* ring,
+                                uint64_t h) noexcept nogil:
+    """The next unit (its hash h); the shingle it ends, when there are n
+    units, into m.buf at nb[0].  The scan's locals hold st, the ring (the
+    hashes of the last units) and nb, so that the compiler keeps them in
+    registers: m.n is written only when the buffer is full and at the end."""
     if st.count >= st.n:
-        st.acc -= st.h[<size_t>(st.count - st.n) & (SH_MAX_NGRAM - 1)] * st.top
+        st.acc -= ring[<size_t>(st.count - st.n) & (SH_MAX_NGRAM - 1)] * st.top
     st.acc = st.acc * MH_BASE + h
-    st.h[<size_t>st.count & (SH_MAX_NGRAM - 1)] = h
+    ring[<size_t>st.count & (SH_MAX_NGRAM - 1)] = h
     st.count += 1
     if st.count >= st.n:
-        mh_sink_add(m, cd_fmix64(st.acc))
+        m.buf[nb[0]] = <uint32_t>cd_fmix64(st.acc)
+        nb[0] += 1
+        if nb[0] == MH_SINK_SIZE:
+            m.n = nb[0]
+            mh_sink_flush(m)
+            nb[0] = 0
 
 
-cdef inline void mh_stream_end(MhSink* m, const MhStream* st) noexcept nogil:
+cdef inline void mh_stream_end(MhSink* m, size_t* nb, const MhStream* st) noexcept nogil:
     """A sequence of fewer units than n is one shingle, all of it."""
     if 0 < st.count < st.n:
-        mh_sink_add(m, cd_fmix64(st.acc))
+        m.buf[nb[0]] = <uint32_t>cd_fmix64(st.acc)
+        nb[0] += 1
+        if nb[0] == MH_SINK_SIZE:
+            m.n = nb[0]
+            mh_sink_flush(m)
+            nb[0] = 0
 
 
 cdef inline uint64_t mh_char_hash(uint32_t c) noexcept nogil:
@@ -141,6 +154,9 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
     cdef uint32_t c
     cdef bint caseless, unspaced, word
     cdef MhStream words, chars
+    cdef uint64_t wring[SH_MAX_NGRAM]
+    cdef uint64_t cring[SH_MAX_NGRAM]
+    cdef size_t nb = m.n
     mh_stream_init(&words, word_n)
     mh_stream_init(&chars, char_n)
     for i in range(n + 1):
@@ -163,7 +179,7 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
             word = not unspaced and sh_is_word(c)
         if mode == SH_TOK_CHARS:
             if word:
-                mh_stream_push(m, &chars, mh_char_hash(c))
+                mh_stream_push(m, &nb, &chars, cring, mh_char_hash(c))
             continue
         if word:
             if not in_word:
@@ -175,11 +191,12 @@ cdef int mh_scan(ShScratch* s, MhSink* m, const ShText* t, const sh_ucs* data, i
             wlen += sh_put_utf8(s.buf + wlen, c)
         elif in_word:
             in_word = False
-            mh_stream_push(m, &words, _mh_bytes_hash(s.buf, wlen))
+            mh_stream_push(m, &nb, &words, wring, _mh_bytes_hash(s.buf, wlen))
         if unspaced:
-            mh_stream_push(m, &chars, mh_char_hash(c))
-    mh_stream_end(m, &words)
-    mh_stream_end(m, &chars)
+            mh_stream_push(m, &nb, &chars, cring, mh_char_hash(c))
+    mh_stream_end(m, &nb, &words)
+    mh_stream_end(m, &nb, &chars)
+    m.n = nb
     return 0
 
 
