@@ -189,3 +189,24 @@ def test_near_dups_command_reads_warc_files(tmp_path, capsys):
     # the text of a WARC document is the same as read locally
     docs = [i for i in iter_warc(d) if isinstance(i, WarcDocument)]
     assert simhash(docs[0].text) == simhash("Page 0: hello world\n\nsecond block 0")
+
+
+def test_near_dups_minhash_reads_warc_files(tmp_path, capsys):
+    """--method minhash reads WARC files as the SimHash method does: the
+    identical pages pair with an estimated Jaccard of 1."""
+    from crawldedup.cli import main
+    a, b, c = damaged_archives(tmp_path)
+    recs = [("http://copy.example/0", "response", html(0), "text/html"),
+            ("http://copy.example/10", "response", html(10), "text/html")]
+    data, _ = _write(recs, gz=True)
+    d = tmp_path / "d.warc.gz"
+    d.write_bytes(bytes(data))
+    assert main(["near-dups", "--method", "minhash", "--threshold", "0.9", str(a), str(b),
+                 str(c), str(d)]) == 0
+    captured = capsys.readouterr()
+    pairs = {(p["a"], p["b"], p["jaccard"])
+             for p in map(__import__("json").loads, captured.out.splitlines())}
+    assert ("http://a.example/0", "http://copy.example/0", 1.0) in pairs
+    assert ("http://b.example/0", "http://copy.example/10", 1.0) in pairs
+    assert all(j >= 0.9 for _, _, j in pairs)
+    assert len([line for line in captured.err.splitlines() if "damaged record" in line]) == 4
