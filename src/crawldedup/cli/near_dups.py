@@ -520,16 +520,6 @@ def add_parsers(commands: Any) -> None:
                            "ones), saved with this run's documents at the end")
 
 
-def _k(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= value <= 8:
-        raise argparse.ArgumentTypeError(f"must be in [0, 8], got {value}")
-    return value
-
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -540,21 +530,19 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _num_perm(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 2 <= value <= MAX_PERM:
-        raise argparse.ArgumentTypeError(f"must be in [2, {MAX_PERM}], got {value}")
-    return value
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an int in [lo, hi]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be in [{lo}, {hi}], got {value}")
+        return value
+    return parse
 
 
-def _shingle(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= 16:
-        raise argparse.ArgumentTypeError(f"must be in [1, 16], got {value}")
-    return value
+_k = _int_in(0, 8)
+_num_perm = _int_in(2, MAX_PERM)
+_shingle = _int_in(1, 16)

@@ -43,7 +43,7 @@ from typing import Callable, Iterable, List, Tuple, Union
 import numpy as np
 
 from crawldedup import _kernel
-from crawldedup.near.simhash import _plan
+from crawldedup.near.simhash import _plan, _text_list
 
 __all__ = ["minhash", "minhash_many", "jaccard", "jaccard_many", "permutations",
            "MAX_PERM", "EMPTY_VALUE"]
@@ -173,15 +173,7 @@ def minhash_many(texts: Iterable[str], num_perm: int = 128, *, shingle: Shingle 
     >>> minhash_many(["a text", "another text", ""], num_perm=64).shape
     (3, 64)
     """
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"texts must be an iterable of str, not {type(texts).__name__}")
-    try:
-        items = list(texts)
-    except TypeError:
-        raise TypeError(f"texts must be an iterable of str, not {type(texts).__name__}") from None
-    for i, t in enumerate(items):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, not {type(t).__name__}")
+    items = _text_list(texts)
     a, b = permutations(num_perm, seed)
     if callable(tokenizer):
         out = np.empty((len(items), a.shape[0]), dtype=np.uint32)

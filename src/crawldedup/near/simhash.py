@@ -28,7 +28,7 @@ True
 from __future__ import annotations
 
 import operator
-from typing import Callable, Iterable, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -177,14 +177,9 @@ def simhash(text_or_features: Union[str, Iterable[str]], *, tokenizer: Tokenizer
     return simhash_features(hashes, weights)
 
 
-def simhash_many(texts: Iterable[str], *, tokenizer: Tokenizer = "auto",
-                 ngram: NGram = None) -> np.ndarray:
-    """:func:`simhash` of every text, as a numpy uint64 array.  The built-in
-    tokenizers run in the core with the GIL released for the whole batch.
-
-    >>> simhash_many(["a text", "another text", ""]).dtype
-    dtype('uint64')
-    """
+def _text_list(texts: Iterable[str]) -> List[str]:
+    """texts as a list of str (the batch of simhash_many and minhash_many);
+    TypeError naming the first that is not a str."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"texts must be an iterable of str, not {type(texts).__name__}")
     try:
@@ -194,6 +189,18 @@ def simhash_many(texts: Iterable[str], *, tokenizer: Tokenizer = "auto",
     for i, t in enumerate(items):
         if not isinstance(t, str):
             raise TypeError(f"texts[{i}] must be str, not {type(t).__name__}")
+    return items
+
+
+def simhash_many(texts: Iterable[str], *, tokenizer: Tokenizer = "auto",
+                 ngram: NGram = None) -> np.ndarray:
+    """:func:`simhash` of every text, as a numpy uint64 array.  The built-in
+    tokenizers run in the core with the GIL released for the whole batch.
+
+    >>> simhash_many(["a text", "another text", ""]).dtype
+    dtype('uint64')
+    """
+    items = _text_list(texts)
     if callable(tokenizer):
         return np.array([simhash(t, tokenizer=tokenizer) for t in items], dtype=np.uint64)
     mode, word_n, char_n = _plan(tokenizer, ngram)
