@@ -96,6 +96,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--textdedup-python", help="the Python of a virtualenv with text-dedup")
     ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--skip-textdedup-spark", action="store_true",
+                    help="leave out text-dedup's Spark script (it needs the graphframes "
+                         "package's jar, which Spark fetches from Maven Central)")
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cd-minhash-e2e-")
@@ -132,7 +135,7 @@ def main() -> None:
             assert {d: spark_groups[d] for d in mine} == mine, "Spark's clusters differ"
             assert set(spark_groups) == set(mine)
         results["Spark clusters equal the command line's"] = True
-        if args.textdedup_python:
+        if args.textdedup_python and not args.skip_textdedup_spark:
             import pyarrow.json as pj
             import pyarrow.parquet as pq
             folder = os.path.join(tmp, "parquet")
