@@ -16,7 +16,7 @@ INTEGRATIONS = ("crawldedup.redis", "crawldedup.scrapy", "crawldedup.recrawl",
 COMMAND_LINE = ("crawldedup.cli", "crawldedup.cli.near_dups", "crawldedup.__main__")
 OPTIONAL = ("redis", "hiredis", "scrapy", "twisted", "scrapy_redis", "pyspark", "pyarrow",
             "pandas", "sqlalchemy", "psycopg", "pymysql", "warcio", "tqdm", "selectolax",
-            "resiliparse", "lxml", "w3lib_html")
+            "resiliparse", "lxml", "w3lib_html", "scipy")
 
 
 def module_name(path):

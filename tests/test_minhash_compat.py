@@ -137,11 +137,32 @@ def test_bulk_generator_clear_and_pickle(api):
 
 
 @given(st.floats(min_value=0.0, max_value=1.0), st.integers(min_value=2, max_value=160),
-       st.sampled_from([(0.5, 0.5), (0.3, 0.7), (0.7, 0.3), (0.1, 0.9), (1.0, 0.0)]))
+       st.sampled_from([(0.5, 0.5), (0.3, 0.7), (0.7, 0.3), (0.1, 0.9)]))
 def test_band_choice_equals_datasketch(threshold, num_perm, weights):
+    """The exact integration chooses as datasketch does when both weights
+    are positive."""
     from crawldedup.near.lsh import optimal_bands
     assert optimal_bands(threshold, num_perm, weights) == \
         datasketch.lsh._optimal_param(threshold, num_perm, *weights)
+
+
+@given(st.floats(min_value=0.0, max_value=1.0), st.integers(min_value=2, max_value=100),
+       st.sampled_from([(0.5, 0.5), (1.0, 0.0), (0.0, 1.0), (0.9, 0.1)]))
+def test_compat_band_choice_is_datasketchs_whatever_the_weights(threshold, num_perm, weights):
+    """With a weight of 0, the pairs datasketch compares differ by less than
+    quad's error (threshold 0.611328125, num_perm 75, weights (1, 0): it
+    picks (1, 74) where the exact areas say (1, 75)); the compat module
+    computes as datasketch does, so it picks the same."""
+    from crawldedup.near.lsh import optimal_bands_as_datasketch
+    assert optimal_bands_as_datasketch(threshold, num_perm, weights) == \
+        datasketch.lsh._optimal_param(threshold, num_perm, *weights)
+
+
+def test_a_choice_quad_decides():
+    from crawldedup.near.lsh import optimal_bands, optimal_bands_as_datasketch
+    assert datasketch.lsh._optimal_param(0.611328125, 75, 1.0, 0.0) == (1, 74)
+    assert optimal_bands_as_datasketch(0.611328125, 75, (1.0, 0.0)) == (1, 74)
+    assert optimal_bands(0.611328125, 75, (1.0, 0.0)) == (1, 75)
 
 
 @pytest.mark.parametrize("threshold", [0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95])

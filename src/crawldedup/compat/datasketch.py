@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, Iterator, List, Opti
 import numpy as np
 
 from crawldedup import _kernel
-from crawldedup.near.lsh import optimal_bands
+from crawldedup.near.lsh import optimal_bands_as_datasketch
 
 __all__ = ["MinHash", "MinHashLSH", "sha1_hash32", "sha1_hash64"]
 
@@ -382,7 +382,7 @@ class MinHashLSH:
                     f"{self.b * self.r} -- it must be less than num_perm {num_perm}. "
                     "Did you forget to specify num_perm?")
         else:
-            self.b, self.r = optimal_bands(threshold, num_perm, weights)
+            self.b, self.r = optimal_bands_as_datasketch(threshold, num_perm, weights)
         if self.b < 2:
             raise ValueError("The number of bands are too small (b < 2)")
         self.prepickle = False if prepickle is None else prepickle

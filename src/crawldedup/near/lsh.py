@@ -43,7 +43,8 @@ from crawldedup.formats import files as _files
 from crawldedup.formats import ids as _ids
 from crawldedup.formats.files import PathLike
 
-__all__ = ["optimal_bands", "candidate_probability", "MinHashIndex"]
+__all__ = ["optimal_bands", "optimal_bands_as_datasketch", "candidate_probability",
+           "MinHashIndex"]
 
 
 def candidate_probability(similarity: float, bands: int, rows: int) -> float:
@@ -111,13 +112,48 @@ def optimal_bands(threshold: float, num_perm: int,
     b * r <= num_perm minimizing ``weights[0] * false positives + weights[1] *
     false negatives`` (the first such pair, b then r ascending).  The areas
     are integrated exactly (Gauss-Legendre: the integrands are polynomials),
-    where datasketch integrates numerically with scipy; the tests hold the
-    two to the same choice.
+    where datasketch integrates numerically with scipy's ``quad``: the tests
+    hold the two to the same choice whenever both weights are positive.  With
+    a weight of 0 the best pairs differ by less than ``quad``'s error, which
+    then decides datasketch's choice; :func:`optimal_bands_as_datasketch`
+    repeats that computation.
     """
     t, n, (fp_weight, fn_weight) = _check(threshold, num_perm, weights)
     b, r, fp, fn = _errors_gauss(t, n)
     i = int(np.argmin(fp * fp_weight + fn * fn_weight))
     return int(b[i]), int(r[i])
+
+
+@functools.lru_cache(maxsize=64)
+def _bands_quad(threshold: float, num_perm: int, fp_weight: float,
+                fn_weight: float) -> Tuple[int, int]:
+    from scipy.integrate import quad  # type: ignore[import-untyped]  # noqa: PLC0415
+    best, chosen = float("inf"), (0, 0)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = quad(lambda s, b=b, r=r: 1 - (1 - s ** float(r)) ** float(b), 0.0,
+                      threshold)[0]
+            fn = quad(lambda s, b=b, r=r: 1 - (1 - (1 - s ** float(r)) ** float(b)),
+                      threshold, 1.0)[0]
+            error = fp * fp_weight + fn * fn_weight
+            if error < best:
+                best, chosen = error, (b, r)
+    return chosen
+
+
+def optimal_bands_as_datasketch(threshold: float, num_perm: int,
+                                weights: Tuple[float, float] = (0.5, 0.5)) -> Tuple[int, int]:
+    """:func:`optimal_bands` computed as datasketch computes it, pair by pair
+    with scipy's ``quad`` (when scipy is installed; otherwise
+    :func:`optimal_bands`), so that the choice is datasketch's even where
+    the integration's error decides it.  ``crawldedup.compat.datasketch``
+    uses it."""
+    t, n, (fp_weight, fn_weight) = _check(threshold, num_perm, weights)
+    try:
+        import scipy.integrate  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+    except ImportError:
+        return optimal_bands(t, n, (fp_weight, fn_weight))
+    return _bands_quad(t, n, fp_weight, fn_weight)
 
 
 # The parameters at the start of an index file's payload: num_perm, bands,
