@@ -29,6 +29,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from crawldedup._reference.bloom import _key_bytes, hash64
+from crawldedup._reference.lsh import _MASK64, _fmix64
 from crawldedup._reference.simhash import _check_tokenizer, text_units
 
 _MASK32 = 0xFFFFFFFF
@@ -70,15 +71,6 @@ def _fold(mins: np.ndarray, hashes: List[int], a: np.ndarray, b: np.ndarray) -> 
     mins[:] = np.minimum(mins, values.min(axis=0).astype(np.uint32))
 
 
-_MASK64 = (1 << 64) - 1
-
-
-def _fmix64(h: int) -> int:
-    h ^= h >> 33
-    h = (h * 0xFF51AFD7ED558CCD) & _MASK64
-    h ^= h >> 33
-    h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
-    return h ^ (h >> 33)
 
 
 # The base of a shingle's polynomial, and the salt of a character's hash.

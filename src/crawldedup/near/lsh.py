@@ -180,6 +180,49 @@ def _check_bands(bands: object, rows: object, num_perm: int) -> Tuple[int, int]:
     return bands, rows
 
 
+def lsh_parameters(threshold: object, num_perm: object, bands: object, rows: object,
+                   weights: object) -> Tuple[float, int, Tuple[float, float], int, int]:
+    """(threshold, num_perm, weights, bands, rows), checked: the bands and
+    rows given together, or chosen for the threshold (:func:`optimal_bands`).
+    MinHashIndex, the Redis index and the Spark job take their parameters so."""
+    t, n, w = _check(threshold, num_perm, weights)
+    if (bands is None) != (rows is None):
+        raise ValueError("give both bands and rows, or neither (to choose them from "
+                         "the threshold)")
+    b, r = optimal_bands(t, n, w) if bands is None else _check_bands(bands, rows, n)
+    return t, n, w, b, r
+
+
+def check_signatures(signatures: Any, num_perm: int, name: str) -> np.ndarray:
+    """signatures (one, or an (n, num_perm) array of values in [0, 2**32)) as
+    a contiguous (n, num_perm) uint32 array; TypeError or ValueError naming
+    them otherwise."""
+    sigs = np.asarray(signatures)
+    if sigs.ndim == 1:
+        sigs = sigs[None, :]
+    if sigs.ndim != 2 or sigs.shape[1] != num_perm:
+        raise ValueError(f"{name} must be signatures of {num_perm} values, got "
+                         f"shape {np.shape(signatures)}")
+    if sigs.dtype != np.uint32:
+        if sigs.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
+        if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
+            raise ValueError(f"{name} must hold values in [0, 2**32)")
+    return np.ascontiguousarray(sigs, dtype=np.uint32)
+
+
+def min_agree(min_jaccard: Optional[float], num_perm: int) -> int:
+    """The fewest equal values of a candidate kept by ``min_jaccard`` (None:
+    every candidate)."""
+    if min_jaccard is None:
+        return 0
+    if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
+        raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
+    if not 0.0 <= min_jaccard <= 1.0:
+        raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
+    return int(np.ceil(min_jaccard * num_perm - 1e-9))
+
+
 class MinHashIndex:
     """Near duplicates among MinHash signatures by LSH banding.
 
@@ -214,18 +257,13 @@ class MinHashIndex:
     def __init__(self, threshold: float = 0.8, num_perm: int = 128, *,
                  bands: Optional[int] = None, rows: Optional[int] = None,
                  weights: Tuple[float, float] = (0.5, 0.5), recipe: str = "") -> None:
-        t, n, w = _check(threshold, num_perm, weights)
+        t, n, w, self._bands, self._rows = lsh_parameters(threshold, num_perm, bands, rows,
+                                                          weights)
         if not isinstance(recipe, str):
             raise TypeError(f"recipe must be a str, not {type(recipe).__name__}")
         if len(recipe.encode("utf-8")) > _MAX_RECIPE:
             raise ValueError(f"recipe must be at most {_MAX_RECIPE} bytes of UTF-8")
         self._recipe = recipe
-        if (bands is None) != (rows is None):
-            raise ValueError("give both bands and rows, or neither (to choose them from "
-                             "the threshold)")
-        if bands is None:
-            bands, rows = optimal_bands(t, n, w)
-        self._bands, self._rows = _check_bands(bands, rows, n)
         self._threshold = t
         self._num_perm = n
         self._weights = w
@@ -286,21 +324,6 @@ class MinHashIndex:
         return int(self._sigs[:n].nbytes + n + self._table.nbytes + self._names[:n].nbytes
                    + sys.getsizeof(self._where))
 
-    def _signatures(self, signatures: Any, name: str) -> np.ndarray:
-        sigs = np.asarray(signatures)
-        if sigs.ndim == 1:
-            sigs = sigs[None, :]
-        if sigs.ndim != 2 or sigs.shape[1] != self._num_perm:
-            raise ValueError(f"{name} must be signatures of {self._num_perm} values, got "
-                             f"shape {np.shape(signatures)}")
-        if sigs.dtype != np.uint32:
-            if sigs.dtype.kind not in "iu":
-                raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
-            if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
-                raise ValueError(f"{name} must hold values in [0, 2**32)")
-            sigs = sigs.astype(np.uint32)
-        return np.ascontiguousarray(sigs)
-
     def _reserve(self, extra: int) -> None:
         n = self._n
         if n + extra <= len(self._alive):
@@ -316,7 +339,7 @@ class MinHashIndex:
 
     def add(self, id: Hashable, signature: Any) -> None:
         """Store signature under id; ValueError if id is present."""
-        self.add_many([id], self._signatures(signature, "signature"))
+        self.add_many([id], check_signatures(signature, self._num_perm, "signature"))
 
     def add_many(self, ids: Iterable[Hashable], signatures: Any) -> None:
         """Store signatures[i] (an (n, num_perm) array) under ids[i], all or
@@ -325,7 +348,7 @@ class MinHashIndex:
             raise TypeError("ids must be an iterable of ids, not a single str or bytes")
         keys = [int(v) if isinstance(v, np.integer) else v
                 for v in (ids.tolist() if isinstance(ids, np.ndarray) else list(ids))]
-        sigs = self._signatures(signatures, "signatures")
+        sigs = check_signatures(signatures, self._num_perm, "signatures")
         if len(keys) != len(sigs):
             raise ValueError(f"ids and signatures differ in length: {len(keys)} and "
                              f"{len(sigs)}")
@@ -370,21 +393,12 @@ class MinHashIndex:
 
     # ------------------------------------------------------------ search
 
-    def _min_agree(self, min_jaccard: Optional[float]) -> int:
-        if min_jaccard is None:
-            return 0
-        if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
-            raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
-        if not 0.0 <= min_jaccard <= 1.0:
-            raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
-        return int(np.ceil(min_jaccard * self._num_perm - 1e-9))
-
     def query(self, signature: Any,
               min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
         """[(id, estimated Jaccard)] of the candidates of signature, in the
         order they were added."""
         offsets, ids, jaccards = self.query_many(
-            self._signatures(signature, "signature"), min_jaccard)
+            check_signatures(signature, self._num_perm, "signature"), min_jaccard)
         return list(zip(ids.tolist(), jaccards.tolist()))
 
     def query_many(self, signatures: Any, min_jaccard: Optional[float] = None
@@ -396,8 +410,8 @@ class MinHashIndex:
         in the order they were added) with their estimated Jaccard
         similarities (float64).
         """
-        sigs = self._signatures(signatures, "signatures")
-        floor = self._min_agree(min_jaccard)
+        sigs = check_signatures(signatures, self._num_perm, "signatures")
+        floor = min_agree(min_jaccard, self._num_perm)
         n = self._n
         offsets, rows, agree = self._table.query_many(sigs, self._sigs[:n], self._alive[:n])
         if floor:
@@ -412,7 +426,7 @@ class MinHashIndex:
               ) -> Iterator[Tuple[Hashable, Hashable, float]]:
         """Every candidate pair once: (id_a, id_b, estimated Jaccard), id_a
         added before id_b, in the order of (id_a, id_b)."""
-        floor = self._min_agree(min_jaccard)
+        floor = min_agree(min_jaccard, self._num_perm)
         n = self._n
         a, b = self._table.pairs(self._sigs[:n], self._alive[:n])
         agree = _kernel.lsh_agree(self._sigs[a], self._sigs[b]) if len(a) else \

@@ -54,6 +54,7 @@ from crawldedup.bloom.filter import BloomFilter
 from crawldedup.errors import StoreUnavailableError
 from crawldedup.exact.stores.base import FingerprintStore
 from crawldedup.near.index import _check_fp, _fp_array
+from crawldedup.near.lsh import check_signatures, min_agree
 from crawldedup.redis._bloom_logic import (
     CREATION_POLL,
     CREATION_WAIT,
@@ -74,13 +75,7 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
-from crawldedup.redis.minhash import (
-    MinHashLogic,
-    check_signatures,
-    id_signatures,
-    jaccard_csr,
-    min_agree,
-)
+from crawldedup.redis.minhash import MinHashLogic, id_signatures, jaccard_csr
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 

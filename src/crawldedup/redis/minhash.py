@@ -10,7 +10,13 @@ import numpy as np
 
 from crawldedup import _kernel
 from crawldedup.errors import IncompatibleFilterError, StoreUnavailableError
-from crawldedup.near.lsh import _check, _check_bands, optimal_bands
+from crawldedup.near.lsh import (
+    _check,
+    _check_bands,
+    check_signatures,
+    lsh_parameters,
+    min_agree,
+)
 from crawldedup.redis import _resp
 from crawldedup.redis._bloom_logic import shard_tags
 from crawldedup.redis._conn import Op, Request, SyncHandle
@@ -51,12 +57,9 @@ class MinHashLogic(SimhashLogic):
         super().__init__(name, None, shards)
         self.asked: Optional[Dict[str, Any]] = None
         if num_perm is not None or threshold is not None:
-            t, n, w = _check(0.8 if threshold is None else threshold,
-                             128 if num_perm is None else num_perm, weights)
-            if (bands is None) != (rows is None):
-                raise ValueError("give both bands and rows, or neither (to choose them from "
-                                 "the threshold)")
-            b, r = optimal_bands(t, n, w) if bands is None else _check_bands(bands, rows, n)
+            t, n, _, b, r = lsh_parameters(0.8 if threshold is None else threshold,
+                                           128 if num_perm is None else num_perm, bands, rows,
+                                           weights)
             self.asked = {"num_perm": n, "bands": b, "rows": r, "threshold": t}
         elif bands is not None or rows is not None:
             raise ValueError("bands and rows need num_perm")
@@ -247,23 +250,6 @@ class MinHashLogic(SimhashLogic):
         return out
 
 
-def check_signatures(signatures: Any, num_perm: int, name: str) -> np.ndarray:
-    """signatures (one, or an (n, num_perm) array) as a contiguous uint32
-    array, checked."""
-    sigs = np.asarray(signatures)
-    if sigs.ndim == 1:
-        sigs = sigs[None, :]
-    if sigs.ndim != 2 or sigs.shape[1] != num_perm:
-        raise ValueError(f"{name} must be signatures of {num_perm} values, got "
-                         f"shape {np.shape(signatures)}")
-    if sigs.dtype != np.uint32:
-        if sigs.dtype.kind not in "iu":
-            raise TypeError(f"{name} must hold integers, not {sigs.dtype}")
-        if sigs.size and (sigs.min() < 0 or sigs.max() > 0xFFFFFFFF):
-            raise ValueError(f"{name} must hold values in [0, 2**32)")
-    return np.ascontiguousarray(sigs, dtype=np.uint32)
-
-
 def id_signatures(ids: Iterable[Hashable], signatures: Any,
                   num_perm: int) -> Tuple[List[bytes], np.ndarray]:
     """The encoded ids and the signatures of an add_many, checked."""
@@ -274,17 +260,6 @@ def id_signatures(ids: Iterable[Hashable], signatures: Any,
     if len(encs) != len(sigs):
         raise ValueError(f"ids and signatures differ in length: {len(encs)} and {len(sigs)}")
     return encs, sigs
-
-
-def min_agree(min_jaccard: Optional[float], num_perm: int) -> int:
-    """The fewest equal values of a kept candidate."""
-    if min_jaccard is None:
-        return 0
-    if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
-        raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
-    if not 0.0 <= min_jaccard <= 1.0:
-        raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
-    return int(np.ceil(min_jaccard * num_perm - 1e-9))
 
 
 def jaccard_csr(results: List[List[Tuple[Hashable, float]]]

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from crawldedup._kernel import lsh_keys
-from crawldedup.near.lsh import _check, _check_bands, optimal_bands
+from crawldedup.near.lsh import lsh_parameters, min_agree
 from crawldedup.near.minhash import EMPTY_VALUE, _num_perm, minhash_many
 from crawldedup.spark._common import check_df, check_id_type, check_partitions, column_type
 
@@ -164,16 +164,6 @@ def _bucket_pairs(num_perm: int, bands: int, rows: int,
     return run
 
 
-def _parameters(threshold: Any, num_perm: int, bands: Any, rows: Any,
-                weights: Any) -> Tuple[float, int, int, int]:
-    t, n, w = _check(threshold, num_perm, weights)
-    if (bands is None) != (rows is None):
-        raise ValueError("give both bands and rows, or neither (to choose them from the "
-                         "threshold)")
-    b, r = optimal_bands(t, n, w) if bands is None else _check_bands(bands, rows, n)
-    return t, n, b, r
-
-
 def minhash_near_duplicates(df: DataFrame, id_col: str, sig_col: str, threshold: float = 0.8,
                             *, num_perm: int = 128, bands: Optional[int] = None,
                             rows: Optional[int] = None,
@@ -207,16 +197,8 @@ def minhash_near_duplicates(df: DataFrame, id_col: str, sig_col: str, threshold:
     raises ValueError if an id repeats.
     """
     check_df(df)
-    t, n, b, r = _parameters(threshold, num_perm, bands, rows, weights)
-    if min_jaccard is None:
-        floor = t
-    else:
-        if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
-            raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
-        if not 0.0 <= min_jaccard <= 1.0:
-            raise ValueError(f"min_jaccard must be in [0.0, 1.0], got {min_jaccard}")
-        floor = float(min_jaccard)
-    min_agree = int(np.ceil(floor * n - 1e-9))
+    t, n, _, b, r = lsh_parameters(threshold, num_perm, bands, rows, weights)
+    floor = min_agree(t if min_jaccard is None else min_jaccard, n)
     if not isinstance(include_featureless, bool):
         raise TypeError(f"include_featureless must be a bool, not "
                         f"{type(include_featureless).__name__}")
@@ -258,5 +240,5 @@ def minhash_near_duplicates(df: DataFrame, id_col: str, sig_col: str, threshold:
                                 T.StructField("sig", T.BinaryType(), False)])
     exploded = reps.mapInArrow(_band_rows(n, b, r), band_schema)
     pairs = (exploded.repartition(parts, "band", "key")
-             .mapInArrow(_bucket_pairs(n, b, r, min_agree), schema))
+             .mapInArrow(_bucket_pairs(n, b, r, floor), schema))
     return links.unionByName(pairs)
