@@ -14,7 +14,8 @@
 # URL canonicalization and URL and request fingerprints (_core_url.pxi), the
 # compact fingerprint table behind FingerprintSet (_core_fpset.pxi), Redis
 # command bytes (_core_resp.pxi), line splitting and hashing for the
-# command line (_core_lines.pxi) and the lookups in DiskStore's sorted runs
+# command line (_core_lines.pxi), the JSON-lines reader of near-dups
+# (_core_jsonl.pxi) and the lookups in DiskStore's sorted runs
 # (_core_runs.pxi).
 # Primitives that Cython cannot express live in the _cd_*.h headers
 # (_cd_support.h holds those every part shares).
@@ -163,4 +164,5 @@ include "_core_url.pxi"
 include "_core_fpset.pxi"
 include "_core_resp.pxi"
 include "_core_lines.pxi"
+include "_core_jsonl.pxi"
 include "_core_runs.pxi"

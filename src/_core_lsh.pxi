@@ -12,6 +12,10 @@
 
 from libc.stdlib cimport qsort
 
+# BandTable.add_many hashes this many signatures' bands, and asks for their
+# slots, before it inserts them.
+DEF LSH_GROUP = 8
+
 
 cdef inline uint64_t lsh_key(const uint32_t* v, Py_ssize_t r, Py_ssize_t band) noexcept nogil:
     """The key of one band: from the band number and r, then each pair of
@@ -79,10 +83,11 @@ cdef inline size_t _lsh_find(const LshSlots* t, uint64_t key) noexcept nogil:
     return i
 
 
-cdef int _lsh_slots_grow(LshSlots* t) noexcept nogil:
+cdef int _lsh_slots_grow(LshSlots* t, size_t size) noexcept nogil:
+    """Move the table to size slots (a power of two above its entries)."""
     cdef LshSlots bigger
     cdef size_t i, j
-    if _lsh_slots_init(&bigger, 2 * (t.mask + 1)) < 0:
+    if _lsh_slots_init(&bigger, size) < 0:
         return -1
     for i in range(t.mask + 1):
         if t.s[i].head:
@@ -190,10 +195,11 @@ cdef class BandTable:
 
     def add_many(self, const uint32_t[:, ::1] sigs):
         """Add each signature as the next row; returns the first row's number."""
-        cdef Py_ssize_t n = sigs.shape[0], i, j, first = self._n, cap
+        cdef Py_ssize_t n = sigs.shape[0], i, j, g, stop, first = self._n, cap
         cdef uint32_t* nxt
         cdef LshSlots* s
-        cdef size_t slot
+        cdef size_t slot, size
+        cdef uint64_t key
         cdef uint64_t* keys = NULL
         cdef int failed = 0
         if sigs.shape[1] != self._k:
@@ -211,32 +217,38 @@ cdef class BandTable:
             self._cap = cap
         with nogil:
             # Every table is grown first, so that no insert can fail halfway.
+            # (in one step to the size the batch needs: one rehash)
             for j in range(self._b):
                 s = &self._slots[j]
-                while 2 * (s.used + <size_t>n) > s.mask + 1:
-                    if _lsh_slots_grow(s) < 0:
-                        failed = 1
-                        break
-                if failed:
+                size = s.mask + 1
+                while 2 * (s.used + <size_t>n) > size:
+                    size *= 2
+                if size != s.mask + 1 and _lsh_slots_grow(s, size) < 0:
+                    failed = 1
                     break
             if not failed:
-                keys = <uint64_t*>malloc(<size_t>self._b * sizeof(uint64_t))
+                keys = <uint64_t*>malloc(<size_t>(LSH_GROUP * self._b) * sizeof(uint64_t))
                 failed = keys == NULL
             if not failed:
-                for i in range(n):
-                    # every band's key first, its slot asked for from memory,
-                    # so that the b cache misses overlap
-                    for j in range(self._b):
-                        keys[j] = lsh_key(&sigs[i, j * self._r], self._r, j)
-                        cd_prefetch(&self._slots[j].s[_lsh_home(&self._slots[j], keys[j])])
-                    for j in range(self._b):
-                        s = &self._slots[j]
-                        slot = _lsh_find(s, keys[j])
-                        if not s.s[slot].head:
-                            s.s[slot].key = keys[j]
-                            s.used += 1
-                        self._nxt[(first + i) * self._b + j] = s.s[slot].head
-                        s.s[slot].head = <uint32_t>(first + i + 1)
+                for g in range(0, n, LSH_GROUP):
+                    # the keys of a group of signatures first, their slots
+                    # asked for from memory, so that the cache misses overlap
+                    stop = min(g + LSH_GROUP, n)
+                    for i in range(g, stop):
+                        for j in range(self._b):
+                            key = lsh_key(&sigs[i, j * self._r], self._r, j)
+                            keys[(i - g) * self._b + j] = key
+                            cd_prefetch(&self._slots[j].s[_lsh_home(&self._slots[j], key)])
+                    for i in range(g, stop):
+                        for j in range(self._b):
+                            s = &self._slots[j]
+                            key = keys[(i - g) * self._b + j]
+                            slot = _lsh_find(s, key)
+                            if not s.s[slot].head:
+                                s.s[slot].key = key
+                                s.used += 1
+                            self._nxt[(first + i) * self._b + j] = s.s[slot].head
+                            s.s[slot].head = <uint32_t>(first + i + 1)
                 free(keys)
         if failed:
             raise MemoryError()

@@ -20,6 +20,7 @@ module         core part                    holds
 ``fpset``      ``src/_core_fpset.pxi``      ``FingerprintTable``, ``fp_hash``
 ``resp``       ``src/_core_resp.pxi``       ``bloom_resp`` (Redis BITFIELD commands)
 ``lines``      ``src/_core_lines.pxi``      ``split_lines``, ``line_hashes``
+``jsonl``      ``src/_core_jsonl.pxi``      ``jsonl_documents`` (near-dups' reader)
 ``runs``       ``src/_core_runs.pxi``       ``run_find``, ``run_merge``, ``run_sort``
                                             (DiskStore's sorted runs)
 =============  ===========================  ==========================================
@@ -54,6 +55,7 @@ from crawldedup._reference.lines import (
                                          span_key_hashes,
                                          split_lines,
 )
+from crawldedup._reference.jsonl import jsonl_documents
 from crawldedup._reference.lsh import BandTable, lsh_agree, lsh_keys
 from crawldedup._reference.minhash import (
                                          minhash_hashes,
@@ -118,6 +120,8 @@ __all__ = [
     # resp, lines
     "bloom_resp", "split_lines", "line_hashes", "line_spans", "span_digests", "gather_spans",
     "span_hashes", "span_key_hashes",
+    # jsonl
+    "jsonl_documents",
     # runs
     "run_find",
     "run_merge",

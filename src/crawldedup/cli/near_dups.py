@@ -45,9 +45,22 @@ import re
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import (
+    IO,
+    Any,
+    BinaryIO,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
 
 import crawldedup
+from crawldedup import _kernel
 from crawldedup.cli._common import file_kind
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
@@ -113,11 +126,56 @@ def _loads(text: str) -> Any:
 
 
 def _documents(name: str, source: BinaryIO, args: argparse.Namespace,
-               first_number: int) -> Iterator[Tuple[str, Any, Any]]:
-    """(where, id, text) for each line of source; BadLine objects instead of
-    ids for lines that are not documents.  A block of lines is decoded and
-    split at once; a block with bytes that are not UTF-8 line by line, to
-    name the line."""
+               first_number: int) -> Iterator[Union[Tuple[str, Any, Any], "_Chunk"]]:
+    """(where, id, text) for each line of source that is not blank; BadLine
+    objects instead of ids for lines that are not documents; a _Chunk for a
+    block's documents when the block holds no bad line.  JSON lines are
+    read a block at a time by the core's reader, which hands back what is
+    not a document for _line_document to read again and name the problem."""
+    if args.lines:
+        yield from _plain_lines(name, source, args, first_number)
+        return
+    text_key = args.text_field.encode("utf-8", "surrogatepass")
+    id_key = args.id_field.encode("utf-8", "surrogatepass")
+    number = 0
+    for block in _blocks(source):
+        status, ids, texts = _kernel.jsonl_documents(block, text_key, id_key)
+        if 2 not in status:             # documents and blank lines only
+            if 0 in status:
+                ids = [ident for kind, ident in zip(status, ids) if kind]
+                texts = [text for kind, text in zip(status, texts) if kind]
+            yield _Chunk(name, number, status, ids, texts)
+            number += len(status)
+            continue
+        for kind, ident, text in zip(status, ids, texts):
+            number += 1
+            if kind == 1:
+                yield f"{name}:{number}", ident, text
+            elif kind == 2:
+                yield _line_document(f"{name}:{number}", text, args, first_number + number)
+
+
+class _Chunk:
+    """The documents of a block of lines that holds no bad line: their ids
+    and texts, and where they are, for one_by_one."""
+
+    def __init__(self, name: str, before: int, status: bytes, ids: List[Any],
+                 texts: List[str]) -> None:
+        self.name, self.before, self.status = name, before, status
+        self.ids, self.texts = ids, texts
+
+    def one_by_one(self) -> Iterator[Tuple[str, Any, str]]:
+        """(where, id, text) of each document."""
+        numbers = [self.before + i + 1 for i, kind in enumerate(self.status) if kind]
+        for number, ident, text in zip(numbers, self.ids, self.texts):
+            yield f"{self.name}:{number}", ident, text
+
+
+def _plain_lines(name: str, source: BinaryIO, args: argparse.Namespace,
+                 first_number: int) -> Iterator[Tuple[str, Any, Any]]:
+    """_documents for --lines: each line is a text, its number its id.  A
+    block of lines is decoded and split at once; a block with bytes that are
+    not UTF-8 line by line, to name the line."""
     number = 0
     for block in _blocks(source):
         lines: List[Any]
@@ -129,23 +187,24 @@ def _documents(name: str, source: BinaryIO, args: argparse.Namespace,
             lines.pop()  # the empty string after the last newline
         for line in lines:
             number += 1
-            text: str
             if isinstance(line, str):
                 text = line.rstrip("\r\n")
-                if not text.strip(_BLANK):
-                    continue
-            else:
-                raw = line.rstrip(b"\r\n")
-                if not raw.strip():
-                    continue
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    where = f"{name}:{number}"
-                    yield where, BadLine(f"{where}: not UTF-8 ({exc.reason} at byte "
-                                         f"{exc.start})"), None
-                    continue
-            yield _document(f"{name}:{number}", text, args, first_number + number)
+                if text.strip(_BLANK):
+                    yield f"{name}:{number}", first_number + number, text
+            elif line.strip():
+                yield _line_document(f"{name}:{number}", line, args, first_number + number)
+
+
+def _line_document(where: str, line: bytes, args: argparse.Namespace,
+                   number: int) -> Tuple[str, Any, Any]:
+    """_document of one line that is not blank, given as bytes (BadLine if
+    it is not UTF-8)."""
+    raw = line.rstrip(b"\r\n")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return where, BadLine(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})"), None
+    return _document(where, text, args, number)
 
 
 def _document(where: str, text: str, args: argparse.Namespace,
@@ -158,6 +217,8 @@ def _document(where: str, text: str, args: argparse.Namespace,
         doc = _loads(text)
     except ValueError as exc:
         return where, BadLine(f"{where}: not a JSON document ({exc})"), None
+    except RecursionError:
+        return where, BadLine(f"{where}: not a JSON document (nested too deeply to read)"), None
     if not isinstance(doc, dict):
         return where, BadLine(f"{where}: a JSON {type(doc).__name__}, not an object"), None
     if args.text_field not in doc:
@@ -290,25 +351,28 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
 
     # A batch is fingerprinted on a worker thread (simhash_many and
     # minhash_many run without the GIL) while the next one is read and
-    # parsed; its results are taken in order, by the next flush or by drain.
+    # parsed and the one before is compared; results are taken in order.
     pool = ThreadPoolExecutor(1, thread_name_prefix="crawldedup-fingerprints")
-    pending: List[Tuple[List[Tuple[str, Any, str]], Any]] = []
+    pending: List[Tuple[List[Any], Any]] = []
 
-    def flush(batch: List[Tuple[str, Any, str]]) -> None:
-        drain()
-        if batch:
-            texts = [text for _, _, text in batch]
-            pending.append((batch, pool.submit(fingerprints, texts)))
+    def flush(ids: List[Any], texts: List[str]) -> None:
+        """Submit a batch (ids, texts), and take the results of the ones
+        before it."""
+        if ids:
+            pending.append((ids, pool.submit(fingerprints, texts)))
+        while len(pending) > 1:     # the one just submitted runs meanwhile
+            done, future = pending.pop(0)
+            take(done, future.result())
 
     def drain() -> None:
         while pending:
-            batch, future = pending.pop()
-            take(batch, future.result())
+            ids, future = pending.pop(0)
+            take(ids, future.result())
 
-    def take(batch: List[Tuple[str, Any, str]], fps: Any) -> None:
+    def take(ids: List[Any], fps: Any) -> None:
         if bar is not None:
-            bar.update(len(batch))
-        for a, b, value in near.add([ident for _, ident, _ in batch], fps):
+            bar.update(len(ids))
+        for a, b, value in near.add(ids, fps):
             line = json.dumps({"a": a, "b": b, score: value}, ensure_ascii=False) + "\n"
             try:
                 out.write(line)
@@ -318,7 +382,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
                 counts["pairs"] += 1
         counts["featureless"] = near.featureless
         # Every pair among the documents compared so far is written.
-        counts["compared"] += len(batch)
+        counts["compared"] += len(ids)
 
     sources = args.files or ["-"]
     # How far the run got, for the message of an interruption (Ctrl-C).
@@ -328,31 +392,52 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[Bi
             for name in sources:
                 label, source = open_input(name, stdin)
                 try:
-                    batch: List[Tuple[str, Any, str]] = []
+                    batch_ids: List[Any] = []
+                    batch_texts: List[str] = []
                     first = earlier + counts["documents"] + counts["skipped"] if args.lines else 0
-                    documents = _documents(label, source, args, first)
+                    documents: Iterator[Any] = _documents(label, source, args, first)
                     if name != "-" and name.lower().endswith(_WARC_SUFFIXES):
                         documents = near_dups_documents(name, err, counts)
-                    for where, ident, text in documents:
-                        if not isinstance(ident, BadLine):
-                            given = near.given(ident)
-                            if given is not None:
-                                ident = BadLine(f"{where}: id {_json(ident)} was already given"
-                                                + (" (in the index)" if given == "index" else ""))
-                        if isinstance(ident, BadLine):
-                            if not args.skip_bad:
-                                flush(batch)  # the documents before the bad line count
-                                drain()
-                                batch = []
-                            bad(ident)
-                            continue
-                        near.arrive(ident)
-                        batch.append((where, ident, text))
-                        counts["documents"] += 1
-                        if len(batch) >= BATCH:
-                            flush(batch)
-                            batch = []
-                    flush(batch)
+                    for item in documents:
+                        if isinstance(item, _Chunk):
+                            if near.arrive_many(item.ids):   # ids all new: taken at once
+                                counts["documents"] += len(item.ids)
+                                start = 0
+                                while start < len(item.ids):
+                                    stop = start + BATCH - len(batch_ids)
+                                    batch_ids.extend(item.ids[start:stop])
+                                    batch_texts.extend(item.texts[start:stop])
+                                    start = stop
+                                    if len(batch_ids) >= BATCH:
+                                        flush(batch_ids, batch_texts)
+                                        batch_ids, batch_texts = [], []
+                                continue
+                            items: Iterable[Tuple[str, Any, str]] = item.one_by_one()
+                        else:
+                            items = (item,)
+                        for where, ident, text in items:
+                            if not isinstance(ident, BadLine):
+                                given = near.given(ident)
+                                if given is not None:
+                                    ident = BadLine(f"{where}: id {_json(ident)} was already "
+                                                    f"given" + (" (in the index)"
+                                                                if given == "index" else ""))
+                            if isinstance(ident, BadLine):
+                                if not args.skip_bad:
+                                    # the documents before the bad line count
+                                    flush(batch_ids, batch_texts)
+                                    drain()
+                                    batch_ids, batch_texts = [], []
+                                bad(ident)
+                                continue
+                            near.arrive(ident)
+                            batch_ids.append(ident)
+                            batch_texts.append(text)
+                            counts["documents"] += 1
+                            if len(batch_ids) >= BATCH:
+                                flush(batch_ids, batch_texts)
+                                batch_ids, batch_texts = [], []
+                    flush(batch_ids, batch_texts)
                     drain()
                 finally:
                     close_inputs([source], stdin)

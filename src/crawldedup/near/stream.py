@@ -134,6 +134,21 @@ class NearDuplicates:
         """Note the next document's id (its place in the order)."""
         self._order[ident] = len(self._order)
 
+    def arrive_many(self, ids: List[Any]) -> bool:
+        """Note the next documents' ids, in order, if none repeats and none
+        was given before (True); else note nothing (False), for the caller
+        to take them one at a time with given() and arrive()."""
+        order = self._order
+        try:
+            if len(set(ids)) != len(ids) or not order.keys().isdisjoint(ids):
+                return False
+            if self.earlier and any(ident in self.index for ident in ids):
+                return False
+        except TypeError:           # an id that cannot be a dict key or an index's id
+            return False
+        order.update(zip(ids, range(len(order), len(order) + len(ids))))
+        return True
+
     def add(self, ids: Sequence[Any], fps: np.ndarray) -> Iterator[Tuple[Any, Any, Any]]:
         """Add a batch (ids that arrived, their fingerprints or signatures)
         and yield each new pair (earlier, later, distance or estimated
