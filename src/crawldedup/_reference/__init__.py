@@ -46,6 +46,7 @@ from crawldedup._reference.bloom import (
 )
 from crawldedup._reference.fpset import FP_MAX_DIGEST_SIZE, FingerprintTable, fp_hash
 from crawldedup._reference.index import MAX_HAMMING_K, HammingIndex, hamming_blocks
+from crawldedup._reference.jsonl import jsonl_documents
 from crawldedup._reference.lines import (
                                          gather_spans,
                                          line_hashes,
@@ -55,7 +56,6 @@ from crawldedup._reference.lines import (
                                          span_key_hashes,
                                          split_lines,
 )
-from crawldedup._reference.jsonl import jsonl_documents
 from crawldedup._reference.lsh import BandTable, lsh_agree, lsh_keys
 from crawldedup._reference.minhash import (
                                          minhash_hashes,

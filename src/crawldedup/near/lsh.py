@@ -346,8 +346,9 @@ class MinHashIndex:
         nothing: ValueError if an id repeats or is present."""
         if isinstance(ids, (str, bytes)):
             raise TypeError("ids must be an iterable of ids, not a single str or bytes")
-        keys = [int(v) if isinstance(v, np.integer) else v
-                for v in (ids.tolist() if isinstance(ids, np.ndarray) else list(ids))]
+        keys = (list(ids) if type(ids) is range else
+                [int(v) if isinstance(v, np.integer) else v
+                 for v in (ids.tolist() if isinstance(ids, np.ndarray) else list(ids))])
         sigs = check_signatures(signatures, self._num_perm, "signatures")
         if len(keys) != len(sigs):
             raise ValueError(f"ids and signatures differ in length: {len(keys)} and "
@@ -364,9 +365,8 @@ class MinHashIndex:
         self._table.add_many(sigs)
         self._sigs[first:first + n] = sigs
         self._alive[first:first + n] = 1
-        names = self._names
-        for i, v in enumerate(keys, first):   # one by one: a tuple id stays one object
-            names[i] = v
+        # (through fromiter: a tuple id stays one object)
+        self._names[first:first + n] = np.fromiter(keys, dtype=object, count=n)
         self._where.update(zip(keys, range(first, first + n)))
         self._n = first + n
 

@@ -89,11 +89,13 @@ class NearDuplicates:
         # The order documents arrived in, for "earlier".
         self._order: Dict[Hashable, int] = {}
         self._clusters = _Clusters() if clusters else None
-        # Clusters: the first document of this run with each fingerprint
-        # (the others of its group join the cluster through it), this run's
-        # distinct fingerprints (ids = themselves), and the run's documents,
-        # added to the index by finish().
-        self._first_with: Dict[Any, Hashable] = {}
+        # Clusters: the number of each distinct fingerprint of this run (in
+        # the order met), the first document with each (the others of its
+        # group join the cluster through it), the distinct fingerprints
+        # under their numbers, and the run's documents, added to the index
+        # by finish().
+        self._first_with: Dict[Any, int] = {}
+        self._firsts: List[Any] = []
         self._distinct: Index = (
             MinHashIndex(num_perm=index.num_perm, bands=index.bands, rows=index.rows)
             if isinstance(index, MinHashIndex) else SimhashIndex(index.k))
@@ -183,29 +185,30 @@ class NearDuplicates:
         one; the first with each fingerprint is looked up among the distinct
         fingerprints of this run (so a big group of identical documents is
         one entry there) and in the index of earlier runs."""
-        clusters, first_with = self._clusters, self._first_with
+        clusters, first_with, firsts = self._clusters, self._first_with, self._firsts
         assert clusters is not None
         self._run_ids.extend(ids)
         self._run_fps.append(fps)
-        asked_ids, asked_keys, asked_rows = [], [], []
+        base = len(firsts)
+        asked_rows = []
         for row, (ident, key) in enumerate(zip(ids, self._keys(fps))):
-            if key in first_with:
-                clusters.union(first_with[key], ident)
-            else:
-                first_with[key] = ident
-                asked_ids.append(ident)
-                asked_keys.append(key)
+            number = first_with.setdefault(key, len(firsts))
+            if number == len(firsts):           # a new fingerprint: its number
+                firsts.append(ident)
                 asked_rows.append(row)
-        if not asked_ids:
+            else:
+                clusters.union(firsts[number], ident)
+        if not asked_rows:
             return
         asked = fps[asked_rows]
-        self._distinct.add_many(asked_keys, asked)
+        asked_ids = firsts[base:]
+        self._distinct.add_many(range(base, len(firsts)), asked)
         offsets, found, _ = self._query(self._distinct, asked)
-        found_list = found.tolist()
+        found_list, offset_list = found.tolist(), offsets.tolist()
         for i, ident in enumerate(asked_ids):
-            for j in range(int(offsets[i]), int(offsets[i + 1])):
-                if found_list[j] != asked_keys[i]:
-                    clusters.union(first_with[found_list[j]], ident)
+            for j in range(offset_list[i], offset_list[i + 1]):
+                if found_list[j] != base + i:
+                    clusters.union(firsts[found_list[j]], ident)
         if self.earlier:
             offsets, found, _ = self._query(self.index, asked)
             found_list = found.tolist()
