@@ -137,6 +137,8 @@ def test_a_bad_line_stops_with_its_number_after_the_lines_before_it(tmp_path):
     ('{"id": [1], "text": "x"}', "ids must be strings or integers"),
     ('{"id": 1, "text": "again"}', "id 1 was already given"),
     ('[1, 2]', "a JSON list, not an object"),
+    ('{"id": 3, "text": "x", "deep": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "not a JSON document (nested too deeply to read)"),
 ])
 def test_skip_bad_reports_and_goes_on(tmp_path, line, words):
     path = tmp_path / "docs.jsonl"

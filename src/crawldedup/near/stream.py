@@ -200,7 +200,7 @@ class NearDuplicates:
                 clusters.union(firsts[number], ident)
         if not asked_rows:
             return
-        asked = fps[asked_rows]
+        asked = fps if len(asked_rows) == len(fps) else fps[asked_rows]
         asked_ids = firsts[base:]
         self._distinct.add_many(range(base, len(firsts)), asked)
         offsets, found, _ = self._query(self._distinct, asked)
