@@ -128,8 +128,19 @@ cdef Py_ssize_t _jl_string(const unsigned char* s, Py_ssize_t p, Py_ssize_t e,
     well-formed UTF-8), or -1."""
     cdef unsigned char c
     cdef int n
+    cdef uint64_t w
     escaped[0] = False
     while True:
+        # eight plain bytes at a time: none with the high bit, below 0x20,
+        # '"' or '\\' (the zero-byte tests of each, on the word)
+        while p + 8 <= e:
+            w = cd_load64le(s + p)
+            if ((w | ~((w | 0x8080808080808080ULL) - 0x2020202020202020ULL)
+                 | ((w ^ 0x2222222222222222ULL) - 0x0101010101010101ULL)
+                 | ((w ^ 0x5C5C5C5C5C5C5C5CULL) - 0x0101010101010101ULL))
+                    & 0x8080808080808080ULL):
+                break
+            p += 8
         while p < e and _jl_plain[s[p]]:
             p += 1
         if p >= e:
@@ -154,10 +165,14 @@ cdef Py_ssize_t _jl_string(const unsigned char* s, Py_ssize_t p, Py_ssize_t e,
         elif c < 0x20:
             return -1
         else:
-            n = _jl_utf8_len(s, p, e)
-            if n == 0:
-                return -1
-            p += n
+            # a run of non-ASCII code points (a CJK text is one) in one loop
+            while True:
+                n = _jl_utf8_len(s, p, e)
+                if n == 0:
+                    return -1
+                p += n
+                if p >= e or s[p] < 0x80:
+                    break
 
 
 cdef Py_ssize_t _jl_number(const unsigned char* s, Py_ssize_t p, Py_ssize_t e,
