@@ -128,7 +128,19 @@ cdef inline void mh_stream_end(MhSink* m, size_t* nb, const MhStream* st) noexce
             nb[0] = 0
 
 
+# The hashes of the CJK Unified Ideographs (U+4E00..U+9FFF), the characters
+# of most Chinese text, looked up instead of computed: the same values.
+DEF MH_CJK_FIRST = 0x4E00
+DEF MH_CJK_COUNT = 0x5200
+cdef uint64_t _mh_cjk_hash[MH_CJK_COUNT]
+cdef Py_ssize_t _mh_i
+for _mh_i in range(MH_CJK_COUNT):
+    _mh_cjk_hash[_mh_i] = cd_fmix64(<uint64_t>(MH_CJK_FIRST + _mh_i) ^ MH_CHAR_SALT)
+
+
 cdef inline uint64_t mh_char_hash(uint32_t c) noexcept nogil:
+    if <uint32_t>(c - MH_CJK_FIRST) < MH_CJK_COUNT:
+        return _mh_cjk_hash[c - MH_CJK_FIRST]
     return cd_fmix64(<uint64_t>c ^ MH_CHAR_SALT)
 
 

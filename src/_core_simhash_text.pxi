@@ -61,9 +61,23 @@ cdef inline bint sh_lower_special(uint32_t c) noexcept nogil:
     return c == 0x130 or c == 0x3A3
 
 
+# What Py_UNICODE_ISALNUM and Py_UNICODE_TOLOWER say of each code point of
+# the Basic Multilingual Plane, asked once at import: bit 0 for a word
+# character, bit 1 for one whose lowercase differs.  A table lookup instead
+# of the Unicode database's calls, for the punctuation and letters around
+# the CJK text that the scans meet on every page.
+cdef uint8_t _sh_bmp[0x10000]
+cdef uint32_t _sh_c
+for _sh_c in range(0x10000):
+    _sh_bmp[_sh_c] = ((1 if Py_UNICODE_ISALNUM(_sh_c) else 0)
+                      | (2 if Py_UNICODE_TOLOWER(_sh_c) != _sh_c else 0))
+
+
 cdef inline uint32_t sh_lower(uint32_t c) noexcept nogil:
     if c < 128:
         return c + 32 if c >= 65 and c <= 90 else c    # 'A'..'Z'
+    if c < 0x10000 and not (_sh_bmp[c] & 2):
+        return c
     return Py_UNICODE_TOLOWER(c)
 
 
@@ -72,6 +86,8 @@ cdef inline bint sh_is_word(uint32_t c) noexcept nogil:
     if c < 128:
         return ((c >= 97 and c <= 122) or (c >= 48 and c <= 57) or (c >= 65 and c <= 90)
                 or c == 95)                           # a-z, 0-9, A-Z, _
+    if c < 0x10000:
+        return _sh_bmp[c] & 1
     return Py_UNICODE_ISALNUM(c) != 0
 
 
