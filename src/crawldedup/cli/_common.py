@@ -4,7 +4,9 @@ the argument types (durations, counts, probabilities) and file kinds."""
 from __future__ import annotations
 
 import argparse
+import ctypes
 import re
+import sys
 from typing import Any
 
 from crawldedup import _defaults
@@ -114,3 +116,29 @@ def probability(text: str) -> float:
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be in the open interval (0, 1), got {text}")
     return value
+
+
+def keep_freed_memory() -> None:
+    """Ask glibc's allocator to keep the memory a command frees for its next
+    allocations instead of handing it back to the system at once.
+
+    A command that reads a large input in batches frees and allocates tens
+    of megabytes a batch (blocks of input, texts, signature arrays); by
+    default glibc returns the top of its heap to the system as soon as
+    128 KiB are free there and serves each allocation of 128 KiB or more
+    by a fresh mapping, so every batch pays the kernel to fault in and zero
+    new pages again.  This raises those limits (mappings from 64 MiB, the
+    heap trimmed above 256 MiB free): the process keeps, at most, its peak
+    plus what it last freed.  Only for command-line processes; elsewhere
+    (another C library, no mallopt) it does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3   # glibc's malloc.h
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 256 << 20)
+    mallopt(m_top_pad, 16 << 20)

@@ -61,7 +61,7 @@ from typing import (
 
 import crawldedup
 from crawldedup import _kernel
-from crawldedup.cli._common import file_kind
+from crawldedup.cli._common import file_kind, keep_freed_memory
 from crawldedup.cli._inputs import close_inputs, open_input, progress_bar, reading_command
 from crawldedup.errors import CrawldedupError
 from crawldedup.formats import files as _files
@@ -316,6 +316,7 @@ def _minhash_index(args: argparse.Namespace, index_path: Optional[str]) -> MinHa
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str], stdin: Optional[BinaryIO]) -> int:
+    keep_freed_memory()   # batches free and allocate tens of megabytes each
 
     index_path = os.path.abspath(args.index) if args.index else None
     index: Union[SimhashIndex, MinHashIndex]
