@@ -95,11 +95,12 @@ def test_every_code_point_lowers_like_str_lower(core):
 
 def test_every_code_point_is_a_word_character_as_re_says(core):
     # The word test of the scans (a table for the Basic Multilingual Plane,
-    # the Unicode database above it) against re's \w: a one-character text
-    # has a feature exactly when its character is a word character.
+    # the Unicode database above it: planes 1 and 2 checked) against re's
+    # \w: a one-character text has a feature exactly when its character is
+    # a word character.
     import re
     word = re.compile(r"\w")
-    for start in range(0, 0x110000, 0x10000):
+    for start in range(0, 0x30000, 0x10000):
         chars = [chr(c) for c in range(start, start + 0x10000) if not 0xD800 <= c <= 0xDFFF]
         got = core.simhash_texts(chars, 1, 1, 1) != 0
         want = np.array([word.match(ch) is not None for ch in chars])
