@@ -153,7 +153,7 @@ cdef Py_ssize_t _jl_string(const unsigned char* s, Py_ssize_t p, Py_ssize_t e,
             if p + 1 >= e:
                 return -1
             c = s[p + 1]
-            if c == 117:                        # \uXXXX (a lone surrogate too)
+            if c == 117:                        # \u and four hex digits (a lone surrogate too)
                 if _jl_hex4(s, p + 2, e) < 0:
                     return -1
                 p += 6

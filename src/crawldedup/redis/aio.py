@@ -75,7 +75,7 @@ from crawldedup.redis._conn import (
     split_url,
     unavailable,
 )
-from crawldedup.redis.minhash import MinHashLogic, id_signatures, jaccard_csr
+from crawldedup.redis.minhash import MinHashLogic, MinHashParams, id_signatures, jaccard_csr
 from crawldedup.redis.simhash import SimhashLogic, csr, encode_id, id_batch
 from crawldedup.redis.store import StoreLogic
 
@@ -545,37 +545,23 @@ class AsyncRedisBloomFilter(_AsyncBase):
         (await self.to_bloom_filter()).save(os.fspath(path))
 
 
-class AsyncRedisSimhashIndex(_AsyncBase):
-    """RedisSimhashIndex for asyncio: ``index = await
-    AsyncRedisSimhashIndex.open(url, name, k=3)``; ``await index.add(id, fp)``,
-    ``add_many``, ``remove``, ``query``, ``query_many``, ``near_dup``,
-    ``contains``, ``count``, ``clear``, ``drop`` (all awaited)."""
+class _AsyncIndex(_AsyncBase):
+    """What the asyncio Redis indexes (SimHash, MinHash LSH) share over
+    their logic object: opening, and remove, contains, count, clear and
+    drop."""
 
     _logic: SimhashLogic
 
-    @classmethod
-    async def open(cls, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
-                   shards: Optional[int] = None) -> "AsyncRedisSimhashIndex":
-        self = cls()
-        self._logic = SimhashLogic(name, k, shards)
-        await _attach(self, client_or_url, self._logic)
+    async def _open(self, logic: SimhashLogic, client_or_url: Any) -> None:
+        self._logic = logic
+        await _attach(self, client_or_url, logic)
         try:
             client = self._transport.client
             nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
-            await self._transport.run(self._logic.open_op(nodes))
+            await self._transport.run(logic.open_op(nodes))
         except BaseException:
             await self.aclose()
             raise
-        return self
-
-    async def add(self, id: Hashable, fp: int) -> None:
-        await self._run(self._logic.add_op([encode_id(id)],
-                                           np.array([_check_fp(fp)], dtype=np.uint64)))
-
-    async def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
-        encs, f = await _prepare(_size(ids), id_batch, ids, fps)
-        if encs:
-            await self._run(self._logic.add_op(encs, f), len(encs))
 
     async def remove(self, id: Hashable) -> None:
         await self._run(self._logic.remove_op(encode_id(id), id))
@@ -589,6 +575,39 @@ class AsyncRedisSimhashIndex(_AsyncBase):
 
     async def count(self) -> int:
         return int(await self._run(self._logic.len_op()))
+
+    async def clear(self) -> None:
+        # Reads the whole index to find its buckets: prepared off the loop.
+        await self._run(self._logic.clear_op(), None)
+
+    async def drop(self) -> None:
+        await self._run(self._logic.drop_op(), None)
+        await self.aclose()
+
+
+class AsyncRedisSimhashIndex(_AsyncIndex):
+    """RedisSimhashIndex for asyncio: ``index = await
+    AsyncRedisSimhashIndex.open(url, name, k=3)``; ``await index.add(id, fp)``,
+    ``add_many``, ``remove``, ``query``, ``query_many``, ``near_dup``,
+    ``contains``, ``count``, ``clear``, ``drop`` (all awaited)."""
+
+    _logic: SimhashLogic
+
+    @classmethod
+    async def open(cls, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
+                   shards: Optional[int] = None) -> "AsyncRedisSimhashIndex":
+        self = cls()
+        await self._open(SimhashLogic(name, k, shards), client_or_url)
+        return self
+
+    async def add(self, id: Hashable, fp: int) -> None:
+        await self._run(self._logic.add_op([encode_id(id)],
+                                           np.array([_check_fp(fp)], dtype=np.uint64)))
+
+    async def add_many(self, ids: Iterable[Hashable], fps: Any) -> None:
+        encs, f = await _prepare(_size(ids), id_batch, ids, fps)
+        if encs:
+            await self._run(self._logic.add_op(encs, f), len(encs))
 
     async def query(self, fp: int) -> List[Tuple[Hashable, int]]:
         f = _check_fp(fp)
@@ -603,16 +622,8 @@ class AsyncRedisSimhashIndex(_AsyncBase):
         results = await self._run(self._logic.query_op(f), len(f))
         return await _prepare(len(f), csr, results)
 
-    async def clear(self) -> None:
-        # Reads the whole index to find its buckets: prepared off the loop.
-        await self._run(self._logic.clear_op(), None)
 
-    async def drop(self) -> None:
-        await self._run(self._logic.drop_op(), None)
-        await self.aclose()
-
-
-class AsyncRedisMinHashIndex(_AsyncBase):
+class AsyncRedisMinHashIndex(MinHashParams, _AsyncIndex):
     """RedisMinHashIndex for asyncio: ``index = await
     AsyncRedisMinHashIndex.open(url, name, threshold=0.8, num_perm=128)``;
     ``await index.add(id, signature)``, ``add_many``, ``remove``, ``query``,
@@ -627,28 +638,9 @@ class AsyncRedisMinHashIndex(_AsyncBase):
                    rows: Optional[int] = None, weights: Tuple[float, float] = (0.5, 0.5),
                    shards: Optional[int] = None) -> "AsyncRedisMinHashIndex":
         self = cls()
-        self._logic = MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards)
-        await _attach(self, client_or_url, self._logic)
-        try:
-            client = self._transport.client
-            nodes = len(client.get_primaries()) if self._transport.is_cluster else 1
-            await self._transport.run(self._logic.open_op(nodes))
-        except BaseException:
-            await self.aclose()
-            raise
+        await self._open(MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards),
+                         client_or_url)
         return self
-
-    @property
-    def num_perm(self) -> int:
-        return int(self._logic.num_perm)
-
-    @property
-    def bands(self) -> int:
-        return int(self._logic.bands)
-
-    @property
-    def rows(self) -> int:
-        return int(self._logic.rows)
 
     async def add(self, id: Hashable, signature: Any) -> None:
         await self._run(self._logic.add_op(
@@ -658,19 +650,6 @@ class AsyncRedisMinHashIndex(_AsyncBase):
         encs, sigs = await _prepare(_size(ids), id_signatures, ids, signatures, self.num_perm)
         if encs:
             await self._run(self._logic.add_op(encs, sigs), len(encs))
-
-    async def remove(self, id: Hashable) -> None:
-        await self._run(self._logic.remove_op(encode_id(id), id))
-
-    async def contains(self, id: Hashable) -> bool:
-        try:
-            enc = encode_id(id)
-        except (TypeError, ValueError):
-            return False
-        return bool(await self._run(self._logic.contains_op(enc)))
-
-    async def count(self) -> int:
-        return int(await self._run(self._logic.len_op()))
 
     async def query(self, signature: Any,
                     min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
@@ -686,10 +665,3 @@ class AsyncRedisMinHashIndex(_AsyncBase):
                               "signatures")
         results = await self._run(self._logic.query_op(sigs, floor), len(sigs))
         return await _prepare(len(sigs), jaccard_csr, results)
-
-    async def clear(self) -> None:
-        await self._run(self._logic.clear_op(), None)
-
-    async def drop(self) -> None:
-        await self._run(self._logic.drop_op(), None)
-        await self.aclose()

@@ -19,14 +19,16 @@ from crawldedup.near.lsh import (
 )
 from crawldedup.redis import _resp
 from crawldedup.redis._bloom_logic import shard_tags
-from crawldedup.redis._conn import Op, Request, SyncHandle
+from crawldedup.redis._conn import Op, Request
 from crawldedup.redis.simhash import (
     FETCH_SCRIPT,
     MAX_SHARDS,
     QUERY_KEYS,
+    IndexHandle,
     SimhashLogic,
     decode_id,
     encode_id,
+    flatten,
 )
 
 FORMAT_VERSION = 1
@@ -265,21 +267,33 @@ def id_signatures(ids: Iterable[Hashable], signatures: Any,
 def jaccard_csr(results: List[List[Tuple[Hashable, float]]]
                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(offsets, ids, jaccards) of per-query results, as MinHashIndex.query_many."""
-    offsets = np.zeros(len(results) + 1, dtype=np.int64)
-    flat: List[Any] = []
-    jac: List[float] = []
-    for i, res in enumerate(results):
-        offsets[i + 1] = offsets[i] + len(res)
-        for id, j in res:
-            flat.append(id)
-            jac.append(j)
+    offsets, flat, jac = flatten(results)
     ids = np.empty(len(flat), dtype=object)
     for i, v in enumerate(flat):
         ids[i] = v
     return offsets, ids, np.array(jac, dtype=np.float64)
 
 
-class RedisMinHashIndex(SyncHandle):
+class MinHashParams:
+    """The LSH parameters of a Redis MinHash index (blocking or asyncio),
+    read from its logic object."""
+
+    _logic: MinHashLogic
+
+    @property
+    def num_perm(self) -> int:
+        return int(self._logic.num_perm)
+
+    @property
+    def bands(self) -> int:
+        return int(self._logic.bands)
+
+    @property
+    def rows(self) -> int:
+        return int(self._logic.rows)
+
+
+class RedisMinHashIndex(MinHashParams, IndexHandle):
     """MinHash LSH over Redis, the :class:`crawldedup.MinHashIndex`
     interface: ``RedisMinHashIndex(url_or_client, name, threshold=0.8,
     num_perm=128, *, bands=None, rows=None, weights=(0.5, 0.5),
@@ -303,40 +317,17 @@ class RedisMinHashIndex(SyncHandle):
     """
 
     _logic: MinHashLogic
-    _what = "index"
 
     def __init__(self, client_or_url: Any, name: Any, threshold: Optional[float] = 0.8,
                  num_perm: Optional[int] = 128, *, bands: Optional[int] = None,
                  rows: Optional[int] = None, weights: Tuple[float, float] = (0.5, 0.5),
                  shards: Optional[int] = None) -> None:
-        self._logic = MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards)
-        client, is_cluster = self._attach(client_or_url)
-        try:
-            nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
-        except BaseException:
-            self.close()
-            raise
-
-    @property
-    def num_perm(self) -> int:
-        return int(self._logic.num_perm)
-
-    @property
-    def bands(self) -> int:
-        return int(self._logic.bands)
-
-    @property
-    def rows(self) -> int:
-        return int(self._logic.rows)
+        self._open(MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards),
+                   client_or_url)
 
     @property
     def threshold(self) -> float:
         return float(self._logic.threshold)
-
-    @property
-    def shards(self) -> int:
-        return self._logic.shards
 
     def __repr__(self) -> str:
         return (f"RedisMinHashIndex({self._transport.address!r}, {self.name!r}, "
@@ -358,20 +349,6 @@ class RedisMinHashIndex(SyncHandle):
         if encs:
             self._run(self._logic.add_op(encs, sigs))
 
-    def remove(self, id: Hashable) -> None:
-        """Remove id and its signature; KeyError if it is not present."""
-        self._run(self._logic.remove_op(encode_id(id), id))
-
-    def __contains__(self, id: object) -> bool:
-        try:
-            enc = encode_id(id)
-        except (TypeError, ValueError):
-            return False
-        return bool(self._run(self._logic.contains_op(enc)))
-
-    def __len__(self) -> int:
-        return int(self._run(self._logic.len_op()))
-
     def query(self, signature: Any,
               min_jaccard: Optional[float] = None) -> List[Tuple[Hashable, float]]:
         """[(id, estimated Jaccard)] of the entries sharing a band's values
@@ -388,13 +365,3 @@ class RedisMinHashIndex(SyncHandle):
         floor = min_agree(min_jaccard, self.num_perm)
         return jaccard_csr(self._run(self._logic.query_op(
             check_signatures(signatures, self.num_perm, "signatures"), floor)))
-
-    def clear(self) -> None:
-        """Remove every entry (the parameters stay)."""
-        self._run(self._logic.clear_op())
-
-    def drop(self) -> None:
-        """Delete the index's keys from Redis, its metadata too (the object
-        is unusable after)."""
-        self._run(self._logic.drop_op())
-        self.close()

@@ -477,7 +477,55 @@ class SimhashLogic:
 _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 
-class RedisSimhashIndex(SyncHandle):
+class IndexHandle(SyncHandle):
+    """What the blocking Redis indexes (SimHash, MinHash LSH) share over
+    their logic object: opening on the server or cluster (the metadata
+    checked, the shards counted from the masters), and remove, ``in``,
+    ``len``, clear and drop."""
+
+    _logic: SimhashLogic
+    _what = "index"
+
+    def _open(self, logic: SimhashLogic, client_or_url: Any) -> None:
+        self._logic = logic
+        client, is_cluster = self._attach(client_or_url)
+        try:
+            nodes = len(client.get_primaries()) if is_cluster else 1
+            self._transport.run(self._logic.open_op(nodes))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def shards(self) -> int:
+        return self._logic.shards
+
+    def remove(self, id: Hashable) -> None:
+        """Remove id and its entry; KeyError if it is not present."""
+        self._run(self._logic.remove_op(encode_id(id), id))
+
+    def __contains__(self, id: object) -> bool:
+        try:
+            enc = encode_id(id)
+        except (TypeError, ValueError):
+            return False
+        return bool(self._run(self._logic.contains_op(enc)))
+
+    def __len__(self) -> int:
+        return int(self._run(self._logic.len_op()))
+
+    def clear(self) -> None:
+        """Remove every entry (the parameters stay)."""
+        self._run(self._logic.clear_op())
+
+    def drop(self) -> None:
+        """Delete the index's keys from Redis, its metadata too (the object
+        is unusable after)."""
+        self._run(self._logic.drop_op())
+        self.close()
+
+
+class RedisSimhashIndex(IndexHandle):
     """The :class:`crawldedup.SimhashIndex` interface over Redis:
     ``RedisSimhashIndex(url_or_client, name, k=3, *, shards=None)``.
 
@@ -499,27 +547,13 @@ class RedisSimhashIndex(SyncHandle):
     index with its own.
     """
 
-    _logic: SimhashLogic
-    _what = "index"
-
     def __init__(self, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
                  shards: Optional[int] = None) -> None:
-        self._logic = SimhashLogic(name, k, shards)
-        client, is_cluster = self._attach(client_or_url)
-        try:
-            nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
-        except BaseException:
-            self.close()
-            raise
+        self._open(SimhashLogic(name, k, shards), client_or_url)
 
     @property
     def k(self) -> int:
         return self._logic.k
-
-    @property
-    def shards(self) -> int:
-        return self._logic.shards
 
     def __repr__(self) -> str:
         return (f"RedisSimhashIndex({self._transport.address!r}, {self.name!r}, k={self.k}, "
@@ -542,20 +576,6 @@ class RedisSimhashIndex(SyncHandle):
         if encs:
             self._run(self._logic.add_op(encs, f))
 
-    def remove(self, id: Hashable) -> None:
-        """Remove id and its fingerprint; KeyError if it is not present."""
-        self._run(self._logic.remove_op(encode_id(id), id))
-
-    def __contains__(self, id: object) -> bool:
-        try:
-            enc = encode_id(id)
-        except (TypeError, ValueError):
-            return False
-        return bool(self._run(self._logic.contains_op(enc)))
-
-    def __len__(self) -> int:
-        return int(self._run(self._logic.len_op()))
-
     def query(self, fp: int) -> List[Tuple[Hashable, int]]:
         """[(id, distance)] within k of fp, by distance then id."""
         f = _check_fp(fp)
@@ -570,26 +590,24 @@ class RedisSimhashIndex(SyncHandle):
         results = self._run(self._logic.query_op(_fp_array(fps)))
         return csr(results)
 
-    def clear(self) -> None:
-        """Remove every entry (the parameters stay)."""
-        self._run(self._logic.clear_op())
 
-    def drop(self) -> None:
-        """Delete the index's keys from Redis, its metadata too (the object
-        is unusable after)."""
-        self._run(self._logic.drop_op())
-        self.close()
+def flatten(results: List[List[Tuple[Hashable, Any]]]
+            ) -> Tuple[np.ndarray, List[Any], List[Any]]:
+    """(offsets, ids, values) of per-query [(id, value)] lists, in CSR
+    layout: query i's are ids[offsets[i]:offsets[i + 1]]."""
+    offsets = np.zeros(len(results) + 1, dtype=np.int64)
+    flat_ids: List[Any] = []
+    values: List[Any] = []
+    for i, res in enumerate(results):
+        offsets[i + 1] = offsets[i] + len(res)
+        for id, v in res:
+            flat_ids.append(id)
+            values.append(v)
+    return offsets, flat_ids, values
 
 
 def csr(results: List[List[Tuple[Hashable, int]]]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(results) + 1, dtype=np.int64)
-    flat_ids: List[Any] = []
-    dists: List[int] = []
-    for i, res in enumerate(results):
-        offsets[i + 1] = offsets[i] + len(res)
-        for id, d in res:
-            flat_ids.append(id)
-            dists.append(d)
+    offsets, flat_ids, dists = flatten(results)
     if all(isinstance(i, int) for i in flat_ids):
         ids: np.ndarray = np.array(flat_ids, dtype=np.uint64)
     else:
