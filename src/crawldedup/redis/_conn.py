@@ -440,6 +440,19 @@ class SyncHandle:
         self._closed = False
         return client, is_cluster
 
+    def _open_logic(self, logic: Any, client_or_url: Any) -> None:
+        """Take logic, connect, and run its open_op (its metadata read or
+        written, its shards counted from the cluster's masters); closed
+        again if that fails."""
+        self._logic = logic
+        client, is_cluster = self._attach(client_or_url)
+        try:
+            nodes = len(client.get_primaries()) if is_cluster else 1
+            self._transport.run(logic.open_op(nodes))
+        except BaseException:
+            self.close()
+            raise
+
     @property
     def name(self) -> str:
         return str(self._logic.name.decode("utf-8", "replace"))

@@ -322,8 +322,8 @@ class RedisMinHashIndex(MinHashParams, IndexHandle):
                  num_perm: Optional[int] = 128, *, bands: Optional[int] = None,
                  rows: Optional[int] = None, weights: Tuple[float, float] = (0.5, 0.5),
                  shards: Optional[int] = None) -> None:
-        self._open(MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards),
-                   client_or_url)
+        self._open_logic(MinHashLogic(name, threshold, num_perm, bands, rows, weights, shards),
+                         client_or_url)
 
     @property
     def threshold(self) -> float:

@@ -479,22 +479,10 @@ _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
 class IndexHandle(SyncHandle):
     """What the blocking Redis indexes (SimHash, MinHash LSH) share over
-    their logic object: opening on the server or cluster (the metadata
-    checked, the shards counted from the masters), and remove, ``in``,
-    ``len``, clear and drop."""
+    their logic object: remove, ``in``, ``len``, clear and drop."""
 
     _logic: SimhashLogic
     _what = "index"
-
-    def _open(self, logic: SimhashLogic, client_or_url: Any) -> None:
-        self._logic = logic
-        client, is_cluster = self._attach(client_or_url)
-        try:
-            nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
-        except BaseException:
-            self.close()
-            raise
 
     @property
     def shards(self) -> int:
@@ -549,7 +537,7 @@ class RedisSimhashIndex(IndexHandle):
 
     def __init__(self, client_or_url: Any, name: Any, k: Optional[int] = 3, *,
                  shards: Optional[int] = None) -> None:
-        self._open(SimhashLogic(name, k, shards), client_or_url)
+        self._open_logic(SimhashLogic(name, k, shards), client_or_url)
 
     @property
     def k(self) -> int:

@@ -902,15 +902,9 @@ class RedisStore(SyncHandle, FingerprintStore):
                  digest_size: int = 16, *, capacity: Optional[int] = None, window: Any = None,
                  windows: Optional[int] = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self._logic = StoreLogic(name, digest_size, window, windows, clock, capacity)
+        self._open_logic(StoreLogic(name, digest_size, window, windows, clock, capacity),
+                         client_or_url)
         self.digest_size = self._logic.digest_size
-        client, is_cluster = self._attach(client_or_url)
-        try:
-            nodes = len(client.get_primaries()) if is_cluster else 1
-            self._transport.run(self._logic.open_op(nodes))
-        except BaseException:
-            self.close()
-            raise
         if self._logic.warning:
             warnings.warn(self._logic.warning, RuntimeWarning, stacklevel=2)
 
